@@ -1,0 +1,154 @@
+"""Session entries: the records a :class:`~core.store.SessionStore` appends, and their fold.
+
+Every store holds a session as an ordered list of entries (dicts). Types (``"type"`` key):
+
+- ``header``: ``{"type": "header", "version": 1, "id": str, "project_key": str, "cwd": str,
+  "created_at": float, "forked_from"?: {"session_id": str, "message_index": int}}`` — first entry.
+- ``message``: ``{"type": "message", "ts": float, "message": {...}}`` — ``message`` is the OpenAI
+  chat message exactly as sent to the API (no extra keys inside it).
+- ``title``: ``{"type": "title", "ts": float, "title": str, "source": "llm" | "user" | "fallback"}``.
+
+Unknown types are kept by the store and ignored by the fold, so a newer version's entries never
+break an older reader. Timestamps are Unix seconds (float).
+
+:class:`SessionState` folds entries one at a time; the JSONL index feeds it only the new tail of
+a file, and loading a session feeds it everything, so both agree by construction.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+FORMAT_VERSION = 1
+TITLE_SOURCES = ("llm", "user", "fallback")
+
+
+def header_entry(
+    session_id: str,
+    project_key: str,
+    cwd: str | None,
+    *,
+    created_at: float | None = None,
+    forked_from: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Build a header entry; ``created_at`` in Unix seconds (default now)."""
+    entry: dict[str, Any] = {
+        "type": "header",
+        "version": FORMAT_VERSION,
+        "id": session_id,
+        "project_key": project_key,
+        "cwd": cwd,
+        "created_at": time.time() if created_at is None else created_at,
+    }
+    if forked_from is not None:
+        entry["forked_from"] = forked_from
+    return entry
+
+
+def message_entry(message: dict[str, Any], *, ts: float | None = None) -> dict[str, Any]:
+    """Wrap an OpenAI chat message (a dict with ``role``) as a message entry.
+
+    Raises ``ValueError`` when ``message`` is not a dict with a string ``role``.
+    """
+    if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+        raise ValueError("a message must be a dict with a 'role' (per the OpenAI chat API)")
+    return {"type": "message", "ts": time.time() if ts is None else ts, "message": message}
+
+
+def title_entry(title: str, source: str, *, ts: float | None = None) -> dict[str, Any]:
+    """Build a title entry. ``source`` is ``"llm"``, ``"user"`` or ``"fallback"`` (ValueError otherwise)."""
+    if source not in TITLE_SOURCES:
+        raise ValueError(f"title source must be one of {TITLE_SOURCES}, not {source!r}")
+    return {"type": "title", "ts": time.time() if ts is None else ts, "title": title, "source": source}
+
+
+def _number(value: Any) -> float | None:
+    # bool is an int subclass; a hand-edited "ts": true must not become 1.0.
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+@dataclass
+class SessionState:
+    """The metadata a fold of entries yields (no messages kept, so memory stays small).
+
+    ``created_at`` is None until a header (or, lacking one, the first timestamped entry) is seen;
+    ``last_message_at`` is the ts of the newest message entry.
+    """
+
+    id: str | None = None
+    project_key: str | None = None
+    cwd: str | None = None
+    created_at: float | None = None
+    last_message_at: float | None = None
+    message_count: int = 0
+    forked_from: dict[str, Any] | None = None
+    title: str | None = None
+    title_source: str | None = None
+    has_header: bool = False
+
+    def feed(self, entry: Any) -> bool:
+        """Fold one entry in; return True when it was a message entry. Malformed entries are ignored."""
+        if not isinstance(entry, dict):
+            return False
+        kind = entry.get("type")
+        if kind == "message":
+            if not isinstance(entry.get("message"), dict):
+                return False
+            self.message_count += 1
+            ts = _number(entry.get("ts"))
+            if ts is not None:
+                self.last_message_at = ts if self.last_message_at is None else max(self.last_message_at, ts)
+                if self.created_at is None:
+                    self.created_at = ts
+            return True
+        if kind == "title":
+            title, source = entry.get("title"), entry.get("source")
+            if isinstance(title, str) and title.strip() and source in TITLE_SOURCES:
+                # A title the user chose is never replaced by a generated one, whatever the order.
+                if source == "user" or self.title_source != "user":
+                    self.title, self.title_source = title, source
+            return False
+        if kind == "header" and not self.has_header:
+            self.has_header = True
+            self.id = entry.get("id") if isinstance(entry.get("id"), str) else self.id
+            self.project_key = entry.get("project_key") if isinstance(entry.get("project_key"), str) else None
+            self.cwd = entry.get("cwd") if isinstance(entry.get("cwd"), str) else None
+            created = _number(entry.get("created_at"))
+            if created is not None:
+                self.created_at = created
+            forked = entry.get("forked_from")
+            self.forked_from = forked if isinstance(forked, dict) else None
+        return False
+
+    def feed_all(self, entries: Iterable[Any]) -> "SessionState":
+        """Fold every entry of ``entries``; return self."""
+        for entry in entries:
+            self.feed(entry)
+        return self
+
+    def updated_at(self, default: float = 0.0) -> float:
+        """The later of creation and the last message (Unix seconds); ``default`` when neither is known."""
+        times = [t for t in (self.created_at, self.last_message_at) if t is not None]
+        return max(times) if times else default
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of the state (for indexes)."""
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "SessionState":
+        """Rebuild from :meth:`to_dict` output; unknown keys are dropped."""
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+def messages_of(entries: Iterable[Any]) -> list[dict[str, Any]]:
+    """The OpenAI messages of ``entries``, in order (other entry types skipped)."""
+    return [
+        e["message"]
+        for e in entries
+        if isinstance(e, dict) and e.get("type") == "message" and isinstance(e.get("message"), dict)
+    ]

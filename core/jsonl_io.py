@@ -1,0 +1,160 @@
+"""Reading and writing JSONL session files safely.
+
+Rules (why each exists):
+- Lines are split on ``b"\\n"`` only, never ``str.splitlines()``, which would also split inside
+  JSON strings at U+2028, ``\\x1c`` and friends.
+- A line that does not parse (torn by a crash, hand-edited, NUL-filled after a power cut) is
+  skipped with a warning naming file and line; the rest of the session loads.
+- Text is written as UTF-8 with ``ensure_ascii=False`` (readable in an editor); a lone surrogate
+  (from tool output decoded with ``surrogateescape``) cannot be encoded, so it becomes U+FFFD.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from .entries import SessionState
+
+log = logging.getLogger(__name__)
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
+_JUNK = b" \t\r\x00"
+SIG_BYTES = 64  # bytes before the indexed offset that must be unchanged for an incremental read
+
+
+def encode_entries(entries: Iterable[Any]) -> bytes:
+    """Serialise entries as JSONL bytes, one line each, ending with ``\\n``.
+
+    Raises ``ValueError`` for an entry that is not a dict or not JSON-serialisable (NaN and
+    infinities included, as they are not JSON); nothing is written then.
+    """
+    lines = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise ValueError(f"a session entry must be a dict, not {type(entry).__name__}")
+        try:
+            line = json.dumps(entry, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"session entry is not JSON-serialisable: {exc}") from exc
+        try:
+            lines.append(line.encode("utf-8"))
+        except UnicodeEncodeError:
+            lines.append(_SURROGATES.sub("\ufffd", line).encode("utf-8"))
+    return b"".join(line + b"\n" for line in lines)
+
+
+def parse_line(raw: bytes, path: os.PathLike[str] | str, lineno: int) -> dict[str, Any] | None:
+    """Parse one JSONL line; return the entry dict, or None (logged) when it is damaged.
+
+    ``lineno`` is 1-based, for the warning. Blank lines are skipped silently.
+    """
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        stripped = raw.strip(_JUNK)
+        if not stripped:
+            if raw.strip(b" \t\r"):  # a run of NULs is damage worth a warning; blank is not
+                log.warning("%s:%d: skipped a line of NUL bytes", path, lineno)
+            return None
+        try:
+            value = json.loads(stripped.decode("utf-8", "replace"))
+        except ValueError as exc:
+            log.warning("%s:%d: skipped a damaged line (%s)", path, lineno, exc)
+            return None
+    if not isinstance(value, dict):
+        log.warning("%s:%d: skipped a line that is not a JSON object", path, lineno)
+        return None
+    return value
+
+
+def read_entries(path: os.PathLike[str] | str) -> list[dict[str, Any]]:
+    """Read every readable entry of a JSONL file, in order. Raises ``FileNotFoundError``."""
+    with open(path, "rb") as f:
+        data = f.read()
+    entries = []
+    loads = json.loads
+    for lineno, line in enumerate(data.split(b"\n"), 1):
+        if not line:
+            continue
+        try:
+            # Fast path: one C call per clean line.
+            value = loads(line)
+        except ValueError:
+            value = parse_line(line, path, lineno)
+            if value is None:
+                continue
+        if type(value) is dict:
+            entries.append(value)
+        else:
+            log.warning("%s:%d: skipped a line that is not a JSON object", path, lineno)
+    return entries
+
+
+@dataclass
+class FileScan:
+    """Incremental read state of one session file, as kept in the metadata index.
+
+    ``size``/``mtime_ns``: the file's stat when scanned; ``offset``: bytes folded so far (whole
+    lines only); ``lines``: lines before ``offset``; ``sig``: CRC-32 of the ``SIG_BYTES`` before
+    ``offset``, to tell an append (prefix unchanged, read only the tail) from an edit (read all).
+    """
+
+    size: int = 0
+    mtime_ns: int = 0
+    offset: int = 0
+    lines: int = 0
+    sig: int = 0
+    state: SessionState = field(default_factory=SessionState)
+
+    def to_list(self) -> list[Any]:
+        """Compact JSON form for the index file."""
+        return [self.size, self.mtime_ns, self.offset, self.lines, self.sig, self.state.to_dict()]
+
+    @classmethod
+    def from_list(cls, data: list[Any]) -> "FileScan":
+        """Inverse of :meth:`to_list`; raises ``ValueError``/``TypeError`` on a malformed record."""
+        size, mtime_ns, offset, lines, sig, state = data
+        return cls(int(size), int(mtime_ns), int(offset), int(lines), int(sig), SessionState.from_dict(state))
+
+
+def scan_file(path: str, st: os.stat_result, prev: FileScan | None) -> FileScan:
+    """Fold the session file at ``path`` into metadata, reading only what changed since ``prev``.
+
+    Unchanged (same size and mtime) → ``prev`` itself. Grown with the bytes before ``prev.offset``
+    unchanged → only the new tail is read. Anything else (shrunk, edited) → a full re-read. Reads
+    line by line, so memory does not grow with the file. A final line without ``\\n`` is folded
+    only when it parses (a complete entry whose newline was lost); a torn one is left for later.
+    """
+    if prev is not None and prev.size == st.st_size and prev.mtime_ns == st.st_mtime_ns:
+        return prev
+    with open(path, "rb") as f:
+        scan = FileScan()
+        if prev is not None and 0 < prev.offset <= st.st_size:
+            start = max(0, prev.offset - SIG_BYTES)
+            f.seek(start)
+            if zlib.crc32(f.read(prev.offset - start)) == prev.sig:
+                scan = FileScan(offset=prev.offset, lines=prev.lines, sig=prev.sig,
+                                state=SessionState.from_dict(prev.state.to_dict()))
+        f.seek(scan.offset)
+        offset, lines, state = scan.offset, scan.lines, scan.state
+        for raw in f:
+            lines += 1
+            complete = raw.endswith(b"\n")
+            entry = parse_line(raw, path, lines) if (complete or raw.strip(_JUNK)) else None
+            if not complete and entry is None:
+                lines -= 1  # a torn tail: fold it when its line is finished
+                break
+            if entry is not None:
+                state.feed(entry)
+            offset += len(raw)
+        if offset != scan.offset:
+            start = max(0, offset - SIG_BYTES)
+            f.seek(start)
+            scan.sig = zlib.crc32(f.read(offset - start))
+    scan.size, scan.mtime_ns, scan.offset, scan.lines, scan.state = st.st_size, st.st_mtime_ns, offset, lines, state
+    return scan

@@ -1,0 +1,392 @@
+"""The JSONL session store: one append-only file per session (design article: LocalSessionStore).
+
+Layout under the base directory (``ANYCODE_HOME`` or the platformdirs user data dir)::
+
+    projects/<project_key>/<session_id>.jsonl            a session: one JSON entry per line
+    projects/<project_key>/<session_id>/<subpath>.jsonl  sub-agent records of that session
+    projects/<project_key>/archive/<session_id>.jsonl    an archived session (and archive/<id>/…)
+    projects/<project_key>/.index.json                   metadata index of the main list (a cache)
+    projects/<project_key>/archive/.index.json           the same for the archive
+    projects/<project_key>/.locks/<session_id>.lock      per-session lock (filelock)
+
+Entry shapes are documented in :mod:`core.entries`. Writes only ever append: each
+:meth:`LocalSessionStore.append` is one ``write`` of whole lines under the session's
+``filelock.FileLock``, then ``fsync`` (unless turned off), so concurrent writers never interleave
+and a crash loses at most the append in flight. If the file does not end in a newline (a torn
+tail), the append starts with one, so new entries never glue onto the fragment.
+
+``list()`` reads the index and ``stat``\\ s each file; only files whose size or mtime changed
+since they were indexed are read again, and of those only the appended tail when the bytes
+before it are unchanged. The index is a cache: deleting it, editing a session by hand or copying
+a session file in is healed on the next ``list()``.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import filelock
+
+from . import settings
+from .entries import SessionState
+from .errors import SessionConflict, SessionNotFound, StoreUnavailable
+from .jsonl_io import FileScan, encode_entries, read_entries, scan_file
+from .keys import SessionKey, _check_project_key
+from .models import ProjectInfo, SessionMeta
+
+log = logging.getLogger(__name__)
+
+SUFFIX = ".jsonl"
+ARCHIVE_DIR = "archive"
+INDEX_FILE = ".index.json"
+INDEX_VERSION = 1
+LOCK_TIMEOUT = 30.0  # seconds; an append holds the lock for milliseconds
+_ID_FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*\.jsonl\Z")
+
+
+class LocalSessionStore:
+    """:class:`~core.store.SessionStore` over JSONL files (layout in the module docstring).
+
+    ``base_dir``: the data directory (default :func:`core.settings.data_dir`); ``fsync``: fsync
+    after each append (default :func:`core.settings.fsync_enabled`). Files are created 0600 and
+    folders 0700: conversations are private. Safe for several threads and processes at once.
+    """
+
+    def __init__(self, base_dir: str | os.PathLike[str] | None = None, *, fsync: bool | None = None):
+        self.base_dir = Path(base_dir) if base_dir is not None else settings.data_dir()
+        self.projects_dir = self.base_dir / "projects"
+        self.fsync = settings.fsync_enabled() if fsync is None else fsync
+        # In-process caches of index records; both are only hints validated against stat().
+        self._index: dict[Path, tuple[tuple[int, int] | None, dict[str, FileScan], dict[str, SessionMeta]]] = {}
+        self._scans: dict[Path, FileScan] = {}
+
+    def __repr__(self) -> str:
+        return f"LocalSessionStore({str(self.base_dir)!r})"
+
+    # --- paths ----------------------------------------------------------------------------
+
+    def _project_dir(self, project_key: str) -> Path:
+        return self.projects_dir / _check_project_key(project_key)
+
+    def _list_dir(self, project_key: str, archived: bool) -> Path:
+        d = self._project_dir(project_key)
+        return d / ARCHIVE_DIR if archived else d
+
+    def _main_file(self, key: SessionKey, archived: bool) -> Path:
+        return self._list_dir(key.project_key, archived) / (key.session_id + SUFFIX)
+
+    def _file(self, key: SessionKey, archived: bool) -> Path:
+        if key.subpath is None:
+            return self._main_file(key, archived)
+        return self._list_dir(key.project_key, archived) / key.session_id / (key.subpath + SUFFIX)
+
+    def _is_archived(self, key: SessionKey) -> bool | None:
+        """Where the main session lives: False (main list), True (archive) or None (nowhere)."""
+        if self._main_file(key, False).exists():
+            return False
+        if self._main_file(key, True).exists():
+            return True
+        if (self._list_dir(key.project_key, True) / key.session_id).is_dir():
+            return True  # only sub-agent records, archived with their (missing) parent
+        return None
+
+    def _locate(self, key: SessionKey) -> Path | None:
+        archived = self._is_archived(key.parent)
+        path = self._file(key, bool(archived))
+        return path if path.is_file() else None
+
+    def _lock(self, key: SessionKey) -> filelock.BaseFileLock:
+        # One lock per main session, outside the archive split, so archiving and appending
+        # (to the session or any of its sub-agent records) exclude each other.
+        lock_dir = self._project_dir(key.project_key) / ".locks"
+        lock_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return filelock.FileLock(str(lock_dir / f"{key.session_id}.lock"), timeout=LOCK_TIMEOUT)
+
+    def _locked(self, key: SessionKey):
+        lock = self._lock(key)
+        try:
+            lock.acquire()
+        except filelock.Timeout as exc:
+            raise StoreUnavailable(
+                f"Session {key.session_id} is locked by another process for over {LOCK_TIMEOUT:.0f} s; "
+                "try again in a moment."
+            ) from exc
+        return lock
+
+    # --- writes -----------------------------------------------------------------------------
+
+    def append(self, key: SessionKey, entries: list[dict[str, Any]], *, expected_count: int | None = None) -> int:
+        """Append ``entries`` in one write under the session lock; return the new message count.
+
+        Raises ``ValueError`` (bad entry; nothing written), :class:`SessionConflict` (the stored
+        message count is not ``expected_count``; nothing written), :class:`StoreUnavailable`
+        (lock timeout) and ``OSError`` (disk full: the entries are then not acknowledged).
+        """
+        payload = encode_entries(entries)  # fail before touching the file
+        added = sum(1 for e in entries if e.get("type") == "message" and isinstance(e.get("message"), dict))
+        lock = self._locked(key)
+        try:
+            path = self._file(key, bool(self._is_archived(key.parent)))
+            before = self._message_count(path)
+            if expected_count is not None and before != expected_count:
+                raise SessionConflict(expected_count, before)
+            if payload:
+                self._write(path, payload)
+            return before + added
+        finally:
+            lock.release()
+
+    def _write(self, path: Path, payload: bytes) -> None:
+        created = not path.exists()
+        if created:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                payload = b"\n" + payload  # never glue onto a torn tail
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(fd, view):]
+            if self.fsync:
+                os.fsync(fd)
+        except BaseException:
+            # A partial write (disk full) leaves a torn tail that readers skip; cut it off so
+            # the next append starts clean and nothing half-written is ever acknowledged.
+            try:
+                os.ftruncate(fd, size)
+            except OSError:
+                pass
+            raise
+        finally:
+            os.close(fd)
+        if created and self.fsync:
+            _fsync_dir(path.parent)
+
+    def _message_count(self, path: Path) -> int:
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            self._scans.pop(path, None)
+            return 0
+        scan = scan_file(str(path), st, self._scans.get(path))
+        self._scans[path] = scan
+        return scan.state.message_count
+
+    # --- reads ------------------------------------------------------------------------------
+
+    def load(self, key: SessionKey) -> list[dict[str, Any]] | None:
+        """Every readable entry of the session, in order, or None when it does not exist."""
+        path = self._locate(key)
+        if path is None:
+            return None
+        try:
+            return read_entries(path)
+        except FileNotFoundError:  # removed between locate and read
+            return None
+
+    def exists(self, key: SessionKey) -> bool:
+        """True when the session or sub-agent record exists (archived or not)."""
+        return self._locate(key) is not None
+
+    def list(self, project_key: str, *, archived: bool = False) -> list[SessionMeta]:
+        """Session metadata, most recent activity first (ties: newest created, then id).
+
+        Reads only the index plus one ``stat`` per session file; changed files are re-read
+        (only their new tail when possible) and the index is rewritten."""
+        d = self._list_dir(project_key, archived)
+        stamp, scans, metas = self._read_index(d)
+        seen: dict[str, FileScan] = {}
+        out: list[SessionMeta] = []
+        changed = False
+        try:
+            it = os.scandir(d)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        with it:
+            for e in it:
+                name = e.name
+                if not name.endswith(SUFFIX) or not _ID_FILE.match(name) or name == ARCHIVE_DIR + SUFFIX:
+                    continue
+                sid = name[: -len(SUFFIX)]
+                try:
+                    st = e.stat()
+                except FileNotFoundError:
+                    continue
+                prev = scans.get(sid)
+                if prev is not None and prev.size == st.st_size and prev.mtime_ns == st.st_mtime_ns:
+                    seen[sid] = prev
+                    out.append(metas[sid])
+                    continue
+                try:
+                    scan = scan_file(e.path, st, prev)
+                except OSError as exc:
+                    log.warning("%s: cannot read (%s); left out of the list", e.path, exc)
+                    continue
+                seen[sid] = scan
+                metas[sid] = meta = _meta(sid, project_key, archived, scan, st)
+                out.append(meta)
+                changed = True
+        if changed or len(seen) != len(scans):
+            for sid in set(metas) - set(seen):
+                del metas[sid]
+            self._write_index(d, seen, metas)
+        out.sort(key=lambda m: (m.updated_at, m.created_at, m.id), reverse=True)
+        return out
+
+    def _read_index(self, d: Path) -> tuple[tuple[int, int] | None, dict[str, FileScan], dict[str, SessionMeta]]:
+        path = d / INDEX_FILE
+        try:
+            st = path.stat()
+            stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            stamp = None
+        cached = self._index.get(d)
+        if cached is not None and (cached[0] == stamp or stamp is None):
+            return cached
+        scans: dict[str, FileScan] = {}
+        if stamp is not None:
+            try:
+                with open(path, "rb") as f:
+                    data = json.load(f)
+                if data.get("version") == INDEX_VERSION:
+                    for sid, rec in data["files"].items():
+                        scans[sid] = FileScan.from_list(rec)
+            except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+                log.warning("%s: unreadable index (%s); rebuilding it", path, exc)
+                scans = {}
+        archived = d.name == ARCHIVE_DIR
+        pk = d.parent.name if archived else d.name
+        metas = {sid: _meta(sid, pk, archived, scan, None) for sid, scan in scans.items()}
+        entry = (stamp, scans, metas)
+        self._index[d] = entry
+        return entry
+
+    def _write_index(self, d: Path, scans: dict[str, FileScan], metas: dict[str, SessionMeta]) -> None:
+        data = {"version": INDEX_VERSION, "files": {sid: s.to_list() for sid, s in scans.items()}}
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=".index.", suffix=".tmp", dir=d)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(data, f, separators=(",", ":"))
+            # Atomic replace: readers see the old or the new index, never half of one.
+            os.replace(tmp, d / INDEX_FILE)
+            st = (d / INDEX_FILE).stat()
+            stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
+        except OSError as exc:
+            log.warning("%s: cannot write the index (%s); list() will rescan", d, exc)
+            stamp = None
+        self._index[d] = (stamp, scans, metas)
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    def remove(self, key: SessionKey) -> None:
+        """Delete the session with its sub-agent records (or just the one sub-agent record)."""
+        lock = self._locked(key)
+        try:
+            where = self._is_archived(key.parent)
+            if key.subpath is not None:
+                path = self._file(key, bool(where))
+                if not path.is_file():
+                    raise SessionNotFound(str(key))
+                path.unlink()
+                return
+            if where is None:
+                raise SessionNotFound(str(key))
+            self._main_file(key, where).unlink(missing_ok=True)
+            shutil.rmtree(self._list_dir(key.project_key, where) / key.session_id, ignore_errors=True)
+        finally:
+            lock.release()
+        if key.subpath is None:
+            # Waiters on this lock still hold their own descriptor; a later writer makes a new one.
+            Path(lock.lock_file).unlink(missing_ok=True)
+
+    def archive(self, key: SessionKey) -> None:
+        """Move the session and its sub-agent records into ``archive/``."""
+        self._move(key.parent, to_archive=True)
+
+    def unarchive(self, key: SessionKey) -> None:
+        """Move an archived session and its sub-agent records back to the main list."""
+        self._move(key.parent, to_archive=False)
+
+    def _move(self, key: SessionKey, *, to_archive: bool) -> None:
+        lock = self._locked(key)
+        try:
+            where = self._is_archived(key)
+            if where is None:
+                raise SessionNotFound(str(key))
+            if where == to_archive:
+                return
+            src_dir = self._list_dir(key.project_key, where)
+            dst_dir = self._list_dir(key.project_key, to_archive)
+            dst_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            src = src_dir / (key.session_id + SUFFIX)
+            if src.exists():
+                os.replace(src, dst_dir / (key.session_id + SUFFIX))
+            if (src_dir / key.session_id).is_dir():
+                target = dst_dir / key.session_id
+                if target.exists():
+                    shutil.rmtree(target)
+                os.replace(src_dir / key.session_id, target)
+        finally:
+            lock.release()
+
+    def list_projects(self) -> list[ProjectInfo]:
+        """Projects with at least one session, most recently active first."""
+        try:
+            names = sorted(e.name for e in os.scandir(self.projects_dir) if e.is_dir())
+        except FileNotFoundError:
+            return []
+        out = []
+        for name in names:
+            try:
+                _check_project_key(name)
+            except ValueError:
+                log.warning("%s: not a project folder name; ignored", self.projects_dir / name)
+                continue
+            main = self.list(name)
+            metas = main or self.list(name, archived=True)
+            if not metas:
+                continue
+            cwd = next((m.cwd for m in metas if m.cwd), None)
+            out.append(ProjectInfo(name, cwd, len(main), max(m.updated_at for m in metas)))
+        out.sort(key=lambda p: p.updated_at, reverse=True)
+        return out
+
+
+def _meta(sid: str, project_key: str, archived: bool, scan: FileScan, st: os.stat_result | None) -> SessionMeta:
+    state: SessionState = scan.state
+    # A file copied in by hand may lack a header and timestamps: its mtime is the best guess.
+    fallback = float(st.st_mtime if st is not None else scan.mtime_ns / 1e9)
+    created = state.created_at if state.created_at is not None else fallback
+    return SessionMeta(
+        id=sid,
+        project_key=project_key,
+        title=state.title,
+        created_at=created,
+        updated_at=state.updated_at(default=fallback),
+        message_count=state.message_count,
+        archived=archived,
+        forked_from=state.forked_from,
+        cwd=state.cwd,
+        title_source=state.title_source,
+    )
+
+
+def _fsync_dir(path: Path) -> None:
+    # Makes a new file's directory entry durable (POSIX); not possible on Windows.
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,80 @@
+"""The session data model (design article: ``Session``, ``SessionMeta``).
+
+All timestamps are Unix seconds as ``float`` (UTC-based epoch time); the UI shows them in the
+user's local time.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .keys import SessionKey
+
+
+@dataclass
+class Session:
+    """One conversation with its full history.
+
+    ``messages``: OpenAI chat messages (dicts) in order, exactly as sent to the API.
+    ``title``: the effective title or None when none was set or generated yet;
+    ``title_source``: ``"user"``, ``"llm"`` or ``"fallback"`` (None without a title).
+    ``created_at``/``updated_at``: Unix seconds; ``updated_at`` is the later of creation and the
+    last message. ``cwd``: the workspace's real path. ``forked_from``:
+    ``{"session_id": str, "message_index": int}`` for a fork, else None.
+    """
+
+    key: SessionKey
+    title: str | None
+    messages: list[dict[str, Any]]
+    created_at: float
+    updated_at: float
+    cwd: str | None = None
+    forked_from: dict[str, Any] | None = None
+    title_source: str | None = None
+    archived: bool = False
+
+    @property
+    def id(self) -> str:
+        """The session id (``key.session_id``)."""
+        return self.key.session_id
+
+    @property
+    def project_key(self) -> str:
+        """The project key (``key.project_key``)."""
+        return self.key.project_key
+
+
+@dataclass
+class SessionMeta:
+    """What the session list shows, read without loading messages.
+
+    Fields as in :class:`Session`; ``message_count`` counts message entries (system message
+    included); ``archived`` is True for sessions in the archive.
+    """
+
+    id: str
+    project_key: str
+    title: str | None
+    created_at: float
+    updated_at: float
+    message_count: int
+    archived: bool = False
+    forked_from: dict[str, Any] | None = None
+    cwd: str | None = None
+    title_source: str | None = None
+
+    @property
+    def key(self) -> SessionKey:
+        """The session's key."""
+        return SessionKey(self.project_key, self.id)
+
+
+@dataclass
+class ProjectInfo:
+    """One project that has sessions: its key, its real path (from its newest session; None when
+    unknown), how many sessions it holds (archived excluded) and its last activity (Unix seconds)."""
+
+    project_key: str
+    cwd: str | None
+    session_count: int
+    updated_at: float = field(default=0.0)

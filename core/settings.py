@@ -1,0 +1,50 @@
+"""Settings read from the environment, each with its default and the reason for it.
+
+- ``ANYCODE_HOME``: where sessions are stored; default the platformdirs user data dir for
+  ``anycode`` (e.g. ``~/.local/share/anycode`` on Linux). Never inside the user's project.
+- ``ANYCODE_CLEANUP_DAYS``: sessions with no activity for this many days are deleted at start
+  (default 30, as Claude Code's ``cleanupPeriodDays``); 0 or less disables cleanup.
+- ``ANYCODE_FSYNC``: ``0``/``false``/``no``/``off`` turns off the fsync after each append
+  (faster on slow disks, at the price of losing the last rounds on power loss; a killed
+  process loses nothing either way, the kernel still has the data).
+"""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import platformdirs
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CLEANUP_DAYS = 30
+_FALSE = {"0", "false", "no", "off"}
+
+
+def data_dir() -> Path:
+    """Return the base data directory: ``$ANYCODE_HOME`` or the platformdirs user data dir."""
+    home = os.environ.get("ANYCODE_HOME", "").strip()
+    if home:
+        return Path(home).expanduser()
+    return Path(platformdirs.user_data_dir("anycode", appauthor=False))
+
+
+def cleanup_days() -> float:
+    """Return ``$ANYCODE_CLEANUP_DAYS`` (days, may be fractional), default 30.
+
+    An unparsable value is logged and the default used, so a typo never deletes anything unexpected.
+    """
+    raw = os.environ.get("ANYCODE_CLEANUP_DAYS", "").strip()
+    if not raw:
+        return float(DEFAULT_CLEANUP_DAYS)
+    try:
+        return float(raw)
+    except ValueError:
+        log.warning("ANYCODE_CLEANUP_DAYS=%r is not a number; using %d", raw, DEFAULT_CLEANUP_DAYS)
+        return float(DEFAULT_CLEANUP_DAYS)
+
+
+def fsync_enabled() -> bool:
+    """Return False when ``$ANYCODE_FSYNC`` is 0/false/no/off, else True."""
+    return os.environ.get("ANYCODE_FSYNC", "1").strip().lower() not in _FALSE

@@ -1,0 +1,59 @@
+"""The :class:`SessionStore` adapter (design article: ``SessionStore``).
+
+Business code talks to this protocol only, so swapping the JSONL files for a database changes no
+line of the agent or the UI. Every implementation passes the contract suite in
+``tests/test_store_contract.py``.
+"""
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from .keys import SessionKey
+from .models import ProjectInfo, SessionMeta
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """Append-only storage of session entries (see :mod:`core.entries` for their shapes)."""
+
+    def append(
+        self, key: SessionKey, entries: list[dict[str, Any]], *, expected_count: int | None = None
+    ) -> int:
+        """Append ``entries`` atomically (all or none) and durably; return the session's message
+        count afterwards. With ``expected_count`` (the message count the caller loaded), raise
+        :class:`~core.errors.SessionConflict` and write nothing if the stored count differs.
+        Raises ``ValueError`` for an entry that is not a JSON-serialisable dict."""
+        ...
+
+    def load(self, key: SessionKey) -> list[dict[str, Any]] | None:
+        """Return every readable entry in order (archived sessions too), or None when missing.
+        Damaged entries are skipped with a logged warning, never failing the whole session."""
+        ...
+
+    def list(self, project_key: str, *, archived: bool = False) -> list[SessionMeta]:
+        """Metadata of the project's main sessions (or archived ones), most recent activity
+        first. Sub-agent records are never listed. Must not read the messages of unchanged sessions."""
+        ...
+
+    def remove(self, key: SessionKey) -> None:
+        """Delete a session (with its sub-agent records) or one sub-agent record.
+        Raises :class:`~core.errors.SessionNotFound` when missing."""
+        ...
+
+    def exists(self, key: SessionKey) -> bool:
+        """True when the session (or sub-agent record) exists, archived or not."""
+        ...
+
+    def list_projects(self) -> list[ProjectInfo]:
+        """Every project holding at least one session (main or archived), most recent first."""
+        ...
+
+    def archive(self, key: SessionKey) -> None:
+        """Move a session (and its sub-agent records) out of the main list. Idempotent;
+        raises :class:`~core.errors.SessionNotFound` when the session does not exist."""
+        ...
+
+    def unarchive(self, key: SessionKey) -> None:
+        """Move an archived session back to the main list. Idempotent;
+        raises :class:`~core.errors.SessionNotFound` when the session does not exist."""
+        ...
