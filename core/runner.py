@@ -1,0 +1,168 @@
+"""Run the agent on a stored session (seed ``runSession``), persisting as it goes.
+
+load → add the user message (persisted at once, so a failing model never loses what the user
+typed) → agent loop → append each round (assistant message + its tool results, ONE append) as soon
+as it completes. A crash or kill loses at most the round in flight. The loop itself knows nothing
+of sessions; this module is the wrapper the design article describes, at per-round granularity.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Callable
+
+import openai
+
+from core.agent import AgentEvent, AgentRun, RoundCompleted
+from core.config import NOT_CONFIGURED_MESSAGE
+from core.errors import ModelNotConfigured, SessionConflict
+from core.keys import SessionKey
+from core.manager import SessionManager
+from core.models import Session
+from core.prompts import system_prompt
+from core.repair import closing_results, sanitize_text
+from core.store import SessionStore
+from core.titles import start_title_generation
+from core.tools import TOOL_SPECS, ToolError, Workspace
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class UserMessageSaved:
+    """The user's message is stored; ``message_count`` is the session's message count now."""
+
+    message_count: int
+
+
+@dataclass
+class TitleStarted:
+    """A title is being generated in the background; ``thread.join(timeout)`` waits for it.
+
+    Yielded last, after the final RoundCompleted, only when the session had no title yet.
+    """
+
+    thread: threading.Thread
+
+
+RunnerEvent = AgentEvent | UserMessageSaved | TitleStarted
+
+
+def _open_workspace(cwd: str | None) -> Workspace | None:
+    if not cwd:
+        return None
+    try:
+        return Workspace(cwd)
+    except ToolError as err:
+        log.warning("session workspace unavailable, tools disabled: %s", err)
+        return None
+
+
+def run_session_stream(
+    key: SessionKey,
+    store: SessionStore,
+    user_input: str | None,
+    *,
+    client: openai.OpenAI | None,
+    model: str,
+    tools: list[dict] | None = None,
+    workspace: Workspace | None = None,
+    expected_count: int | None = None,
+    cancel: threading.Event | None = None,
+    title_client: openai.OpenAI | None = None,
+    title_model: str | None = None,
+    max_iterations: int = 20,
+    on_title: Callable[[str, str, bool], None] | None = None,
+) -> Iterator[RunnerEvent]:
+    """Run one user turn on the stored session ``key``, yielding events as they happen.
+
+    Order: a system message first if the session has no messages (instructions + workspace
+    path); "interrupted" tool results for calls left dangling at the tail (appended, never
+    rewritten); then the user message — all in ONE append, checked against ``expected_count``
+    (the message count the caller loaded; SessionConflict if someone appended since) — then
+    ``UserMessageSaved``. Then the agent loop's events (see core.agent); each RoundCompleted is
+    stored before it is yielded. Last, if the session has no title yet, ``TitleStarted``.
+
+    ``user_input`` None re-runs the model on the stored history (a retry after an error) without
+    adding a message. ``tools`` defaults to TOOL_SPECS and ``workspace`` to the session's cwd.
+    ``title_client``/``title_model`` default to ``client``/``model``; ``on_title(title, source,
+    applied)`` is called from the title thread.
+
+    Raises SessionNotFound, SessionConflict, ValueError (empty input), ModelNotConfigured when
+    ``client`` is None (after saving the user message), and typed ModelErrors when the model
+    fails — after storing what was done, including partial reply text. Cancel (``cancel`` set, or
+    this generator closed) stores the partial text the user saw and closes unfinished tool calls.
+    """
+    if user_input is not None and (not isinstance(user_input, str) or not user_input.strip()):
+        raise ValueError("The message is empty.")
+    manager = SessionManager(store)
+    session = manager.get(key)
+    messages = list(session.messages)
+    if workspace is None:
+        workspace = _open_workspace(session.cwd)
+
+    prefix: list[dict] = []
+    if not messages:
+        prefix.append({"role": "system", "content": system_prompt(workspace.root if workspace else session.cwd or "")})
+    prefix += closing_results(messages)
+    if user_input is not None:
+        prefix.append({"role": "user", "content": sanitize_text(user_input)})
+    if prefix:
+        count = manager.add_messages(key, prefix, expected_count=expected_count)
+    elif expected_count is not None and expected_count != len(messages):
+        raise SessionConflict(expected_count, len(messages))
+    else:
+        count = len(messages)
+    messages += prefix
+    if user_input is not None:
+        yield UserMessageSaved(count)
+    if client is None:
+        raise ModelNotConfigured(NOT_CONFIGURED_MESSAGE)
+
+    run = AgentRun(messages, client=client, model=model, tools=TOOL_SPECS if tools is None else tools,
+                   max_iterations=max_iterations, cancel=cancel, workspace=workspace)
+    rounds = 0
+    try:
+        for event in run.events():
+            if isinstance(event, RoundCompleted):
+                manager.add_messages(key, event.messages)
+                messages.extend(event.messages)
+                rounds += 1
+            yield event
+    except BaseException:
+        # Model error, generator closed (Stop), KeyboardInterrupt: keep what the user already saw.
+        partial = run.interrupted_round()
+        if partial:
+            try:
+                manager.add_messages(key, partial)
+                log.info("stored the interrupted round of %s (%d messages)", key.session_id, len(partial))
+            except Exception:  # noqa: BLE001 -- the original error matters more
+                log.exception("could not store the interrupted round of %s", key.session_id)
+        raise
+
+    if rounds and session.title_source is None:
+        thread = start_title_generation(manager, key, messages, client=title_client or client,
+                                        model=title_model or model, on_done=on_title)
+        yield TitleStarted(thread)
+
+
+def run_session(
+    key: SessionKey,
+    store: SessionStore,
+    user_input: str | None,
+    *,
+    client: openai.OpenAI | None,
+    model: str,
+    wait_for_title: float | None = None,
+    **kwargs,
+) -> Session:
+    """Non-streaming :func:`run_session_stream` (same arguments and errors); the session after it.
+
+    ``wait_for_title``: seconds to wait for the background title (None: don't wait).
+    """
+    for event in run_session_stream(key, store, user_input, client=client, model=model, **kwargs):
+        if isinstance(event, TitleStarted) and wait_for_title is not None:
+            event.thread.join(wait_for_title)
+    return SessionManager(store).get(key)

@@ -1,0 +1,593 @@
+"""A fake OpenAI-compatible chat completions server for tests (real HTTP on 127.0.0.1).
+
+It is as strict as the real API about the requests it accepts, so a test that passes against it
+means the product sends requests the real API would take. Built on Starlette + uvicorn (both
+installed with Gradio) and run in a background thread, or as its own process.
+
+Endpoints (all under ``/v1`` like the real API)
+-----------------------------------------------
+``POST /v1/chat/completions``
+    Validates the request (see :func:`validate_chat_request`); an invalid one gets HTTP 400 with an
+    OpenAI-shaped error ``{"error": {"message", "type": "invalid_request_error", "param", "code"}}``.
+    A valid one is answered with the next scripted reply, or, when the queue is empty, the auto
+    reply. Requests whose first message is the title system prompt (it starts with
+    ``"Generate a concise title"``) take replies from a separate *title* queue, so background
+    title requests never steal a reply meant for the chat.
+``GET /v1/models``
+    ``{"object": "list", "data": [{"id": ..., "object": "model", ...}]}`` for ``FakeOpenAI.models``.
+
+Replies (JSON objects, the same in Python and over the control API)
+-------------------------------------------------------------------
+``{"text": "Hello"}``                          a text reply
+``{"tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}, "id": "call_1"}],
+  "text": "optional text before the calls"}``  tool calls (``arguments`` a dict or a raw string,
+                                               ``id`` optional)
+``{"error": 429, "message": "..."}``           an HTTP error with an OpenAI-shaped body
+                                               (401, 429, 500, ...)
+Optional keys on any reply: ``"delay": 0.05`` seconds to sleep before each streamed chunk (to test
+Stop); ``"wait": 2.0`` seconds to sleep before answering at all (to test timeouts);
+``"chunk": 3`` characters per streamed text/arguments piece (default 4); ``"drop_after": 2`` close
+the connection after that many streamed chunks (a server dying mid-reply).
+
+Auto mode (queue empty): a chat request is answered with the streamed text
+``"You said: <last user message>"``; a title request with ``"Chat: <first words of the first user
+message>"``. So a browser test can run the app against this server without scripting anything.
+
+Control API (for a server running as a subprocess)
+--------------------------------------------------
+``POST /_script``   body ``{"replies": [reply, ...], "kind": "chat" | "title"}`` appends replies to a
+                    queue (``kind`` defaults to ``"chat"``); answers ``{"queued": n}``.
+``GET /_requests``  every request received so far: ``[{"path", "body", "status", "error"}]``.
+``POST /_reset``    empties the queues and the request log (keeps ``--api-key``).
+``GET /_health``    ``{"ok": true}``.
+
+Command line: ``python -m tests.fake_openai --port 0 [--script replies.json] [--title-script
+titles.json] [--api-key KEY]`` prints ``READY http://127.0.0.1:<port>/v1`` on stdout once it
+listens (port 0 picks a free port); a script file holds a JSON list of replies.
+
+Pytest: the ``fake_openai`` fixture yields a running, freshly reset :class:`FakeOpenAI` and fails
+the test at teardown if any request got a 400 (unless the test sets ``allow_rejections``).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import logging
+import socket
+import sys
+import threading
+import time
+import uuid
+from typing import Any
+
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, StreamingResponse
+from starlette.routing import Route
+
+log = logging.getLogger(__name__)
+
+TITLE_PROMPT_PREFIX = "Generate a concise title"
+
+# Top-level request parameters of POST /v1/chat/completions (the real API rejects any other key
+# with "Unrecognized request argument supplied").
+ALLOWED_PARAMS = {
+    "model", "messages", "stream", "stream_options", "temperature", "top_p", "n", "stop",
+    "max_tokens", "max_completion_tokens", "presence_penalty", "frequency_penalty", "logit_bias",
+    "logprobs", "top_logprobs", "user", "tools", "tool_choice", "parallel_tool_calls",
+    "response_format", "seed", "metadata", "store", "reasoning_effort", "service_tier",
+    "modalities", "prediction", "audio", "web_search_options", "verbosity", "safety_identifier",
+    "prompt_cache_key",
+}
+# Keys allowed inside one message, per role (the real API rejects unknown ones).
+ALLOWED_MESSAGE_KEYS = {
+    "system": {"role", "content", "name"},
+    "developer": {"role", "content", "name"},
+    "user": {"role", "content", "name"},
+    "assistant": {"role", "content", "name", "tool_calls", "refusal", "audio", "function_call"},
+    "tool": {"role", "content", "tool_call_id"},
+}
+
+
+class RequestInvalid(Exception):
+    """A request the real API would reject with HTTP 400; ``param`` names the offending field."""
+
+    def __init__(self, message: str, param: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.param = param
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        return any(0xD800 <= ord(ch) <= 0xDFFF for ch in value)
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_lone_surrogate(v) for v in value)
+    return False
+
+
+def _check_content(content: Any, where: str, *, nullable: bool) -> None:
+    if content is None:
+        if not nullable:
+            raise RequestInvalid(f"Invalid value for '{where}': expected a string, got null.", where)
+        return
+    if isinstance(content, str):
+        return
+    if isinstance(content, list) and content:
+        for j, part in enumerate(content):
+            if not isinstance(part, dict) or part.get("type") not in {"text", "image_url", "input_audio", "file", "refusal"}:
+                raise RequestInvalid(f"Invalid content part at '{where}[{j}]'.", f"{where}[{j}]")
+            if part["type"] == "text" and not isinstance(part.get("text"), str):
+                raise RequestInvalid(f"Missing required parameter: '{where}[{j}].text'.", f"{where}[{j}].text")
+        return
+    raise RequestInvalid(f"Invalid type for '{where}': expected a string or an array of content parts.", where)
+
+
+def _check_tool_calls(calls: Any, where: str) -> list[str]:
+    if not isinstance(calls, list) or not calls:
+        raise RequestInvalid(
+            f"Invalid '{where}': empty array. Expected an array with minimum length 1.", where)
+    ids = []
+    for j, call in enumerate(calls):
+        w = f"{where}[{j}]"
+        if not isinstance(call, dict) or set(call) - {"id", "type", "function"}:
+            raise RequestInvalid(f"Invalid '{w}': unexpected keys.", w)
+        if not isinstance(call.get("id"), str) or not call["id"]:
+            raise RequestInvalid(f"Missing required parameter: '{w}.id'.", f"{w}.id")
+        if call.get("type") != "function":
+            raise RequestInvalid(f"Invalid value for '{w}.type': expected 'function'.", f"{w}.type")
+        fn = call.get("function")
+        if not isinstance(fn, dict) or set(fn) - {"name", "arguments"}:
+            raise RequestInvalid(f"Invalid '{w}.function'.", f"{w}.function")
+        if not isinstance(fn.get("name"), str) or not fn["name"]:
+            raise RequestInvalid(f"Missing required parameter: '{w}.function.name'.", f"{w}.function.name")
+        if not isinstance(fn.get("arguments"), str):
+            raise RequestInvalid(f"Missing required parameter: '{w}.function.arguments'.", f"{w}.function.arguments")
+        ids.append(call["id"])
+    return ids
+
+
+def validate_chat_request(body: Any) -> None:
+    """Raise :class:`RequestInvalid` for a chat completions body the real API would reject.
+
+    Rules (from the OpenAI chat completions API reference and its observed 400 errors): the body
+    is an object with only known parameters; ``model`` a non-empty string; ``messages`` a non-empty
+    array of messages with a known role and only that role's keys; content a string or content
+    parts (assistant content may be null only with ``tool_calls``); an assistant message with
+    ``tool_calls`` must be followed by tool messages answering every call id before any other
+    message; a tool message must answer a call of the preceding assistant message; no string may
+    hold a lone UTF-16 surrogate; ``tools`` entries are ``{"type": "function", "function": {...}}``.
+    """
+    if not isinstance(body, dict):
+        raise RequestInvalid("We could not parse the JSON body of your request.")
+    if _has_lone_surrogate(body):
+        raise RequestInvalid("We could not parse the JSON body of your request: invalid Unicode (lone surrogate).")
+    unknown = sorted(set(body) - ALLOWED_PARAMS)
+    if unknown:
+        raise RequestInvalid(f"Unrecognized request argument supplied: {unknown[0]}", unknown[0])
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        raise RequestInvalid("you must provide a model parameter", "model")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise RequestInvalid("Missing required parameter: 'messages'.", "messages")
+    if "temperature" in body and not (isinstance(body["temperature"], (int, float)) and 0 <= body["temperature"] <= 2):
+        raise RequestInvalid("Invalid 'temperature': must be between 0 and 2.", "temperature")
+    if "tools" in body:
+        tools = body["tools"]
+        if not isinstance(tools, list) or not tools:
+            raise RequestInvalid("Invalid 'tools': empty array. Expected an array with minimum length 1.", "tools")
+        for j, tool in enumerate(tools):
+            fn = tool.get("function") if isinstance(tool, dict) else None
+            if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(fn, dict) \
+                    or not isinstance(fn.get("name"), str) or set(fn) - {"name", "description", "parameters", "strict"}:
+                raise RequestInvalid(f"Invalid 'tools[{j}]'.", f"tools[{j}]")
+            if "parameters" in fn and (not isinstance(fn["parameters"], dict) or fn["parameters"].get("type") != "object"):
+                raise RequestInvalid(f"Invalid schema for function '{fn['name']}'.", f"tools[{j}].function.parameters")
+
+    pending: set[str] = set()      # call ids of the last assistant message still waiting for a result
+    answerable: set[str] = set()   # call ids a tool message may answer right now
+    for i, msg in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(msg, dict):
+            raise RequestInvalid(f"Invalid type for '{where}': expected an object.", where)
+        role = msg.get("role")
+        if role not in ALLOWED_MESSAGE_KEYS:
+            raise RequestInvalid(
+                f"Invalid value: '{role}'. Supported values are: 'system', 'assistant', 'user', 'tool', and 'developer'.",
+                f"{where}.role")
+        extra = sorted(set(msg) - ALLOWED_MESSAGE_KEYS[role])
+        if extra:
+            raise RequestInvalid(f"Unrecognized request argument supplied: {where}.{extra[0]}", f"{where}.{extra[0]}")
+        if role != "tool" and pending:
+            raise RequestInvalid(
+                "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+                f"'tool_call_id'. The following tool_call_ids did not have response messages: {', '.join(sorted(pending))}",
+                f"{where}.role")
+        if role == "tool":
+            call_id = msg.get("tool_call_id")
+            if not isinstance(call_id, str):
+                raise RequestInvalid(f"Missing required parameter: '{where}.tool_call_id'.", f"{where}.tool_call_id")
+            if call_id not in answerable:
+                raise RequestInvalid(
+                    "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.",
+                    f"{where}.role")
+            _check_content(msg.get("content"), f"{where}.content", nullable=False)
+            pending.discard(call_id)
+            continue
+        answerable = set()
+        if role == "assistant":
+            if "tool_calls" in msg and msg["tool_calls"] is not None:
+                ids = _check_tool_calls(msg["tool_calls"], f"{where}.tool_calls")
+                pending = set(ids)
+                answerable = set(ids)
+                _check_content(msg.get("content"), f"{where}.content", nullable=True)
+            else:
+                if "content" not in msg:
+                    raise RequestInvalid(f"Missing required parameter: '{where}.content'.", f"{where}.content")
+                _check_content(msg.get("content"), f"{where}.content", nullable=False)
+        else:
+            if "content" not in msg:
+                raise RequestInvalid(f"Missing required parameter: '{where}.content'.", f"{where}.content")
+            _check_content(msg["content"], f"{where}.content", nullable=False)
+    if pending:
+        raise RequestInvalid(
+            "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+            f"'tool_call_id'. The following tool_call_ids did not have response messages: {', '.join(sorted(pending))}",
+            "messages")
+
+
+def _error_body(message: str, etype: str, param: str | None = None, code: str | None = None) -> dict:
+    return {"error": {"message": message, "type": etype, "param": param, "code": code}}
+
+
+_ERROR_TYPES = {
+    400: ("invalid_request_error", None), 401: ("invalid_request_error", "invalid_api_key"),
+    403: ("invalid_request_error", "unsupported_country_region_territory"),
+    404: ("invalid_request_error", "model_not_found"), 429: ("requests", "rate_limit_exceeded"),
+}
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+class FakeOpenAI:
+    """A running fake server: ``base_url`` (ends in ``/v1``), reply queues, and a request log.
+
+    ``push(*replies, kind="chat")`` scripts replies; ``requests`` lists every request received as
+    ``{"path", "body", "status", "error"}``; ``chat_requests()`` the accepted chat bodies;
+    ``rejected()`` the 400s. ``api_key``, when set, is enforced like the real API (401 otherwise).
+    """
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0):
+        self.host = host
+        self.port = port or _free_port(host)
+        self.models = ["gpt-4o-mini", "fake-large"]
+        self.api_key: str | None = None
+        self.allow_rejections = False
+        self.requests: list[dict] = []
+        # Bumped by clear(): a slow request from an earlier test must not land in this test's log.
+        self._generation = 0
+        self._queues: dict[str, collections.deque] = {"chat": collections.deque(), "title": collections.deque()}
+        self._lock = threading.Lock()
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self.app = Starlette(routes=[
+            Route("/v1/chat/completions", self._chat, methods=["POST"]),
+            Route("/v1/models", self._models, methods=["GET"]),
+            Route("/_script", self._script, methods=["POST"]),
+            Route("/_requests", self._requests, methods=["GET"]),
+            Route("/_reset", self._reset, methods=["POST"]),
+            Route("/_health", self._health, methods=["GET"]),
+        ])
+
+    # --- Python control -------------------------------------------------------------------
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def client(self, *, timeout: float = 10.0, max_retries: int = 0, api_key: str = "sk-test") -> "openai.OpenAI":
+        """A real openai client pointed at this server (no retries by default: tests stay fast)."""
+        import openai
+
+        return openai.OpenAI(api_key=api_key, base_url=self.base_url, timeout=timeout, max_retries=max_retries)
+
+    def push(self, *replies: dict, kind: str = "chat") -> None:
+        """Queue replies (see the module docstring for their shape) for chat or title requests."""
+        if kind not in self._queues:
+            raise ValueError(f"kind must be 'chat' or 'title', not {kind!r}")
+        with self._lock:
+            self._queues[kind].extend(replies)
+
+    def clear(self) -> None:
+        """Forget queued replies and logged requests (what ``POST /_reset`` does)."""
+        with self._lock:
+            for q in self._queues.values():
+                q.clear()
+            self.requests.clear()
+            self._generation += 1
+
+    def reset(self) -> None:
+        """:meth:`clear`, and also drop the enforced API key, rejection flag and model list changes."""
+        self.clear()
+        self.api_key = None
+        self.allow_rejections = False
+        self.models = ["gpt-4o-mini", "fake-large"]
+
+    def chat_requests(self, kind: str | None = "chat") -> list[dict]:
+        """Bodies of accepted chat completion requests; ``kind`` "chat", "title" or None for both."""
+        with self._lock:
+            out = [r["body"] for r in self.requests
+                   if r["path"] == "/v1/chat/completions" and r["status"] == 200]
+        if kind is None:
+            return out
+        return [b for b in out if (self._kind(b) == kind)]
+
+    def rejected(self) -> list[dict]:
+        """Logged requests answered with HTTP 400 (requests the real API would refuse)."""
+        with self._lock:
+            return [r for r in self.requests if r["status"] == 400]
+
+    def pending(self, kind: str = "chat") -> int:
+        """How many scripted replies of ``kind`` are still queued."""
+        with self._lock:
+            return len(self._queues[kind])
+
+    def start(self) -> "FakeOpenAI":
+        config = uvicorn.Config(self.app, host=self.host, port=self.port, log_level="warning",
+                                lifespan="off", timeout_graceful_shutdown=1)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, name="fake-openai", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("fake OpenAI server did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+            self._server.force_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    # --- HTTP handlers --------------------------------------------------------------------
+    @staticmethod
+    def _kind(body: dict) -> str:
+        msgs = body.get("messages") or []
+        first = msgs[0] if msgs and isinstance(msgs[0], dict) else {}
+        if first.get("role") == "system" and _text_of(first.get("content")).startswith(TITLE_PROMPT_PREFIX):
+            return "title"
+        return "chat"
+
+    def _log(self, path: str, body: Any, status: int, error: str | None = None,
+             generation: int | None = None) -> None:
+        with self._lock:
+            if generation is not None and generation != self._generation:
+                return
+            self.requests.append({"path": path, "body": body, "status": status, "error": error})
+
+    def _auth_error(self, request: Request) -> JSONResponse | None:
+        if self.api_key is None:
+            return None
+        if request.headers.get("authorization") != f"Bearer {self.api_key}":
+            return JSONResponse(_error_body(
+                "Incorrect API key provided. You can find your API key at https://platform.openai.com/account/api-keys.",
+                "invalid_request_error", None, "invalid_api_key"), status_code=401)
+        return None
+
+    async def _models(self, request: Request):
+        denied = self._auth_error(request)
+        self._log("/v1/models", None, denied.status_code if denied else 200)
+        if denied:
+            return denied
+        return JSONResponse({"object": "list", "data": [
+            {"id": m, "object": "model", "created": 1700000000, "owned_by": "fake"} for m in self.models]})
+
+    async def _chat(self, request: Request):
+        generation = self._generation
+        raw = await request.body()
+        try:
+            # The real API parses strict JSON; Python's json accepts lone-surrogate escapes, which
+            # validate_chat_request then rejects as the real API does.
+            body = json.loads(raw)
+        except ValueError:
+            self._log("/v1/chat/completions", raw.decode("utf-8", "replace"), 400, "bad json")
+            return JSONResponse(_error_body("We could not parse the JSON body of your request.",
+                                            "invalid_request_error"), status_code=400)
+        denied = self._auth_error(request)
+        if denied:
+            self._log("/v1/chat/completions", body, 401, "auth")
+            return denied
+        try:
+            validate_chat_request(body)
+        except RequestInvalid as err:
+            log.warning("fake OpenAI rejected a request: %s", err.message)
+            self._log("/v1/chat/completions", body, 400, err.message)
+            return JSONResponse(_error_body(err.message, "invalid_request_error", err.param), status_code=400)
+        kind = self._kind(body)
+        with self._lock:
+            reply = self._queues[kind].popleft() if self._queues[kind] else None
+        if reply is None:
+            reply = self._auto_reply(body, kind)
+        if reply.get("wait"):
+            try:
+                await asyncio.sleep(float(reply["wait"]))
+            except asyncio.CancelledError:
+                # The server is shutting down while the client already gave up (a timeout or
+                # Stop test): nobody is listening, so end quietly instead of a traceback.
+                return JSONResponse(_error_body("server shutting down", "server_error"), status_code=503)
+        if "error" in reply:
+            status = int(reply["error"])
+            etype, code = _ERROR_TYPES.get(status, ("server_error", None))
+            message = reply.get("message") or {
+                401: "Incorrect API key provided.", 429: "Rate limit reached for requests.",
+            }.get(status, "The server had an error while processing your request.")
+            self._log("/v1/chat/completions", body, status, message, generation)
+            return JSONResponse(_error_body(message, etype, None, code), status_code=status)
+        self._log("/v1/chat/completions", body, 200, None, generation)
+        if body.get("stream"):
+            return StreamingResponse(self._stream(body, reply), media_type="text/event-stream")
+        return JSONResponse(self._completion(body, reply))
+
+    @staticmethod
+    def _auto_reply(body: dict, kind: str) -> dict:
+        messages = body["messages"]
+        if kind == "title":
+            first_user = next((_text_of(m.get("content")) for m in messages if m.get("role") == "user"), "")
+            words = first_user.split()[:5]
+            return {"text": "Chat: " + " ".join(words) if words else "Chat"}
+        last_user = next((_text_of(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
+        return {"text": f"You said: {last_user}"}
+
+    @staticmethod
+    def _calls(reply: dict) -> list[dict]:
+        calls = []
+        for n, call in enumerate(reply.get("tool_calls") or []):
+            args = call.get("arguments", {})
+            calls.append({
+                "id": call.get("id") or f"call_{uuid.uuid4().hex[:12]}_{n}",
+                "type": "function",
+                "function": {"name": call["name"],
+                             "arguments": args if isinstance(args, str) else json.dumps(args)},
+            })
+        return calls
+
+    def _completion(self, body: dict, reply: dict) -> dict:
+        calls = self._calls(reply)
+        text = reply.get("text") or ""
+        message: dict[str, Any] = {"role": "assistant", "content": text or (None if calls else ""), "refusal": None}
+        if calls:
+            message["tool_calls"] = calls
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
+            "model": body["model"], "system_fingerprint": "fp_fake",
+            "choices": [{"index": 0, "message": message, "logprobs": None,
+                         "finish_reason": "tool_calls" if calls else "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        }
+
+    async def _stream(self, body: dict, reply: dict):
+        cid = f"chatcmpl-{uuid.uuid4().hex}"
+        created = int(time.time())
+        size = max(1, int(reply.get("chunk", 4)))
+        delay = float(reply.get("delay", 0))
+        drop_after = reply.get("drop_after")
+
+        def chunk(delta: dict, finish: str | None = None) -> str:
+            data = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": body["model"],
+                    "system_fingerprint": "fp_fake",
+                    "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+            return f"data: {json.dumps(data)}\n\n"
+
+        pieces = [chunk({"role": "assistant", "content": "", "refusal": None})]
+        text = reply.get("text") or ""
+        pieces += [chunk({"content": text[i:i + size]}) for i in range(0, len(text), size)]
+        calls = self._calls(reply)
+        for index, call in enumerate(calls):
+            pieces.append(chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                                                 "function": {"name": call["function"]["name"], "arguments": ""}}]}))
+            args = call["function"]["arguments"]
+            pieces += [chunk({"tool_calls": [{"index": index, "function": {"arguments": args[i:i + size]}}]})
+                       for i in range(0, len(args), size)]
+        pieces.append(chunk({}, "tool_calls" if calls else "stop"))
+        if (body.get("stream_options") or {}).get("include_usage"):
+            pieces.append("data: " + json.dumps({
+                "id": cid, "object": "chat.completion.chunk", "created": created, "model": body["model"],
+                "choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}) + "\n\n")
+        pieces.append("data: [DONE]\n\n")
+        for n, piece in enumerate(pieces):
+            if drop_after is not None and n >= int(drop_after):
+                # An exception inside the body iterator makes uvicorn abort the connection, like a
+                # server process dying mid-reply.
+                raise ConnectionAbortedError("fake server dropped the connection")
+            if delay:
+                await asyncio.sleep(delay)
+            yield piece
+
+    # --- control API ----------------------------------------------------------------------
+    async def _script(self, request: Request):
+        data = await request.json()
+        replies = data.get("replies", [])
+        kind = data.get("kind", "chat")
+        if not isinstance(replies, list) or kind not in self._queues:
+            return JSONResponse({"error": "body must be {'replies': [...], 'kind': 'chat'|'title'}"}, status_code=400)
+        self.push(*replies, kind=kind)
+        return JSONResponse({"queued": self.pending(kind)})
+
+    async def _requests(self, request: Request):
+        with self._lock:
+            return JSONResponse(list(self.requests))
+
+    async def _reset(self, request: Request):
+        self.clear()
+        return JSONResponse({"ok": True})
+
+    async def _health(self, request: Request):
+        return JSONResponse({"ok": True})
+
+
+def _free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def _fake_openai_server():
+    server = FakeOpenAI().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def fake_openai(_fake_openai_server):
+    """A running :class:`FakeOpenAI`, reset for this test; fails the test if any request got a 400."""
+    server = _fake_openai_server
+    server.reset()
+    yield server
+    bad = server.rejected()
+    allowed = server.allow_rejections
+    server.reset()
+    if bad and not allowed:
+        pytest.fail(f"the product sent {len(bad)} request(s) the real API would reject: "
+                    + "; ".join(r["error"] for r in bad))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Fake OpenAI-compatible server for anycode tests.")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--script", help="JSON file: a list of chat replies to queue")
+    parser.add_argument("--title-script", help="JSON file: a list of title replies to queue")
+    parser.add_argument("--api-key", help="require this API key (401 otherwise)")
+    args = parser.parse_args(argv)
+    server = FakeOpenAI(args.host, args.port)
+    server.api_key = args.api_key
+    for path, kind in ((args.script, "chat"), (args.title_script, "title")):
+        if path:
+            with open(path, encoding="utf-8") as fh:
+                server.push(*json.load(fh), kind=kind)
+    server.start()
+    print(f"READY {server.base_url}", flush=True)
+    try:
+        while server._thread.is_alive():
+            server._thread.join(0.5)
+    except KeyboardInterrupt:
+        server.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
