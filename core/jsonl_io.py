@@ -23,7 +23,7 @@ from .entries import SessionState
 log = logging.getLogger(__name__)
 
 _SURROGATES = re.compile("[\ud800-\udfff]")
-_JUNK = b" \t\r\x00"
+_JUNK = b" \t\r\n\x00"
 SIG_BYTES = 64  # bytes before the indexed offset that must be unchanged for an incremental read
 
 
@@ -58,7 +58,7 @@ def parse_line(raw: bytes, path: os.PathLike[str] | str, lineno: int) -> dict[st
     except ValueError:
         stripped = raw.strip(_JUNK)
         if not stripped:
-            if raw.strip(b" \t\r"):  # a run of NULs is damage worth a warning; blank is not
+            if raw.strip(b" \t\r\n"):  # a run of NULs is damage worth a warning; blank is not
                 log.warning("%s:%d: skipped a line of NUL bytes", path, lineno)
             return None
         try:
@@ -126,7 +126,9 @@ def scan_file(path: str, st: os.stat_result, prev: FileScan | None) -> FileScan:
     """Fold the session file at ``path`` into metadata, reading only what changed since ``prev``.
 
     Unchanged (same size and mtime) → ``prev`` itself. Grown with the bytes before ``prev.offset``
-    unchanged → only the new tail is read. Anything else (shrunk, edited) → a full re-read. Reads
+    unchanged → only the new tail is read. Anything else (shrunk, edited) → a full re-read.
+    Known blind spot: an edit before the last 64 indexed bytes *and* an append between two
+    scans looks like a pure append; deleting ``.index.json`` forces a full re-read. Reads
     line by line, so memory does not grow with the file. A final line without ``\\n`` is folded
     only when it parses (a complete entry whose newline was lost); a torn one is left for later.
     """
@@ -134,7 +136,8 @@ def scan_file(path: str, st: os.stat_result, prev: FileScan | None) -> FileScan:
         return prev
     with open(path, "rb") as f:
         scan = FileScan()
-        if prev is not None and 0 < prev.offset <= st.st_size:
+        # Only a file that grew can be an append; same size with a new mtime is an edit.
+        if prev is not None and prev.size < st.st_size and 0 < prev.offset <= st.st_size:
             start = max(0, prev.offset - SIG_BYTES)
             f.seek(start)
             if zlib.crc32(f.read(prev.offset - start)) == prev.sig:

@@ -35,7 +35,7 @@ import filelock
 
 from . import settings
 from .entries import SessionState
-from .errors import SessionConflict, SessionNotFound, StoreUnavailable
+from .errors import InvalidSessionKey, SessionConflict, SessionNotFound, StoreUnavailable
 from .jsonl_io import FileScan, encode_entries, read_entries, scan_file
 from .keys import SessionKey, _check_project_key
 from .models import ProjectInfo, SessionMeta
@@ -92,8 +92,11 @@ class LocalSessionStore:
             return False
         if self._main_file(key, True).exists():
             return True
+        # Only sub-agent records, with no main file: they still belong to one side.
+        if (self._list_dir(key.project_key, False) / key.session_id).is_dir():
+            return False
         if (self._list_dir(key.project_key, True) / key.session_id).is_dir():
-            return True  # only sub-agent records, archived with their (missing) parent
+            return True
         return None
 
     def _locate(self, key: SessionKey) -> Path | None:
@@ -105,8 +108,27 @@ class LocalSessionStore:
         # One lock per main session, outside the archive split, so archiving and appending
         # (to the session or any of its sub-agent records) exclude each other.
         lock_dir = self._project_dir(key.project_key) / ".locks"
-        lock_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        return filelock.FileLock(str(lock_dir / f"{key.session_id}.lock"), timeout=LOCK_TIMEOUT)
+        self._mkdirs(lock_dir)
+        # A short poll keeps several writers' appends quick (filelock's default polls every 50 ms).
+        return filelock.FileLock(str(lock_dir / f"{key.session_id}.lock"), timeout=LOCK_TIMEOUT,
+                                 poll_interval=0.005)
+
+    def _mkdirs(self, path: Path) -> None:
+        """``mkdir -p`` giving every folder it creates mode 0700 (``Path.mkdir(parents=True)``
+        gives missing parents the default mode, which would make session ids world-listable)."""
+        if path.is_dir():
+            return
+        todo = []
+        while not path.is_dir():
+            todo.append(path)
+            if path.parent == path:
+                break
+            path = path.parent
+        for d in reversed(todo):
+            try:
+                d.mkdir(mode=0o700)
+            except FileExistsError:
+                pass
 
     def _locked(self, key: SessionKey):
         lock = self._lock(key)
@@ -133,6 +155,11 @@ class LocalSessionStore:
         lock = self._locked(key)
         try:
             path = self._file(key, bool(self._is_archived(key.parent)))
+            if key.subpath is None and entries and entries[0].get("type") != "header" \
+                    and not path.exists():
+                # Only a header starts a session: a message for a session deleted meanwhile
+                # (another tab, cleanup) must not bring it back as a headless file.
+                raise SessionNotFound(str(key))
             before = self._message_count(path)
             if expected_count is not None and before != expected_count:
                 raise SessionConflict(expected_count, before)
@@ -145,7 +172,7 @@ class LocalSessionStore:
     def _write(self, path: Path, payload: bytes) -> None:
         created = not path.exists()
         if created:
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._mkdirs(path.parent)
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             size = os.fstat(fd).st_size
@@ -212,9 +239,15 @@ class LocalSessionStore:
         with it:
             for e in it:
                 name = e.name
-                if not name.endswith(SUFFIX) or not _ID_FILE.match(name) or name == ARCHIVE_DIR + SUFFIX:
+                if not name.endswith(SUFFIX) or not _ID_FILE.match(name):
                     continue
                 sid = name[: -len(SUFFIX)]
+                if sid not in scans:
+                    try:
+                        SessionKey(project_key, sid)  # a file copied in by hand may have any name
+                    except InvalidSessionKey:
+                        log.warning("%s: the file name is not a valid session id; left out of the list", e.path)
+                        continue
                 try:
                     st = e.stat()
                 except FileNotFoundError:
@@ -324,7 +357,7 @@ class LocalSessionStore:
                 return
             src_dir = self._list_dir(key.project_key, where)
             dst_dir = self._list_dir(key.project_key, to_archive)
-            dst_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._mkdirs(dst_dir)
             src = src_dir / (key.session_id + SUFFIX)
             if src.exists():
                 os.replace(src, dst_dir / (key.session_id + SUFFIX))

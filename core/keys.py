@@ -20,6 +20,7 @@ from .errors import InvalidSessionKey
 # folds two of them together except by case, which the lowercase hex digest keeps apart.
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*\Z")
 MAX_NAME_BYTES = 200  # below the 255-byte name limit, leaving room for ".jsonl" and lock suffixes
+MAX_SUBPATH_BYTES = 1000  # whole paths stay well below PATH_MAX (4096) under any data dir
 SLUG_MAX = 80
 DIGEST_CHARS = 16  # 64 bits of SHA-256: collisions need ~4e9 projects on one machine
 # Folder names the JSONL store uses inside a project directory; a session id may not take them.
@@ -66,6 +67,8 @@ def _check_subpath(value: object) -> str:
         raise InvalidSessionKey("subpath must be a non-empty relative path.")
     if value.startswith("/") or "\\" in value or "\x00" in value or re.match(r"[A-Za-z]:", value):
         raise InvalidSessionKey(f"subpath {value!r} must be relative, with '/' separators.")
+    if len(value.encode("utf-8", "surrogatepass")) > MAX_SUBPATH_BYTES:
+        raise InvalidSessionKey(f"subpath is longer than {MAX_SUBPATH_BYTES} bytes.")
     for segment in value.split("/"):
         if segment in ("", ".", ".."):
             raise InvalidSessionKey(f"subpath {value!r} has an empty, '.' or '..' segment.")

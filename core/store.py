@@ -22,7 +22,10 @@ class SessionStore(Protocol):
         """Append ``entries`` atomically (all or none) and durably; return the session's message
         count afterwards. With ``expected_count`` (the message count the caller loaded), raise
         :class:`~core.errors.SessionConflict` and write nothing if the stored count differs.
-        Raises ``ValueError`` for an entry that is not a JSON-serialisable dict."""
+        Raises ``ValueError`` for an entry that is not a JSON-serialisable dict. A main session
+        (no subpath) is created only by an append whose first entry is a header; any other
+        append to a missing main session raises :class:`~core.errors.SessionNotFound`, so a
+        session deleted meanwhile is never brought back headless."""
         ...
 
     def load(self, key: SessionKey) -> list[dict[str, Any]] | None:

@@ -1,0 +1,65 @@
+"""Shared pytest fixtures.
+
+Store fixture: every :class:`core.store.SessionStore` implementation must pass the contract
+suite (``tests/test_store_contract.py``). Implementations are listed once, in
+``STORE_FACTORIES``: name -> ``factory(tmp_path) -> store``. A factory may call ``pytest.skip``
+when its backend is unavailable (no database server); if the store it returns has a ``close()``
+method, it is called after the test.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from core import LocalSessionStore
+
+
+def _jsonl_store(tmp_path: Path) -> Any:
+    return LocalSessionStore(tmp_path / "home")
+
+
+def _sqlite_store(tmp_path: Path) -> Any:
+    from core.sql_store import SqlSessionStore
+
+    return SqlSessionStore(f"sqlite:///{tmp_path / 'sessions.db'}")
+
+
+def _postgres_store(tmp_path: Path) -> Any:
+    from core.sql_store import SqlSessionStore
+    from tests.pg_server import fresh_database_url
+
+    return SqlSessionStore(fresh_database_url())  # skips with the reason when no server can start
+
+
+# name -> factory(tmp_path) -> SessionStore. Add new stores here ("sqlite", "postgres", ...).
+STORE_FACTORIES: dict[str, Callable[[Path], Any]] = {
+    "jsonl": _jsonl_store,
+    "sqlite": _sqlite_store,
+    "postgres": _postgres_store,
+}
+
+
+@pytest.fixture(autouse=True)
+def anycode_home(tmp_path, monkeypatch):
+    """Never touch the real data dir: ANYCODE_HOME points into tmp_path; env defaults reset."""
+    home = tmp_path / "anycode-home"
+    monkeypatch.setenv("ANYCODE_HOME", str(home))
+    monkeypatch.delenv("ANYCODE_CLEANUP_DAYS", raising=False)
+    monkeypatch.delenv("ANYCODE_FSYNC", raising=False)
+    return home
+
+
+@pytest.fixture(params=sorted(STORE_FACTORIES))
+def store(request, tmp_path):
+    """A fresh, empty store of each kind in ``STORE_FACTORIES``."""
+    made = STORE_FACTORIES[request.param](tmp_path)
+    try:
+        yield made
+    finally:
+        close = getattr(made, "close", None)
+        if callable(close):
+            close()
+
+from tests.fake_openai import _fake_openai_server, fake_openai  # noqa: F401  (issue 3: fake OpenAI server)

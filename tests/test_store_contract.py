@@ -1,0 +1,814 @@
+"""The SessionStore contract, written once and run against every store in ``STORE_FACTORIES``.
+
+Covers the protocol (``core/store.py``) and the :class:`core.SessionManager` over it. Nothing here
+knows about files or SQL, except :func:`snapshot`, which compares a JSONL session byte for byte.
+"""
+from __future__ import annotations
+
+import json
+import os
+import types
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import core.entries
+import core.manager
+from core import (
+    AmbiguousSessionId,
+    InvalidTitle,
+    LocalSessionStore,
+    SessionConflict,
+    SessionKey,
+    SessionManager,
+    SessionNotFound,
+    SessionStore,
+    header_entry,
+    message_entry,
+    new_session_id,
+    project_key,
+    title_entry,
+)
+
+DAY = 86400.0
+T0 = 1_764_504_000.0  # 2025-11-30, a fixed "now" for timestamps written by hand
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """Deterministic time for the manager: each call to time.time() advances by one second.
+
+    ``clock.now`` is the last value handed out; ``clock.jump(s)`` moves time forward."""
+    state = {"now": T0}
+
+    def tick() -> float:
+        state["now"] += 1.0
+        return state["now"]
+
+    fake = types.SimpleNamespace(time=tick)
+    monkeypatch.setattr(core.manager, "time", fake)
+    monkeypatch.setattr(core.entries, "time", fake)
+
+    class Clock:
+        @property
+        def now(self) -> float:
+            return state["now"]
+
+        def jump(self, seconds: float) -> None:
+            state["now"] += seconds
+
+    return Clock()
+
+
+@pytest.fixture
+def manager(store) -> SessionManager:
+    return SessionManager(store)
+
+
+@pytest.fixture
+def cwd(tmp_path):
+    d = tmp_path / "work" / "my-project"
+    d.mkdir(parents=True)
+    return d
+
+
+PK = project_key("/home/user/my-project")
+
+
+def new_key(pk: str = PK, subpath: str | None = None) -> SessionKey:
+    return SessionKey(pk, new_session_id(), subpath)
+
+
+def make_session(store, key: SessionKey, *, created: float = T0, messages=(), title=None, ts=None):
+    """Write a header, messages (ts = created + 1, + 2, ... unless ``ts``) and an optional llm title."""
+    entries = [header_entry(key.session_id, key.project_key, "/home/user/my-project", created_at=created)]
+    for i, m in enumerate(messages):
+        entries.append(message_entry(m, ts=(ts if ts is not None else created + 1 + i)))
+    if title is not None:
+        entries.append(title_entry(title, "llm", ts=created))
+    store.append(key, entries)
+    return entries
+
+
+def user(text: str) -> dict:
+    return {"role": "user", "content": text}
+
+
+def assistant(text: str) -> dict:
+    return {"role": "assistant", "content": text}
+
+
+def snapshot(store, key: SessionKey):
+    """What must stay unchanged: the file's bytes for JSONL, the loaded entries otherwise."""
+    if isinstance(store, LocalSessionStore):
+        paths = [p for p in store.base_dir.rglob(f"{key.session_id}.jsonl")]
+        assert len(paths) == 1
+        return paths[0].read_bytes()
+    return json.dumps(store.load(key), sort_keys=True)
+
+
+# --- the protocol ---------------------------------------------------------------------------
+
+
+class TestRoundTrip:
+    """Entries come back exactly as given, in order: no key added, dropped, reordered or retyped."""
+
+    def test_store_is_a_session_store(self, store):
+        assert isinstance(store, SessionStore)
+
+    def test_append_then_load_returns_entries_exactly(self, store):
+        key = new_key()
+        entries = [
+            header_entry(key.session_id, key.project_key, "/w", created_at=T0),
+            message_entry({"role": "system", "content": "be brief"}, ts=T0 + 1),
+            message_entry(user("hi"), ts=T0 + 2),
+            {"type": "future-kind", "payload": {"nested": [1, 2.5, None, True, "x"]}},
+            message_entry(
+                {"role": "assistant", "content": None,
+                 "tool_calls": [{"id": "c1", "type": "function",
+                                 "function": {"name": "read_file", "arguments": "{\"path\": \"a\"}"}}]},
+                ts=T0 + 3,
+            ),
+            message_entry({"role": "tool", "tool_call_id": "c1", "content": "file text"}, ts=T0 + 4),
+            title_entry("A title", "llm", ts=T0 + 5),
+        ]
+        assert store.append(key, entries[:3]) == 2
+        assert store.append(key, entries[3:]) == 4
+        assert store.load(key) == entries
+        assert store.exists(key)
+
+    def test_many_appends_keep_order(self, store):
+        key = new_key()
+        make_session(store, key)
+        for i in range(30):
+            assert store.append(key, [message_entry(user(f"m{i}"), ts=T0 + i)]) == i + 1
+        loaded = store.load(key)
+        assert [e["message"]["content"] for e in loaded[1:]] == [f"m{i}" for i in range(30)]
+
+    def test_empty_append_writes_nothing_and_returns_count(self, store):
+        key = new_key()
+        make_session(store, key, messages=[user("a")])
+        before = store.load(key)
+        assert store.append(key, []) == 1
+        assert store.load(key) == before
+
+    def test_bad_entry_is_refused_and_nothing_written(self, store):
+        key = new_key()
+        make_session(store, key, messages=[user("a")])
+        before = store.load(key)
+        with pytest.raises(ValueError):
+            store.append(key, [message_entry(user("ok")), {"type": "message", "ts": float("nan"),
+                                                            "message": user("x")}])
+        with pytest.raises(ValueError):
+            store.append(key, [message_entry(user("ok")), "not a dict"])  # type: ignore[list-item]
+        with pytest.raises(ValueError):
+            store.append(key, [{"type": "message", "ts": 1.0, "message": {"role": "user", "content": object()}}])
+        assert store.load(key) == before
+
+
+class TestMissing:
+    """A missing session is reported as missing, never as an empty one or a crash."""
+
+    def test_load_missing_is_none(self, store):
+        assert store.load(new_key()) is None
+        assert not store.exists(new_key())
+        assert store.load(new_key(subpath="subagents/a1")) is None
+
+    def test_remove_missing_raises(self, store):
+        with pytest.raises(SessionNotFound):
+            store.remove(new_key())
+        key = new_key()
+        make_session(store, key)
+        with pytest.raises(SessionNotFound):
+            store.remove(SessionKey(key.project_key, key.session_id, "subagents/nope"))
+
+    def test_archive_unarchive_missing_raise(self, store):
+        with pytest.raises(SessionNotFound):
+            store.archive(new_key())
+        with pytest.raises(SessionNotFound):
+            store.unarchive(new_key())
+
+    def test_list_of_unknown_project_is_empty(self, store):
+        assert store.list(PK) == []
+        assert store.list(PK, archived=True) == []
+        assert store.list_projects() == []
+
+    def test_removed_session_is_gone(self, store):
+        key = new_key()
+        make_session(store, key, messages=[user("a")])
+        store.remove(key)
+        assert store.load(key) is None
+        assert not store.exists(key)
+        assert store.list(PK) == []
+
+
+class TestList:
+    """The session list: wrong order, wrong counts or stale titles are what a user sees first."""
+
+    def test_most_recent_activity_first(self, store):
+        a, b, c = new_key(), new_key(), new_key()
+        make_session(store, a, created=T0, messages=[user("a")], ts=T0 + 50)
+        make_session(store, b, created=T0 + 10, messages=[user("b")], ts=T0 + 20)
+        make_session(store, c, created=T0 + 30)  # no messages: its creation is its activity
+        assert [m.id for m in store.list(PK)] == [a.session_id, c.session_id, b.session_id]
+        store.append(b, [message_entry(user("again"), ts=T0 + 100)])
+        assert [m.id for m in store.list(PK)] == [b.session_id, a.session_id, c.session_id]
+
+    def test_meta_fields(self, store):
+        key = new_key()
+        make_session(store, key, created=T0, messages=[{"role": "system", "content": "s"}, user("u"),
+                                                       assistant("a")], title="Fix the login bug")
+        (meta,) = store.list(PK)
+        assert meta.id == key.session_id
+        assert meta.project_key == PK
+        assert meta.key == key
+        assert meta.title == "Fix the login bug"
+        assert meta.title_source == "llm"
+        assert meta.message_count == 3
+        assert meta.created_at == pytest.approx(T0)
+        assert meta.updated_at == pytest.approx(T0 + 3)
+        assert meta.archived is False
+        assert meta.cwd == "/home/user/my-project"
+        assert meta.forked_from is None
+
+    def test_meta_follows_appends_and_title_changes(self, store):
+        key = new_key()
+        make_session(store, key, messages=[user("u")], title="First")
+        assert store.list(PK)[0].title == "First"
+        store.append(key, [title_entry("Second", "user", ts=T0 + 9), message_entry(assistant("x"), ts=T0 + 9)])
+        (meta,) = store.list(PK)
+        assert (meta.title, meta.title_source, meta.message_count) == ("Second", "user", 2)
+        assert meta.updated_at == pytest.approx(T0 + 9)
+
+    def test_sub_agent_records_not_listed(self, store):
+        key = new_key()
+        make_session(store, key, messages=[user("main")])
+        sub = SessionKey(key.project_key, key.session_id, "subagents/agent-1")
+        store.append(sub, [message_entry(user("sub"), ts=T0 + 500)])
+        store.append(SessionKey(key.project_key, key.session_id, "subagents/agent-2"),
+                     [message_entry(user("sub2"), ts=T0 + 500)])
+        metas = store.list(PK)
+        assert [m.id for m in metas] == [key.session_id]
+        assert metas[0].message_count == 1
+        assert store.load(sub) == [message_entry(user("sub"), ts=T0 + 500)]
+        assert store.exists(sub)
+
+    def test_projects_are_separate(self, store):
+        other = project_key("/srv/other")
+        a, b = new_key(), new_key(other)
+        make_session(store, a)
+        make_session(store, b)
+        assert [m.id for m in store.list(PK)] == [a.session_id]
+        assert [m.id for m in store.list(other)] == [b.session_id]
+        assert store.load(SessionKey(other, a.session_id)) is None
+
+
+class TestArchive:
+    """Archiving hides a session from the list without losing it, and never half-moves it."""
+
+    def test_archive_moves_out_and_back(self, store):
+        keep, arch = new_key(), new_key()
+        make_session(store, keep, messages=[user("k")])
+        entries = make_session(store, arch, messages=[user("a")], title="Old work")
+        store.archive(arch)
+        assert [m.id for m in store.list(PK)] == [keep.session_id]
+        (meta,) = store.list(PK, archived=True)
+        assert (meta.id, meta.archived, meta.title, meta.message_count) == (arch.session_id, True, "Old work", 1)
+        assert store.load(arch) == entries  # still loadable
+        assert store.exists(arch)
+        store.unarchive(arch)
+        assert store.list(PK, archived=True) == []
+        assert {m.id for m in store.list(PK)} == {keep.session_id, arch.session_id}
+        assert all(m.archived is False for m in store.list(PK))
+        assert store.load(arch) == entries
+
+    def test_archive_and_unarchive_are_idempotent(self, store):
+        key = new_key()
+        entries = make_session(store, key, messages=[user("a")])
+        store.archive(key)
+        store.archive(key)
+        assert [m.id for m in store.list(PK, archived=True)] == [key.session_id]
+        assert store.list(PK) == []
+        store.unarchive(key)
+        store.unarchive(key)
+        assert [m.id for m in store.list(PK)] == [key.session_id]
+        assert store.load(key) == entries
+
+    def test_append_to_archived_session(self, store):
+        key = new_key()
+        make_session(store, key, messages=[user("a")])
+        store.archive(key)
+        assert store.append(key, [message_entry(user("b"), ts=T0 + 60)], expected_count=1) == 2
+        assert [e["message"]["content"] for e in store.load(key)[1:]] == ["a", "b"]
+        assert store.list(PK) == []  # appending does not unarchive
+        (meta,) = store.list(PK, archived=True)
+        assert meta.message_count == 2
+
+    def test_archive_takes_sub_agent_records_along(self, store):
+        key = new_key()
+        make_session(store, key)
+        sub = SessionKey(key.project_key, key.session_id, "subagents/agent-1")
+        store.append(sub, [message_entry(user("sub"), ts=T0)])
+        store.archive(key)
+        assert store.load(sub) == [message_entry(user("sub"), ts=T0)]
+        store.append(sub, [message_entry(user("sub2"), ts=T0 + 1)])
+        store.unarchive(key)
+        assert [e["message"]["content"] for e in store.load(sub)] == ["sub", "sub2"]
+
+    def test_remove_archived(self, store):
+        key = new_key()
+        make_session(store, key)
+        store.archive(key)
+        store.remove(key)
+        assert store.load(key) is None
+        assert store.list(PK, archived=True) == []
+
+
+class TestRemove:
+    """Deleting a session deletes all of it (sub-agent records too), and only it."""
+
+    def test_remove_takes_sub_agent_records(self, store):
+        key, other = new_key(), new_key()
+        make_session(store, key)
+        make_session(store, other)
+        subs = [SessionKey(key.project_key, key.session_id, p) for p in ("subagents/a1", "subagents/a2")]
+        for s in subs:
+            store.append(s, [message_entry(user("x"), ts=T0)])
+        other_sub = SessionKey(other.project_key, other.session_id, "subagents/a1")
+        store.append(other_sub, [message_entry(user("y"), ts=T0)])
+        store.remove(key)
+        for s in subs:
+            assert store.load(s) is None
+            assert not store.exists(s)
+        assert store.load(other_sub) == [message_entry(user("y"), ts=T0)]
+        assert [m.id for m in store.list(PK)] == [other.session_id]
+
+    def test_remove_one_sub_agent_record(self, store):
+        key = new_key()
+        entries = make_session(store, key)
+        s1, s2 = (SessionKey(key.project_key, key.session_id, p) for p in ("subagents/a1", "subagents/a2"))
+        store.append(s1, [message_entry(user("x"), ts=T0)])
+        store.append(s2, [message_entry(user("y"), ts=T0)])
+        store.remove(s1)
+        assert store.load(s1) is None
+        assert store.load(s2) is not None
+        assert store.load(key) == entries
+
+
+class TestProjects:
+    """The project picker: every project with sessions, newest first, with its real path."""
+
+    def test_list_projects(self, store):
+        p1, p2 = project_key("/srv/one"), project_key("/srv/two")
+        make_session(store, new_key(p1), created=T0, messages=[user("x")], ts=T0 + 5)
+        make_session(store, new_key(p1), created=T0)
+        make_session(store, new_key(p2), created=T0 + 100)
+        projects = store.list_projects()
+        assert [p.project_key for p in projects] == [p2, p1]
+        assert [p.session_count for p in projects] == [1, 2]
+        assert projects[1].updated_at == pytest.approx(T0 + 5)
+        assert projects[1].cwd == "/home/user/my-project"  # the cwd written in the headers
+
+    def test_project_with_only_archived_sessions_is_listed(self, store):
+        key = new_key()
+        make_session(store, key)
+        store.archive(key)
+        (info,) = store.list_projects()
+        assert info.project_key == PK
+        assert info.session_count == 0
+
+    def test_project_emptied_by_remove_disappears(self, store):
+        key = new_key()
+        make_session(store, key)
+        store.remove(key)
+        assert store.list_projects() == []
+
+
+class TestConflict:
+    """Two tabs (or processes) on one session: a stale writer is told, and writes nothing."""
+
+    def test_expected_count_mismatch_raises_and_writes_nothing(self, store):
+        key = new_key()
+        make_session(store, key, messages=[user("a"), assistant("b")])
+        before = store.load(key)
+        with pytest.raises(SessionConflict) as info:
+            store.append(key, [message_entry(user("stale"))], expected_count=1)
+        assert (info.value.expected, info.value.actual) == (1, 2)
+        assert store.load(key) == before
+        assert store.list(PK)[0].message_count == 2
+
+    def test_expected_count_match_appends(self, store):
+        key = new_key()
+        make_session(store, key, messages=[user("a")])
+        assert store.append(key, [message_entry(assistant("b"))], expected_count=1) == 2
+        with pytest.raises(SessionConflict):
+            store.append(key, [message_entry(user("c"))], expected_count=1)
+        assert store.append(key, [message_entry(user("c"))], expected_count=2) == 3
+
+    def test_expected_zero_on_missing_session(self, store):
+        key = new_key()
+        assert store.append(key, [header_entry(key.session_id, PK, "/w")], expected_count=0) == 0
+
+    def test_manager_add_messages_conflict(self, manager, cwd):
+        s = manager.create(cwd)
+        manager.add_messages(s.key, [user("a")], expected_count=0)
+        with pytest.raises(SessionConflict):
+            manager.add_messages(s.key, [user("b")], expected_count=0)
+        assert [m["content"] for m in manager.get(s.key).messages] == ["a"]
+
+
+# --- the manager ----------------------------------------------------------------------------
+
+
+class TestCreateAndGet:
+    """A new session is findable at once, with its workspace, and holds no invented messages."""
+
+    def test_create_writes_header_only(self, manager, store, cwd):
+        s = manager.create(cwd)
+        assert s.messages == [] and s.title is None
+        assert s.project_key == project_key(cwd)
+        entries = store.load(s.key)
+        assert len(entries) == 1 and entries[0]["type"] == "header"
+        assert entries[0]["id"] == s.id and entries[0]["cwd"] == os.path.normpath(str(cwd))
+        got = manager.get(s.key)
+        assert (got.cwd, got.messages, got.archived) == (str(cwd), [], False)
+        assert [m.id for m in manager.list(project_key(cwd))] == [s.id]
+
+    def test_create_with_title_is_a_user_title(self, manager, cwd):
+        s = manager.create(cwd, title="  My\n task  ")
+        assert (s.title, s.title_source) == ("My task", "user")
+        assert manager.get(s.key).title == "My task"
+
+    def test_get_missing_raises(self, manager):
+        with pytest.raises(SessionNotFound):
+            manager.get(new_key())
+        with pytest.raises(SessionNotFound):
+            manager.add_messages(new_key(), [user("x")])
+
+    def test_get_reports_archived(self, manager, cwd):
+        s = manager.create(cwd)
+        manager.archive(s.key)
+        assert manager.get(s.key).archived is True
+        manager.unarchive(s.key)
+        assert manager.get(s.key).archived is False
+
+    def test_add_messages_round_trip(self, manager, cwd):
+        s = manager.create(cwd)
+        msgs = [{"role": "system", "content": "sys"}, user("hi"), assistant("hello")]
+        assert manager.add_messages(s.key, msgs[:2]) == 2
+        assert manager.add_messages(s.key, msgs[2:]) == 3
+        assert manager.get(s.key).messages == msgs
+        with pytest.raises(ValueError):
+            manager.add_messages(s.key, [{"content": "no role"}])
+        assert manager.get(s.key).messages == msgs
+
+
+class TestFork:
+    """Branching a conversation: the copy is right and the original is untouched."""
+
+    def _session(self, manager, cwd, n=5, title="Login bug"):
+        s = manager.create(cwd, title=title)
+        msgs = [user(f"u{i}") if i % 2 == 0 else assistant(f"a{i}") for i in range(n)]
+        manager.add_messages(s.key, msgs)
+        return s, msgs
+
+    def test_fork_copies_messages_through_index_inclusive(self, manager, store, cwd):
+        s, msgs = self._session(manager, cwd)
+        before = snapshot(store, s.key)
+        f = manager.fork(s.key, 2)
+        assert f.id != s.id and f.project_key == s.project_key
+        assert f.messages == msgs[:3]
+        assert manager.get(f.key).messages == msgs[:3]
+        assert snapshot(store, s.key) == before  # original unchanged
+        assert manager.get(s.key).messages == msgs
+
+    def test_fork_header_and_title(self, manager, store, cwd):
+        s, _ = self._session(manager, cwd)
+        f = manager.fork(s.key, 1)
+        header = store.load(f.key)[0]
+        assert header["type"] == "header" and header["id"] == f.id
+        assert header["forked_from"] == {"session_id": s.id, "message_index": 1}
+        got = manager.get(f.key)
+        assert got.forked_from == {"session_id": s.id, "message_index": 1}
+        assert got.title == "Login bug (branch)"
+        assert got.cwd == str(cwd)
+        meta = next(m for m in manager.list(s.project_key) if m.id == f.id)
+        assert meta.forked_from == {"session_id": s.id, "message_index": 1}
+        assert meta.title == "Login bug (branch)"
+        assert meta.message_count == 2
+
+    def test_fork_last_and_only_message(self, manager, cwd):
+        s, msgs = self._session(manager, cwd, n=1)
+        f = manager.fork(s.key, 0)
+        assert manager.get(f.key).messages == msgs
+        s2, msgs2 = self._session(manager, cwd, n=4)
+        assert manager.get(manager.fork(s2.key, 3).key).messages == msgs2
+
+    def test_fork_out_of_range(self, manager, store, cwd):
+        s, _ = self._session(manager, cwd, n=3)
+        before = snapshot(store, s.key)
+        for bad in (3, 99, -1):
+            with pytest.raises(IndexError):
+                manager.fork(s.key, bad)
+        empty = manager.create(cwd)
+        with pytest.raises(IndexError):
+            manager.fork(empty.key, 0)
+        assert snapshot(store, s.key) == before
+        assert len(manager.list(s.project_key)) == 2  # no half-made fork left behind
+
+    def test_fork_of_missing_session(self, manager):
+        with pytest.raises(SessionNotFound):
+            manager.fork(new_key(), 0)
+
+    def test_fork_of_untitled_session_has_no_title(self, manager, cwd):
+        s = manager.create(cwd)
+        manager.add_messages(s.key, [user("x")])
+        assert manager.get(manager.fork(s.key, 0).key).title is None
+
+
+class TestUpdatedAt:
+    """The list's order is "last activity": renaming is not activity, new messages and forks are."""
+
+    def test_rename_does_not_bump(self, manager, cwd, clock):
+        a = manager.create(cwd)
+        manager.add_messages(a.key, [user("a")])
+        b = manager.create(cwd)
+        manager.add_messages(b.key, [user("b")])
+        pk = a.project_key
+        assert [m.id for m in manager.list(pk)] == [b.id, a.id]
+        updated = manager.get(a.key).updated_at
+        clock.jump(1000)
+        manager.rename(a.key, "Renamed")
+        manager.set_generated_title(b.key, "Generated")
+        assert manager.get(a.key).updated_at == updated
+        metas = manager.list(pk)
+        assert [m.id for m in metas] == [b.id, a.id]
+        assert metas[1].updated_at == pytest.approx(updated)
+
+    def test_new_message_bumps(self, manager, cwd, clock):
+        a = manager.create(cwd)
+        b = manager.create(cwd)
+        assert [m.id for m in manager.list(a.project_key)] == [b.id, a.id]
+        manager.add_messages(a.key, [user("late")])
+        metas = manager.list(a.project_key)
+        assert [m.id for m in metas] == [a.id, b.id]
+        assert metas[0].updated_at == pytest.approx(clock.now)
+        assert manager.get(a.key).updated_at == pytest.approx(clock.now)
+
+    def test_fresh_fork_counts_as_new(self, manager, cwd, clock):
+        old = manager.create(cwd)
+        manager.add_messages(old.key, [user("x"), assistant("y")])
+        other = manager.create(cwd)
+        manager.add_messages(other.key, [user("z")])
+        clock.jump(DAY)
+        f = manager.fork(old.key, 0)
+        assert f.created_at >= clock.now - 5
+        assert manager.get(f.key).updated_at >= clock.now - 5
+        assert manager.list(old.project_key)[0].id == f.id
+        assert manager.latest(old.project_key).id == f.id
+
+    def test_created_and_updated_times(self, manager, cwd, clock):
+        s = manager.create(cwd)
+        created = clock.now
+        assert manager.get(s.key).created_at == pytest.approx(created)
+        assert manager.get(s.key).updated_at == pytest.approx(created)
+        clock.jump(60)
+        manager.add_messages(s.key, [user("x")])
+        got = manager.get(s.key)
+        assert got.created_at == pytest.approx(created)
+        assert got.updated_at == pytest.approx(clock.now)
+        (meta,) = manager.list(s.project_key)
+        assert (meta.created_at, meta.updated_at) == (pytest.approx(got.created_at), pytest.approx(got.updated_at))
+
+
+class TestTitles:
+    """A title the user typed is never replaced by a generated one, whichever comes first."""
+
+    def test_generated_after_user_is_refused(self, manager, cwd):
+        s = manager.create(cwd)
+        manager.rename(s.key, "Mine")
+        assert manager.set_generated_title(s.key, "Robot title") is False
+        assert manager.set_generated_title(s.key, "Fallback", source="fallback") is False
+        got = manager.get(s.key)
+        assert (got.title, got.title_source) == ("Mine", "user")
+        assert manager.list(s.project_key)[0].title == "Mine"
+
+    def test_user_after_generated_wins(self, manager, cwd):
+        s = manager.create(cwd)
+        assert manager.set_generated_title(s.key, "Robot title") is True
+        assert manager.get(s.key).title == "Robot title"
+        manager.rename(s.key, "Mine")
+        assert manager.set_generated_title(s.key, "Robot again") is False
+        assert (manager.get(s.key).title, manager.list(s.project_key)[0].title) == ("Mine", "Mine")
+
+    def test_user_title_kept_even_if_generated_entry_lands_after(self, store, manager, cwd):
+        # The race set_generated_title allows: it checked before the rename, then appends.
+        s = manager.create(cwd)
+        manager.rename(s.key, "Mine")
+        store.append(s.key, [title_entry("Late robot", "llm")])
+        assert manager.get(s.key).title == "Mine"
+        assert manager.list(s.project_key)[0].title == "Mine"
+
+    def test_generated_titles_replace_each_other(self, manager, cwd):
+        s = manager.create(cwd)
+        manager.set_generated_title(s.key, "New chat", source="fallback")
+        manager.set_generated_title(s.key, "Fix the login bug")
+        assert (manager.get(s.key).title, manager.get(s.key).title_source) == ("Fix the login bug", "llm")
+
+    def test_second_rename_wins(self, manager, cwd):
+        s = manager.create(cwd, title="One")
+        assert manager.rename(s.key, "  Two\n") == "Two"
+        assert manager.get(s.key).title == "Two"
+
+    @pytest.mark.parametrize("bad", ["", "   ", "\n\t \r\n"])
+    def test_empty_rename_refused(self, manager, store, cwd, bad):
+        s = manager.create(cwd, title="Keep")
+        before = snapshot(store, s.key)
+        with pytest.raises(InvalidTitle):
+            manager.rename(s.key, bad)
+        with pytest.raises(ValueError):  # InvalidTitle is a ValueError
+            manager.rename(s.key, bad)
+        assert snapshot(store, s.key) == before
+        assert manager.get(s.key).title == "Keep"
+
+    def test_rename_missing(self, manager):
+        with pytest.raises(SessionNotFound):
+            manager.rename(new_key(), "x")
+        with pytest.raises(SessionNotFound):
+            manager.set_generated_title(new_key(), "x")
+
+
+class TestFind:
+    """Resuming by id: a unique prefix is enough; an ambiguous one lists the candidates."""
+
+    def _with_ids(self, store, ids):
+        for sid in ids:
+            make_session(store, SessionKey(PK, sid))
+
+    def test_full_id_and_unique_prefix(self, manager, store):
+        self._with_ids(store, ["abc123", "abd456", "zzz999"])
+        assert manager.find(PK, "abc123") == SessionKey(PK, "abc123")
+        assert manager.find(PK, "abc") == SessionKey(PK, "abc123")
+        assert manager.find(PK, "z") == SessionKey(PK, "zzz999")
+
+    def test_ambiguous_prefix(self, manager, store):
+        self._with_ids(store, ["abc123", "abd456", "zzz999"])
+        with pytest.raises(AmbiguousSessionId) as info:
+            manager.find(PK, "ab")
+        assert sorted(info.value.candidates) == ["abc123", "abd456"]
+        assert "abc123" in str(info.value) and "abd456" in str(info.value)
+
+    def test_not_found(self, manager, store):
+        self._with_ids(store, ["abc123"])
+        for wanted in ("x", "abc1234", ""):
+            with pytest.raises(SessionNotFound):
+                manager.find(PK, wanted)
+        with pytest.raises(SessionNotFound):
+            manager.find(project_key("/elsewhere"), "abc")
+
+    def test_find_archived(self, manager, store):
+        self._with_ids(store, ["abc123"])
+        store.archive(SessionKey(PK, "abc123"))
+        assert manager.find(PK, "abc") == SessionKey(PK, "abc123")
+
+    def test_find_real_uuid_prefix(self, manager, cwd):
+        s = manager.create(cwd)
+        manager.create(cwd)
+        # uuid4 strings share no 8-character prefix in practice
+        assert manager.find(s.project_key, s.id[:8]) == s.key
+
+
+class TestLatest:
+    """``--continue`` resumes the conversation the user touched last, not the one created last."""
+
+    def test_latest(self, manager, cwd, clock):
+        pk = project_key(cwd)
+        assert manager.latest(pk) is None
+        a = manager.create(cwd)
+        b = manager.create(cwd)
+        assert manager.latest(pk).id == b.id
+        manager.add_messages(a.key, [user("back to a")])
+        got = manager.latest(pk)
+        assert got.id == a.id and got.messages == [user("back to a")]
+        manager.archive(a.key)
+        assert manager.latest(pk).id == b.id
+
+
+class TestCleanup:
+    """Start-up cleanup deletes only what is old, never archived work, never everything by mistake."""
+
+    def _setup(self, store):
+        old = new_key()
+        make_session(store, old, created=T0 - 40 * DAY, messages=[user("old")], ts=T0 - 40 * DAY)
+        recent = new_key()
+        make_session(store, recent, created=T0 - 40 * DAY, messages=[user("new")], ts=T0 - 2 * DAY)
+        archived = new_key()
+        make_session(store, archived, created=T0 - 400 * DAY, messages=[user("arch")], ts=T0 - 400 * DAY)
+        store.archive(archived)
+        other_pk = project_key("/srv/other")
+        other_old = new_key(other_pk)
+        make_session(store, other_old, created=T0 - 90 * DAY)
+        return old, recent, archived, other_old
+
+    def test_deletes_only_idle_non_archived(self, store, manager):
+        old, recent, archived, other_old = self._setup(store)
+        sub = SessionKey(old.project_key, old.session_id, "subagents/a1")
+        store.append(sub, [message_entry(user("s"), ts=T0 - 40 * DAY)])
+        removed = manager.cleanup(30, now=T0)
+        assert sorted(removed, key=str) == sorted([old, other_old], key=str)
+        assert store.load(old) is None and store.load(other_old) is None and store.load(sub) is None
+        assert store.load(recent) is not None
+        assert store.load(archived) is not None
+        assert [m.id for m in store.list(PK)] == [recent.session_id]
+
+    @pytest.mark.parametrize("days", [0, -1, -30.5])
+    def test_zero_or_negative_disables(self, store, manager, days):
+        keys = self._setup(store)
+        assert manager.cleanup(days, now=T0 + 10_000 * DAY) == []
+        assert all(store.load(k) is not None for k in keys)
+
+    def test_env_default(self, store, manager, monkeypatch):
+        old, recent, archived, other_old = self._setup(store)
+        monkeypatch.setenv("ANYCODE_CLEANUP_DAYS", "60")
+        assert manager.cleanup(now=T0) == [other_old]
+        monkeypatch.setenv("ANYCODE_CLEANUP_DAYS", "0")
+        assert manager.cleanup(now=T0 + 10_000 * DAY) == []
+        monkeypatch.setenv("ANYCODE_CLEANUP_DAYS", "-5")
+        assert manager.cleanup(now=T0 + 10_000 * DAY) == []
+        monkeypatch.setenv("ANYCODE_CLEANUP_DAYS", "not a number")  # default 30, not "delete all"
+        assert manager.cleanup(now=T0) == [old]
+        assert store.load(recent) is not None and store.load(archived) is not None
+
+    def test_unset_env_defaults_to_30_days(self, store, manager):
+        old, recent, archived, other_old = self._setup(store)
+        assert sorted(manager.cleanup(now=T0), key=str) == sorted([old, other_old], key=str)
+        assert store.load(recent) is not None
+
+    def test_fractional_days(self, store, manager):
+        key = new_key()
+        make_session(store, key, created=T0 - 0.5 * DAY)
+        assert manager.cleanup(0.6, now=T0) == []
+        assert manager.cleanup(0.4, now=T0) == [key]
+
+    def test_empty_store(self, manager):
+        assert manager.cleanup(1) == []
+
+
+# --- text ------------------------------------------------------------------------------------
+
+TRICKY = [
+    "中文对话：修复登录错误",
+    "emoji 🎉👩‍💻🏳️‍🌈",
+    "controls \x00\x01\x07\x08\x0b\x0c\x1b\x1c\x1d\x1e\x1f\x7f end",
+    "NUL\x00inside",
+    "line\u2028sep\u2029para\x85nel",
+    "crlf\r\nand\rcr\nlf",
+    "quotes \" and \\ backslash",
+    "x" * 70_000,
+]
+
+
+class TestText:
+    """Any text a model or a tool can produce survives a round trip, and the file stays valid UTF-8."""
+
+    @pytest.mark.parametrize("text", TRICKY, ids=range(len(TRICKY)))
+    def test_round_trip(self, manager, store, cwd, text):
+        s = manager.create(cwd, title="t")
+        msgs = [user(text), {"role": "tool", "tool_call_id": "c", "content": text}]
+        manager.add_messages(s.key, msgs)
+        manager.add_messages(s.key, [assistant("after")])
+        assert manager.get(s.key).messages == msgs + [assistant("after")]
+        assert manager.list(s.project_key)[0].message_count == 3
+
+    def test_text_in_titles_and_keys(self, manager, cwd):
+        s = manager.create(cwd)
+        manager.rename(s.key, "标题 🎉")
+        assert manager.get(s.key).title == "标题 🎉"
+        assert manager.list(s.project_key)[0].title == "标题 🎉"
+
+    def test_lone_surrogates_become_replacement_char(self, manager, store, cwd):
+        s = manager.create(cwd)
+        text = "bad \ud800 and \udcff tail"
+        manager.add_messages(s.key, [{"role": "tool", "tool_call_id": "c", "content": text,
+                                      "extra\udc80key": "v"}])
+        manager.add_messages(s.key, [assistant("next")])
+        got = manager.get(s.key).messages
+        assert got[0]["content"] == "bad \ufffd and \ufffd tail"
+        assert "extra\ufffdkey" in got[0]
+        assert got[1] == assistant("next")
+        if isinstance(store, LocalSessionStore):
+            raw = next(store.base_dir.rglob(f"{s.id}.jsonl")).read_bytes()
+            raw.decode("utf-8")  # strict: valid UTF-8 on disk
+            assert "\ufffd".encode() in raw
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(text=st.text(alphabet=st.characters(codec=None), max_size=60))
+    def test_any_text_round_trips(self, store, text):
+        key = new_key()
+        store.append(key, [header_entry(key.session_id, key.project_key, None, created_at=T0),
+                           message_entry(user(text), ts=T0)])
+        expected = "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
+        assert store.load(key)[1]["message"]["content"] == expected
+        assert store.append(key, [message_entry(user("next"), ts=T0)]) == 2
+
