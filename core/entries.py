@@ -131,8 +131,10 @@ class SessionState:
 
     def updated_at(self, default: float = 0.0) -> float:
         """The later of creation and the last message (Unix seconds); ``default`` when neither is known."""
-        times = [t for t in (self.created_at, self.last_message_at) if t is not None]
-        return max(times) if times else default
+        created, last = self.created_at, self.last_message_at
+        if created is None:
+            return default if last is None else last
+        return created if last is None or last < created else last
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of the state (for indexes)."""
@@ -141,8 +143,11 @@ class SessionState:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "SessionState":
         """Rebuild from :meth:`to_dict` output; unknown keys are dropped."""
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        return cls(**known)
+        try:
+            return cls(**data)  # the common case: exactly our own keys
+        except TypeError:
+            known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+            return cls(**known)
 
 
 def messages_of(entries: Iterable[Any]) -> list[dict[str, Any]]:

@@ -25,6 +25,10 @@ log = logging.getLogger(__name__)
 _SURROGATES = re.compile("[\ud800-\udfff]")
 _JUNK = b" \t\r\n\x00"
 SIG_BYTES = 64  # bytes before the indexed offset that must be unchanged for an incremental read
+# One index record (FileScan.to_list): a flat list, cheap to decode and to turn into a SessionMeta.
+RECORD_FIELDS = ("size", "mtime_ns", "offset", "lines", "sig", "message_count", "created_at",
+                 "last_message_at", "title", "title_source", "cwd", "forked_from", "has_header", "id",
+                 "project_key")
 
 
 def encode_entries(entries: Iterable[Any]) -> bytes:
@@ -112,14 +116,21 @@ class FileScan:
     state: SessionState = field(default_factory=SessionState)
 
     def to_list(self) -> list[Any]:
-        """Compact JSON form for the index file."""
-        return [self.size, self.mtime_ns, self.offset, self.lines, self.sig, self.state.to_dict()]
+        """Flat JSON form for the index file (fields in :data:`RECORD_FIELDS` order)."""
+        s = self.state
+        return [self.size, self.mtime_ns, self.offset, self.lines, self.sig, s.message_count, s.created_at,
+                s.last_message_at, s.title, s.title_source, s.cwd, s.forked_from, s.has_header, s.id,
+                s.project_key]
 
     @classmethod
     def from_list(cls, data: list[Any]) -> "FileScan":
         """Inverse of :meth:`to_list`; raises ``ValueError``/``TypeError`` on a malformed record."""
-        size, mtime_ns, offset, lines, sig, state = data
-        return cls(int(size), int(mtime_ns), int(offset), int(lines), int(sig), SessionState.from_dict(state))
+        (size, mtime_ns, offset, lines, sig, count, created, last, title, source, cwd, forked, has_header,
+         sid, pk) = data
+        state = SessionState(id=sid, project_key=pk, cwd=cwd, created_at=created, last_message_at=last,
+                             message_count=int(count), forked_from=forked, title=title, title_source=source,
+                             has_header=bool(has_header))
+        return cls(int(size), int(mtime_ns), int(offset), int(lines), int(sig), state)
 
 
 def scan_file(path: str, st: os.stat_result, prev: FileScan | None) -> FileScan:

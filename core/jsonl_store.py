@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+import operator
 import os
 import re
 import shutil
@@ -34,9 +35,8 @@ from typing import Any
 import filelock
 
 from . import settings
-from .entries import SessionState
 from .errors import InvalidSessionKey, SessionConflict, SessionNotFound, StoreUnavailable
-from .jsonl_io import FileScan, encode_entries, read_entries, scan_file
+from .jsonl_io import RECORD_FIELDS, FileScan, encode_entries, read_entries, scan_file
 from .keys import SessionKey, _check_project_key
 from .models import ProjectInfo, SessionMeta
 
@@ -45,9 +45,10 @@ log = logging.getLogger(__name__)
 SUFFIX = ".jsonl"
 ARCHIVE_DIR = "archive"
 INDEX_FILE = ".index.json"
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # another version is not read: the index is rebuilt from the files
 LOCK_TIMEOUT = 30.0  # seconds; an append holds the lock for milliseconds
 _ID_FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*\.jsonl\Z")
+_SORT_KEY = operator.attrgetter("updated_at", "created_at", "id")
 
 
 class LocalSessionStore:
@@ -63,7 +64,7 @@ class LocalSessionStore:
         self.projects_dir = self.base_dir / "projects"
         self.fsync = settings.fsync_enabled() if fsync is None else fsync
         # In-process caches of index records; both are only hints validated against stat().
-        self._index: dict[Path, tuple[tuple[int, int] | None, dict[str, FileScan], dict[str, SessionMeta]]] = {}
+        self._index: dict[Path, tuple[tuple[int, int] | None, dict[str, list[Any]], dict[str, SessionMeta]]] = {}
         self._scans: dict[Path, FileScan] = {}
 
     def __repr__(self) -> str:
@@ -228,8 +229,8 @@ class LocalSessionStore:
         Reads only the index plus one ``stat`` per session file; changed files are re-read
         (only their new tail when possible) and the index is rewritten."""
         d = self._list_dir(project_key, archived)
-        stamp, scans, metas = self._read_index(d)
-        seen: dict[str, FileScan] = {}
+        stamp, records, metas = self._read_index(d)
+        seen: dict[str, list[Any]] = {}
         out: list[SessionMeta] = []
         changed = False
         try:
@@ -242,7 +243,7 @@ class LocalSessionStore:
                 if not name.endswith(SUFFIX) or not _ID_FILE.match(name):
                     continue
                 sid = name[: -len(SUFFIX)]
-                if sid not in scans:
+                if sid not in records:
                     try:
                         SessionKey(project_key, sid)  # a file copied in by hand may have any name
                     except InvalidSessionKey:
@@ -252,28 +253,37 @@ class LocalSessionStore:
                     st = e.stat()
                 except FileNotFoundError:
                     continue
-                prev = scans.get(sid)
-                if prev is not None and prev.size == st.st_size and prev.mtime_ns == st.st_mtime_ns:
-                    seen[sid] = prev
-                    out.append(metas[sid])
+                rec = records.get(sid)
+                if rec is not None and rec[0] == st.st_size and rec[1] == st.st_mtime_ns:
+                    seen[sid] = rec
+                    meta = metas.get(sid)
+                    if meta is None:  # first list() of this instance: straight from the record
+                        metas[sid] = meta = _meta(sid, project_key, archived, rec)
+                    out.append(meta)
                     continue
+                try:
+                    prev = FileScan.from_list(rec) if rec is not None else None
+                except (ValueError, TypeError):
+                    prev = None
                 try:
                     scan = scan_file(e.path, st, prev)
                 except OSError as exc:
                     log.warning("%s: cannot read (%s); left out of the list", e.path, exc)
                     continue
-                seen[sid] = scan
-                metas[sid] = meta = _meta(sid, project_key, archived, scan, st)
+                seen[sid] = rec = scan.to_list()
+                metas[sid] = meta = _meta(sid, project_key, archived, rec)
                 out.append(meta)
                 changed = True
-        if changed or len(seen) != len(scans):
+        if changed or len(seen) != len(records):
             for sid in set(metas) - set(seen):
                 del metas[sid]
             self._write_index(d, seen, metas)
-        out.sort(key=lambda m: (m.updated_at, m.created_at, m.id), reverse=True)
+        out.sort(key=_SORT_KEY, reverse=True)
         return out
 
-    def _read_index(self, d: Path) -> tuple[tuple[int, int] | None, dict[str, FileScan], dict[str, SessionMeta]]:
+    def _read_index(self, d: Path) -> tuple[tuple[int, int] | None, dict[str, list[Any]], dict[str, SessionMeta]]:
+        """``(stamp, records, metas)``: the index's records (``FileScan.to_list`` form) by session id,
+        and the SessionMetas made from them so far (filled in by :meth:`list` as it goes)."""
         path = d / INDEX_FILE
         try:
             st = path.stat()
@@ -283,26 +293,23 @@ class LocalSessionStore:
         cached = self._index.get(d)
         if cached is not None and (cached[0] == stamp or stamp is None):
             return cached
-        scans: dict[str, FileScan] = {}
+        records: dict[str, list[Any]] = {}
         if stamp is not None:
             try:
                 with open(path, "rb") as f:
                     data = json.load(f)
                 if data.get("version") == INDEX_VERSION:
-                    for sid, rec in data["files"].items():
-                        scans[sid] = FileScan.from_list(rec)
+                    n = len(RECORD_FIELDS)
+                    records = {sid: r for sid, r in data["files"].items() if type(r) is list and len(r) == n}
             except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
                 log.warning("%s: unreadable index (%s); rebuilding it", path, exc)
-                scans = {}
-        archived = d.name == ARCHIVE_DIR
-        pk = d.parent.name if archived else d.name
-        metas = {sid: _meta(sid, pk, archived, scan, None) for sid, scan in scans.items()}
-        entry = (stamp, scans, metas)
+                records = {}
+        entry = (stamp, records, {})
         self._index[d] = entry
         return entry
 
-    def _write_index(self, d: Path, scans: dict[str, FileScan], metas: dict[str, SessionMeta]) -> None:
-        data = {"version": INDEX_VERSION, "files": {sid: s.to_list() for sid, s in scans.items()}}
+    def _write_index(self, d: Path, records: dict[str, list[Any]], metas: dict[str, SessionMeta]) -> None:
+        data = {"version": INDEX_VERSION, "files": records}
         try:
             fd, tmp = tempfile.mkstemp(prefix=".index.", suffix=".tmp", dir=d)
             with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -314,7 +321,7 @@ class LocalSessionStore:
         except OSError as exc:
             log.warning("%s: cannot write the index (%s); list() will rescan", d, exc)
             stamp = None
-        self._index[d] = (stamp, scans, metas)
+        self._index[d] = (stamp, records, metas)
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -392,23 +399,18 @@ class LocalSessionStore:
         return out
 
 
-def _meta(sid: str, project_key: str, archived: bool, scan: FileScan, st: os.stat_result | None) -> SessionMeta:
-    state: SessionState = scan.state
-    # A file copied in by hand may lack a header and timestamps: its mtime is the best guess.
-    fallback = float(st.st_mtime if st is not None else scan.mtime_ns / 1e9)
-    created = state.created_at if state.created_at is not None else fallback
-    return SessionMeta(
-        id=sid,
-        project_key=project_key,
-        title=state.title,
-        created_at=created,
-        updated_at=state.updated_at(default=fallback),
-        message_count=state.message_count,
-        archived=archived,
-        forked_from=state.forked_from,
-        cwd=state.cwd,
-        title_source=state.title_source,
-    )
+def _meta(sid: str, project_key: str, archived: bool, rec: list[Any]) -> SessionMeta:
+    """A :class:`SessionMeta` straight from an index record (``FileScan.to_list`` form)."""
+    created, last = rec[6], rec[7]
+    if created is None:
+        # A file copied in by hand may lack a header and timestamps: its mtime is the best guess.
+        created = rec[1] / 1e9
+        updated = created if last is None else last
+    else:
+        updated = created if last is None or last < created else last
+    return SessionMeta(id=sid, project_key=project_key, title=rec[8], created_at=created, updated_at=updated,
+                       message_count=rec[5], archived=archived, forked_from=rec[11], cwd=rec[10],
+                       title_source=rec[9])
 
 
 def _fsync_dir(path: Path) -> None:

@@ -1,0 +1,1 @@
+"""Benchmarks for anycode (run as modules, e.g. ``python -m benchmarks.bench_store``)."""
