@@ -27,7 +27,7 @@ from core import (
     project_key,
     settings,
 )
-from core.entries import header_entry, messages_of
+from core.entries import messages_of
 from tests.helpers_proc import payload
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,7 +7,6 @@ in the ways a user or another process would.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import shutil
 import subprocess
