@@ -1,0 +1,101 @@
+"""Export a session for people (Markdown) or tools and backups (JSONL, its stored entries).
+
+Shared by the ``anycode sessions export`` command and the web UI's download button, so both give
+the same file. No Gradio import.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+from typing import Any, Iterable
+
+from .jsonl_io import encode_entries
+from .models import Session
+
+log = logging.getLogger(__name__)
+
+UNTITLED = "New chat"
+_ROLES = {"user": "User", "assistant": "Assistant", "system": "System", "developer": "Developer"}
+
+
+def _text(content: Any) -> str:
+    # OpenAI content: a string, None, or a list of parts ({"type": "text", "text": ...}, images…).
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict) and part.get("type") == "text":
+                parts.append(str(part.get("text", "")))
+            elif isinstance(part, dict):
+                parts.append(f"[{part.get('type', 'part')}]")
+            elif isinstance(part, str):
+                parts.append(part)
+        return "\n".join(parts)
+    return str(content)
+
+
+def _fence(text: str, lang: str = "") -> list[str]:
+    # A fence longer than any backtick run inside, so file contents cannot close the block early.
+    longest = run = 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    ticks = "`" * max(3, longest + 1)
+    return [f"{ticks}{lang}", text, ticks, ""]
+
+
+def _pretty(arguments: str) -> str:
+    try:
+        return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return arguments or ""
+
+
+def _when(ts: float) -> str:
+    # Local time for reading, with the UTC offset so the file is unambiguous elsewhere.
+    return _dt.datetime.fromtimestamp(ts).astimezone().strftime("%Y-%m-%d %H:%M:%S %z")
+
+
+def session_to_markdown(session: Session) -> str:
+    """Render a :class:`~core.models.Session` as Markdown: title, facts (id, times, project,
+    branch origin), then every message in order (system included) with tool calls and results
+    as fenced blocks. Returns the text, ending with one newline."""
+    lines = [f"# {session.title or UNTITLED}", "", f"- Session: `{session.id}`",
+             f"- Created: {_when(session.created_at)}", f"- Updated: {_when(session.updated_at)}",
+             f"- Messages: {len(session.messages)}"]
+    if session.cwd:
+        lines.append(f"- Project: `{session.cwd}`")
+    if session.forked_from:
+        lines.append(f"- Branched from `{session.forked_from.get('session_id')}` at message "
+                     f"{session.forked_from.get('message_index')}")
+    if session.archived:
+        lines.append("- Archived")
+    lines.append("")
+    for msg in session.messages:
+        role = msg.get("role", "?")
+        text = _text(msg.get("content"))
+        if role == "tool":
+            name = f" `{msg['name']}`" if msg.get("name") else ""
+            lines += [f"### Tool result{name} ({msg.get('tool_call_id', '')})", ""] + _fence(text)
+            continue
+        lines += [f"## {_ROLES.get(role, role)}", ""]
+        if text:
+            lines += [text, ""]
+        for call in msg.get("tool_calls") or []:
+            call = call if isinstance(call, dict) else {}
+            fn = call.get("function") if isinstance(call.get("function"), dict) else {}
+            lines += [f"**Tool call** `{fn.get('name', '')}` ({call.get('id', '')})", ""]
+            lines += _fence(_pretty(str(fn.get("arguments", ""))), "json")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def session_to_jsonl(entries: Iterable[dict[str, Any]]) -> bytes:
+    """Serialise stored entries (``SessionStore.load`` output) exactly as the JSONL store writes
+    them: UTF-8, one compact JSON object per line, each ending in ``\\n``. The result, saved as
+    ``<id>.jsonl`` in a project folder, is a valid session file. Raises ``ValueError`` for an
+    entry that is not a JSON-serialisable dict."""
+    return encode_entries(entries)

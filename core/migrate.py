@@ -1,0 +1,217 @@
+"""Copy every session from one store to another (``anycode sessions migrate --to URL``).
+
+What is copied: every project's main and archived sessions with their sub-agent records, entry
+by entry, through the :class:`~core.store.SessionStore` protocol (plus :func:`subpaths_of` to
+enumerate sub-agent records), then the archived flag. Safe to re-run:
+
+- a record the target already holds identically is skipped;
+- a record the target holds a prefix of (the source grew since the last run) gets the rest;
+- a record that differs otherwise is a *conflict*: reported, never overwritten;
+- each written record is read back and compared entry by entry, and at the end every source
+  record must be present in the target with the same archived state (``MigrationReport.ok``).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from .errors import AnycodeError, InvalidSessionKey
+from .keys import SessionKey
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class MigrationReport:
+    """Outcome of :func:`migrate_sessions`; each list holds record keys as ``str(SessionKey)``.
+
+    ``copied``: new in the target; ``extended``: target had a prefix, the rest was appended;
+    ``identical``: already equal, skipped; ``archive_synced``: archived flag changed in the
+    target; ``conflicts``/``errors``: ``(key, reason)`` pairs, target left as it was;
+    ``missing``: records the final check did not find (in the target, or with the same archived
+    state); ``records``: how many source records were examined."""
+
+    records: int = 0
+    copied: list[str] = field(default_factory=list)
+    extended: list[str] = field(default_factory=list)
+    identical: list[str] = field(default_factory=list)
+    archive_synced: list[str] = field(default_factory=list)
+    conflicts: list[tuple[str, str]] = field(default_factory=list)
+    errors: list[tuple[str, str]] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when everything in the source is now in the target, equal."""
+        return not (self.conflicts or self.errors or self.missing)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (lists of keys; conflicts/errors as ``[key, reason]``)."""
+        return {k: v for k, v in self.__dict__.items()} | {"ok": self.ok}
+
+
+@dataclass(frozen=True)
+class _Group:
+    """A main session and its sub-agent records, migrated together."""
+
+    key: SessionKey
+    archived: bool
+    subpaths: tuple[str, ...]
+
+
+def subpaths_of(store: Any, key: SessionKey) -> list[str]:
+    """The subpaths of a session's sub-agent records (sorted), for any store.
+
+    Uses ``store.list_subpaths(key)`` when the store has it (SQL, mirrored); for the JSONL store,
+    walks ``<project>/[archive/]<session id>/**.jsonl`` as documented in :mod:`core.jsonl_store`;
+    other stores: none (logged)."""
+    lister = getattr(store, "list_subpaths", None)
+    if callable(lister):
+        return list(lister(key))
+    from .jsonl_store import ARCHIVE_DIR, SUFFIX, LocalSessionStore
+
+    if not isinstance(store, LocalSessionStore):
+        log.warning("%r cannot enumerate sub-agent records; only main sessions are copied", store)
+        return []
+    found: set[str] = set()
+    project = Path(store.projects_dir) / key.project_key
+    for folder in (project / key.session_id, project / ARCHIVE_DIR / key.session_id):
+        if not folder.is_dir():
+            continue
+        for dirpath, _dirs, files in os.walk(folder):
+            for name in files:
+                if not name.endswith(SUFFIX):
+                    continue
+                rel = (Path(dirpath) / name[: -len(SUFFIX)]).relative_to(folder).as_posix()
+                try:
+                    SessionKey(key.project_key, key.session_id, rel)
+                except InvalidSessionKey:
+                    log.warning("%s: not a valid sub-agent record name; not copied", Path(dirpath) / name)
+                    continue
+                found.add(rel)
+    return sorted(found)
+
+
+def _groups(source: Any) -> Iterator[_Group]:
+    for project in source.list_projects():
+        for archived in (False, True):
+            for meta in source.list(project.project_key, archived=archived):
+                yield _Group(meta.key, archived, tuple(subpaths_of(source, meta.key)))
+
+
+def migrate_sessions(source: Any, target: Any, *, progress: bool = False, out: Any = None) -> MigrationReport:
+    """Copy every record of ``source`` into ``target`` (see the module docstring for the rules).
+
+    ``progress``: show a tqdm progress bar (on ``out``, default stderr). Per-record failures are
+    collected in the report, not raised; enumerating the source may raise the source's errors
+    (e.g. :class:`~core.errors.StoreUnavailable`)."""
+    groups = list(_groups(source))
+    report = MigrationReport(records=sum(1 + len(g.subpaths) for g in groups))
+    target_archived: dict[str, set[str]] = {}
+    with _progress_bar(report.records, progress, out or sys.stderr) as bar:
+        for group in groups:
+            ok = True
+            for sub in (None,) + group.subpaths:
+                key = SessionKey(group.key.project_key, group.key.session_id, sub)
+                try:
+                    _copy_record(source, target, key, report)
+                except AnycodeError as e:
+                    report.errors.append((str(key), str(e)))
+                    ok = False
+                except Exception as e:  # one broken record must not stop the others
+                    log.exception("migrating %s failed", key)
+                    report.errors.append((str(key), f"{type(e).__name__}: {e}"))
+                    ok = False
+                bar.update(1)
+            if ok:
+                _sync_archived(target, group, target_archived, report)
+    _final_check(source, target, groups, report)
+    log.info("migrated %d records: %d copied, %d extended, %d identical, %d conflicts, %d errors",
+             report.records, len(report.copied), len(report.extended), len(report.identical),
+             len(report.conflicts), len(report.errors))
+    return report
+
+
+def _progress_bar(total: int, enabled: bool, out: Any) -> Any:
+    try:
+        from tqdm import tqdm
+    except ImportError:  # tqdm comes with anycode[sql]; without it, migrate just has no bar
+        if enabled:
+            log.info("tqdm is not installed; no progress bar")
+        enabled = False
+
+        class _Quiet:
+            def __enter__(self) -> "_Quiet":
+                return self
+
+            def __exit__(self, *exc: Any) -> None:
+                return None
+
+            def update(self, n: int = 1) -> None:
+                return None
+
+        return _Quiet()
+    return tqdm(total=total, unit="rec", desc="migrating", disable=not enabled, file=out, dynamic_ncols=True)
+
+
+def _copy_record(source: Any, target: Any, key: SessionKey, report: MigrationReport) -> None:
+    entries = source.load(key)
+    if entries is None:
+        return  # removed while migrating; the final check skips it too
+    have = target.load(key)
+    if have == entries:
+        report.identical.append(str(key))
+        return
+    if have is None:
+        target.append(key, entries)
+        outcome = report.copied
+    elif len(have) < len(entries) and entries[: len(have)] == have:
+        target.append(key, entries[len(have):])
+        outcome = report.extended
+    else:
+        report.conflicts.append((str(key), f"the target holds a different version ({len(have)} entries, "
+                                           f"the source {len(entries)}); left untouched"))
+        return
+    written = target.load(key)
+    if written != entries:
+        n = 0 if written is None else len(written)
+        report.errors.append((str(key), f"verification failed: {n} entries read back, {len(entries)} expected"))
+        return
+    outcome.append(str(key))
+
+
+def _sync_archived(target: Any, group: _Group, cache: dict[str, set[str]], report: MigrationReport) -> None:
+    pk = group.key.project_key
+    if pk not in cache:
+        cache[pk] = {m.id for m in target.list(pk, archived=True)}
+    is_archived = group.key.session_id in cache[pk]
+    if is_archived == group.archived:
+        return
+    try:
+        (target.archive if group.archived else target.unarchive)(group.key)
+    except AnycodeError as e:
+        report.errors.append((str(group.key), f"cannot set archived={group.archived}: {e}"))
+        return
+    (cache[pk].add if group.archived else cache[pk].discard)(group.key.session_id)
+    report.archive_synced.append(str(group.key))
+
+
+def _final_check(source: Any, target: Any, groups: list[_Group], report: MigrationReport) -> None:
+    failed = {k for k, _ in report.conflicts + report.errors}
+    listed: dict[tuple[str, bool], set[str]] = {}
+    for g in groups:
+        pk = g.key.project_key
+        if str(g.key) in failed:
+            continue
+        if (pk, g.archived) not in listed:
+            listed[(pk, g.archived)] = {m.id for m in target.list(pk, archived=g.archived)}
+        if g.key.session_id not in listed[(pk, g.archived)] and source.exists(g.key):
+            report.missing.append(str(g.key))
+        for sub in g.subpaths:
+            key = SessionKey(pk, g.key.session_id, sub)
+            if str(key) not in failed and not target.exists(key) and source.exists(key):
+                report.missing.append(str(key))

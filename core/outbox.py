@@ -1,0 +1,193 @@
+"""The mirror's durable outbox: a small SQLite file of writes still to copy to the mirror.
+
+Each item names one write to mirror: ``op`` (``append``, ``remove``, ``archive``, ``unarchive``),
+the session key, and for appends how many entries it added (for the pending count). Items are
+written *before* the primary write as intents (``ready = 0``) and marked ready after it, so a
+crash between the two still leaves a trace: an intent whose process is gone (or that is older
+than :data:`STALE_AFTER`) is treated as ready, and delivering it is harmless even if the primary
+write never happened, because delivery copies whatever the primary holds (see
+:mod:`core.mirror`). Standard-library ``sqlite3`` (no optional extra), WAL mode, shared safely by
+every process using the same data dir.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import settings
+from .keys import SessionKey
+
+log = logging.getLogger(__name__)
+
+STALE_AFTER = 120.0  # seconds; no primary write takes this long (the JSONL lock gives up at 30 s)
+BUSY_TIMEOUT = 30.0  # seconds
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS items (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    op TEXT NOT NULL,
+    project_key TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    subpath TEXT NOT NULL DEFAULT '',
+    entries INTEGER NOT NULL DEFAULT 0,
+    ready INTEGER NOT NULL DEFAULT 0,
+    owner INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS items_ready ON items (ready, id);
+CREATE INDEX IF NOT EXISTS items_session ON items (project_key, session_id, op, id);
+CREATE TABLE IF NOT EXISTS state (k TEXT PRIMARY KEY, v TEXT);
+"""
+
+
+@dataclass(frozen=True)
+class OutboxItem:
+    """One queued write: ``id`` (delivery order), ``op``, ``key``, ``entries`` (appends: how many
+    entries it added), ``attempts`` (failed deliveries so far)."""
+
+    id: int
+    op: str
+    key: SessionKey
+    entries: int
+    attempts: int
+
+
+class Outbox:
+    """The outbox file at ``path`` (created 0600 with its folder). Thread-safe (one connection
+    behind a lock) and process-safe (SQLite locking). ``fsync``: ``synchronous=FULL`` (default
+    from ``ANYCODE_FSYNC``) else ``NORMAL``. Raises ``sqlite3.Error`` on I/O failure."""
+
+    def __init__(self, path: str | os.PathLike[str], *, fsync: bool | None = None):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not self.path.exists():
+            os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
+        self._lock = threading.Lock()
+        # isolation_level=None: each statement commits by itself; multi-statement work uses BEGIN.
+        self._db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
+        fsync = settings.fsync_enabled() if fsync is None else fsync
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(f"PRAGMA synchronous={'FULL' if fsync else 'NORMAL'}")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._db.close()
+
+    def add(self, op: str, key: SessionKey, entries: int = 0, *, ready: bool = False) -> int:
+        """Queue ``op`` on ``key``; return the item id. ``ready=False`` records an intent."""
+        with self._lock:
+            cur = self._db.execute(
+                "INSERT INTO items (op, project_key, session_id, subpath, entries, ready, owner, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (op, key.project_key, key.session_id, key.subpath or "", entries, int(ready), os.getpid(), time.time()),
+            )
+            return int(cur.lastrowid)
+
+    def mark_ready(self, item_id: int) -> None:
+        """The primary write of this intent has finished (or failed after writing something)."""
+        with self._lock:
+            self._db.execute("UPDATE items SET ready = 1 WHERE id = ?", (item_id,))
+
+    def done(self, ids: list[int]) -> None:
+        """Delivered (or nothing to deliver): forget these items (one transaction)."""
+        if not ids:
+            return
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                self._db.executemany("DELETE FROM items WHERE id = ?", [(i,) for i in ids])
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def failed(self, item_id: int) -> None:
+        """Count one failed delivery of the item."""
+        with self._lock:
+            self._db.execute("UPDATE items SET attempts = attempts + 1 WHERE id = ?", (item_id,))
+
+    def recover_stale(self, now: float | None = None) -> int:
+        """Mark ready the intents whose process died (or that are older than STALE_AFTER);
+        return how many. Intents of live processes are writes in flight and are left alone."""
+        now = time.time() if now is None else now
+        with self._lock:
+            rows = self._db.execute("SELECT id, owner, created_at FROM items WHERE ready = 0").fetchall()
+            stale = [i for i, owner, created in rows if created < now - STALE_AFTER or not _alive(owner)]
+            if stale:
+                self._db.executemany("UPDATE items SET ready = 1 WHERE id = ?", [(i,) for i in stale])
+        if stale:
+            log.info("%s: %d interrupted writes queued for mirroring", self.path, len(stale))
+        return len(stale)
+
+    def batch(self, limit: int = 100) -> list[OutboxItem]:
+        """The oldest ready items, in delivery order."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, op, project_key, session_id, subpath, entries, attempts FROM items"
+                " WHERE ready = 1 ORDER BY id LIMIT ?", (limit,),
+            ).fetchall()
+        return [OutboxItem(i, op, SessionKey(pk, sid, sub or None), n, a) for i, op, pk, sid, sub, n, a in rows]
+
+    def removed_later(self, item: OutboxItem) -> bool:
+        """True when a later ``remove`` of this record (or of its main session) is queued: copying
+        it now would mix the old record's entries with a re-created one's."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT 1 FROM items WHERE op = 'remove' AND project_key = ? AND session_id = ? AND id > ?"
+                " AND (subpath = '' OR subpath = ?) LIMIT 1",
+                (item.key.project_key, item.key.session_id, item.id, item.key.subpath or ""),
+            ).fetchone()
+        return row is not None
+
+    def in_flight_later(self, item: OutboxItem) -> bool:
+        """True when a later append of the same record is still being written by a live process
+        (its intent is not ready yet): that item will copy this one's entries too."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT owner, created_at FROM items WHERE op = 'append' AND ready = 0 AND project_key = ?"
+                " AND session_id = ? AND subpath = ? AND id > ?",
+                (item.key.project_key, item.key.session_id, item.key.subpath or "", item.id),
+            ).fetchall()
+        now = time.time()
+        return any(created >= now - STALE_AFTER and _alive(owner) for owner, created in rows)
+
+    def pending(self) -> tuple[int, int]:
+        """``(items, entries)`` still queued (intents included)."""
+        with self._lock:
+            n, entries = self._db.execute("SELECT COUNT(*), COALESCE(SUM(entries), 0) FROM items").fetchone()
+        return int(n), int(entries)
+
+    def set_state(self, **values: str | float | None) -> None:
+        """Store delivery status values (shared by every process using this outbox)."""
+        with self._lock:
+            self._db.executemany(
+                "INSERT INTO state (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v",
+                [(k, None if v is None else str(v)) for k, v in values.items()],
+            )
+
+    def state(self) -> dict[str, str | None]:
+        """Every stored status value."""
+        with self._lock:
+            return dict(self._db.execute("SELECT k, v FROM state").fetchall())
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    if os.name == "nt":
+        return True  # os.kill(pid, 0) would terminate it on Windows; STALE_AFTER still applies
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True  # exists but is someone else's
+    return True

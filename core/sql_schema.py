@@ -1,0 +1,139 @@
+"""The SQL store's tables and their ordered, recorded migrations (SQLAlchemy 2 Core).
+
+Tables (names prefixed ``anycode_`` so the store can share a database with other software):
+
+- ``anycode_schema_version(version PK, description, applied_at)``: one row per applied migration.
+- ``anycode_sessions``: one row per session record (a main session, ``subpath = ''``, or one
+  sub-agent record), holding the folded metadata ``list()`` shows, so listing never reads entries.
+  ``entry_count`` is the next entry sequence number; ``state`` is the JSON of
+  :class:`core.entries.SessionState` so each append folds only its new entries.
+- ``anycode_entries(session_pk, seq, data)``: one entry per row as JSON text, exactly as encoded
+  (JSON text, not JSONB, so keys keep their order and ``load`` returns what was appended).
+
+Migrations run on open, in order, each in the same transaction as the row recording it, under a
+lock (PostgreSQL advisory lock; SQLite ``BEGIN IMMEDIATE``), so two processes opening a new
+database at once apply each migration exactly once. A database newer than this code is refused.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Connection,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    select,
+    text,
+)
+from sqlalchemy.schema import CreateTable
+
+from .errors import StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+metadata = MetaData()
+
+schema_version = Table(
+    "anycode_schema_version",
+    metadata,
+    Column("version", Integer, primary_key=True, autoincrement=False),
+    Column("description", Text, nullable=False),
+    Column("applied_at", Float, nullable=False),  # Unix seconds
+)
+
+sessions = Table(
+    "anycode_sessions",
+    metadata,
+    Column("pk", Integer, primary_key=True, autoincrement=True),
+    Column("project_key", String(200), nullable=False),
+    Column("session_id", String(200), nullable=False),
+    # '' for the main session: NULLs are never equal in a UNIQUE constraint, '' is.
+    Column("subpath", String(1000), nullable=False, default=""),
+    Column("title", Text),
+    Column("title_source", String(16)),
+    Column("created_at", Float, nullable=False),  # Unix seconds
+    Column("updated_at", Float, nullable=False),  # Unix seconds
+    Column("message_count", Integer, nullable=False, default=0),
+    Column("entry_count", Integer, nullable=False, default=0),
+    Column("cwd", Text),
+    Column("forked_from", Text),  # JSON object or NULL
+    Column("archived", Boolean, nullable=False, default=False),
+    Column("state", Text, nullable=False),  # JSON of SessionState
+    UniqueConstraint("project_key", "session_id", "subpath", name="anycode_sessions_key"),
+)
+
+entries = Table(
+    "anycode_entries",
+    metadata,
+    Column("session_pk", Integer, ForeignKey("anycode_sessions.pk", ondelete="CASCADE"), primary_key=True),
+    Column("seq", Integer, primary_key=True, autoincrement=False),
+    Column("data", Text, nullable=False),
+)
+
+# The index list() uses: equality on the first three columns, then already in display order.
+list_index = Index(
+    "anycode_sessions_list", sessions.c.project_key, sessions.c.subpath, sessions.c.archived, sessions.c.updated_at
+)
+
+
+def _v1(conn: Connection) -> None:
+    # CreateTable (not Table.create / metadata.create_all): tables only, without the indexes
+    # later migrations add, so what v1 did never changes as the schema grows.
+    conn.execute(CreateTable(sessions))
+    conn.execute(CreateTable(entries))
+
+
+def _v2(conn: Connection) -> None:
+    list_index.create(conn)
+
+
+# Ordered and append-only: never edit a released step, add a new one.
+MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
+    (1, "sessions and entries tables", _v1),
+    (2, "index for list(): project, subpath, archived, updated_at", _v2),
+]
+LATEST = MIGRATIONS[-1][0]
+_PG_LOCK_ID = 0x616E79636F6465  # "anycode": serialises migrations across processes
+
+
+def current_version(conn: Connection) -> int:
+    """The highest applied migration (0 for an empty database)."""
+    if not conn.dialect.has_table(conn, schema_version.name):
+        return 0
+    return int(conn.execute(select(schema_version.c.version).order_by(schema_version.c.version.desc())).scalar() or 0)
+
+
+def upgrade(conn: Connection) -> list[int]:
+    """Apply the missing migrations inside the caller's (write) transaction; return their versions.
+
+    Raises :class:`StoreUnavailable` when the database was written by a newer anycode."""
+    if conn.dialect.name == "postgresql":
+        # Released at commit; concurrent openers wait, then see the migrations already applied.
+        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_LOCK_ID})
+    schema_version.create(conn, checkfirst=True)
+    have = current_version(conn)
+    if have > LATEST:
+        raise StoreUnavailable(
+            f"The session database is at schema version {have}, newer than this anycode "
+            f"understands ({LATEST}); upgrade anycode."
+        )
+    applied = []
+    for version, description, step in MIGRATIONS:
+        if version <= have:
+            continue
+        log.info("applying session database migration %d: %s", version, description)
+        step(conn)
+        conn.execute(schema_version.insert().values(version=version, description=description, applied_at=time.time()))
+        applied.append(version)
+    return applied

@@ -1,0 +1,106 @@
+"""Choose the session store from configuration, so the agent and the UI just receive a store.
+
+- ``ANYCODE_STORE`` (or ``--store``): ``jsonl`` (default: JSONL files under the data dir),
+  ``jsonl:PATH`` (JSONL files under another base folder), or a database URL
+  (``sqlite:///PATH``, ``postgresql+psycopg://user@host/db``; ``postgres://`` also accepted).
+  A relative SQLite path (``sqlite:///sessions.db``) is taken inside the data dir, not the
+  current folder; ``sqlite:////abs/path.db`` is absolute.
+- ``ANYCODE_MIRROR`` (optional): a second store spec (usually a database URL) that receives a
+  copy of every write in the background (:class:`core.mirror.MirroredSessionStore`); the primary
+  stays the source of truth and a failing mirror never fails or slows a write.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from . import settings
+from .errors import StoreUnavailable
+from .jsonl_store import LocalSessionStore
+from .store import SessionStore
+
+log = logging.getLogger(__name__)
+
+STORE_ENV = "ANYCODE_STORE"
+MIRROR_ENV = "ANYCODE_MIRROR"
+DEFAULT_SPEC = "jsonl"
+
+
+def describe(spec: str) -> str:
+    """``spec`` with any password in a URL masked, for logs and messages."""
+    if "://" not in spec:
+        return spec
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(spec).render_as_string(hide_password=True)
+    except Exception:  # not a parsable URL, or SQLAlchemy missing: show the scheme only
+        return spec.split("://", 1)[0] + "://…"
+
+
+def store_from_spec(spec: str, base_dir: str | os.PathLike[str] | None = None) -> Any:
+    """Open one store (no mirroring) from a spec: ``jsonl``, ``jsonl:PATH`` or a database URL.
+
+    ``base_dir`` is the data dir (default :func:`core.settings.data_dir`): the JSONL base folder
+    for plain ``jsonl`` and the folder relative SQLite paths are taken in. Raises
+    :class:`StoreUnavailable` for an unknown spec, a missing ``anycode[sql]`` extra or an
+    unreachable database."""
+    spec = spec.strip()
+    if spec in ("", DEFAULT_SPEC):
+        return LocalSessionStore(base_dir)
+    if spec.startswith("jsonl:") and "://" not in spec:
+        return LocalSessionStore(Path(spec[len("jsonl:"):]).expanduser())
+    if "://" in spec:
+        from .sql_store import SqlSessionStore
+
+        return SqlSessionStore(_anchor_sqlite(spec, base_dir))
+    raise StoreUnavailable(
+        f"Unknown session store {spec!r}: use 'jsonl', 'jsonl:/some/folder', "
+        "'sqlite:///path/to/sessions.db' or 'postgresql+psycopg://user@host/db'."
+    )
+
+
+def _anchor_sqlite(spec: str, base_dir: str | os.PathLike[str] | None) -> str:
+    # A relative SQLite path in a setting would otherwise mean "relative to wherever anycode was
+    # started", a different database per project folder; anchor it in the data dir instead.
+    if not spec.startswith("sqlite:"):
+        return spec
+    try:
+        from sqlalchemy.engine import make_url
+    except ImportError:
+        return spec  # SqlSessionStore reports the missing extra
+    u = make_url(spec)
+    db = u.database
+    if not db or db == ":memory:" or db.startswith("file:") or db.startswith("~") or os.path.isabs(db):
+        return spec
+    base = Path(base_dir) if base_dir is not None else settings.data_dir()
+    return u.set(database=str(base / db)).render_as_string(hide_password=False)
+
+
+def open_store(
+    spec: str | None = None,
+    base_dir: str | os.PathLike[str] | None = None,
+    *,
+    mirror: str | None = None,
+) -> SessionStore:
+    """The configured store: ``spec`` (default ``$ANYCODE_STORE``, else ``jsonl``), wrapped in a
+    :class:`~core.mirror.MirroredSessionStore` when ``mirror`` (default ``$ANYCODE_MIRROR``) is set.
+
+    ``base_dir``: the data dir (default :func:`core.settings.data_dir`), holding the JSONL files
+    and the mirror's outbox. The mirror is opened in the background, so an unreachable mirror
+    never stops the app from starting (its error shows in ``status()``). Raises
+    :class:`StoreUnavailable` when the primary store cannot be opened."""
+    spec = (spec if spec is not None else os.environ.get(STORE_ENV, "")).strip() or DEFAULT_SPEC
+    mirror = (mirror if mirror is not None else os.environ.get(MIRROR_ENV, "")).strip()
+    primary = store_from_spec(spec, base_dir)
+    log.info("session store: %s", describe(spec))
+    if not mirror:
+        return primary
+    from .mirror import MirroredSessionStore
+
+    data = Path(base_dir) if base_dir is not None else settings.data_dir()
+    opener: Callable[[], Any] = lambda: store_from_spec(mirror, data / "mirror-jsonl")  # noqa: E731
+    log.info("mirroring sessions to %s", describe(mirror))
+    return MirroredSessionStore(primary, opener, outbox_path=data / "mirror" / "outbox.sqlite3", mirror_name=describe(mirror))

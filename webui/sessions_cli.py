@@ -1,0 +1,323 @@
+"""``anycode sessions …``: list, read, export, fork, rename, archive, delete, expire and migrate
+sessions from a terminal. Plain argparse over :mod:`core`; no Gradio import.
+
+Exit status: 0 done; 1 the command failed (one sentence on stderr: session not found, ambiguous
+id prefix, database unreachable, deletion declined, migration with conflicts); 2 bad usage.
+Session ids accept unique prefixes; an id not found in the current project is looked up in
+every project.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as _dt
+import json
+import logging
+import os
+import sys
+from typing import Any, Sequence
+
+from core import settings
+from core.errors import AmbiguousSessionId, AnycodeError, SessionNotFound
+from core.export import UNTITLED, session_to_jsonl, session_to_markdown
+from core.keys import SessionKey, project_key
+from core.manager import DAY_SECONDS, SessionManager
+from core.models import SessionMeta
+
+log = logging.getLogger(__name__)
+
+PROG = "anycode sessions"
+
+
+def _common(p: argparse.ArgumentParser, *, top: bool) -> None:
+    # The same options before or after the subcommand; SUPPRESS on the subcommand's copy keeps
+    # it from overwriting a value given before the subcommand.
+    d = (lambda v: v) if top else (lambda v: argparse.SUPPRESS)
+    p.add_argument("--store", default=d(None), metavar="SPEC",
+                   help="session store: jsonl, jsonl:FOLDER or a database URL (default: $ANYCODE_STORE or jsonl)")
+    p.add_argument("--data-dir", default=d(None), metavar="DIR",
+                   help="data directory of the JSONL store and mirror outbox (default: $ANYCODE_HOME)")
+    p.add_argument("--project", default=d(None), metavar="PATH",
+                   help="the project folder whose sessions to use (default: the current folder)")
+    p.add_argument("-v", "--verbose", action="store_true", default=d(False), help="log what happens")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for the launcher's help and for tests)."""
+    parser = argparse.ArgumentParser(prog=PROG, description="Manage stored anycode conversations.")
+    _common(parser, top=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def cmd(name: str, help_: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_, description=help_)
+        _common(p, top=False)
+        return p
+
+    p = cmd("list", "list sessions, most recently active first")
+    p.add_argument("--all-projects", action="store_true", help="every project, grouped")
+    p.add_argument("--archived", action="store_true", help="archived sessions instead")
+    p.add_argument("--json", action="store_true", help="machine-readable output (a JSON array)")
+    p = cmd("show", "print a session as Markdown (or JSON)")
+    p.add_argument("id", help="session id or unique prefix")
+    p.add_argument("--json", action="store_true", help="the session as JSON instead")
+    p = cmd("export", "export a session as Markdown or as its JSONL entries")
+    p.add_argument("id", help="session id or unique prefix")
+    p.add_argument("--format", choices=("md", "jsonl"), default="md", help="md (default) or jsonl")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+    p = cmd("fork", "copy messages 0..N of a session into a new session")
+    p.add_argument("id", help="session id or unique prefix")
+    p.add_argument("--at", type=int, required=True, metavar="N", help="last message index to keep (0-based)")
+    p = cmd("rename", "set a session's title")
+    p.add_argument("id", help="session id or unique prefix")
+    p.add_argument("title", help="the new title")
+    for name, help_ in (("archive", "move a session out of the main list"),
+                        ("unarchive", "bring an archived session back")):
+        cmd(name, help_).add_argument("id", help="session id or unique prefix")
+    p = cmd("rm", "delete a session for good (asks first)")
+    p.add_argument("id", help="session id or unique prefix")
+    p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    p = cmd("cleanup", "delete unarchived sessions idle for more than N days (all projects)")
+    p.add_argument("--days", type=float, default=None, help="default: $ANYCODE_CLEANUP_DAYS or 30; 0 disables")
+    p.add_argument("--dry-run", action="store_true", help="only list what would be deleted")
+    p = cmd("migrate", "copy every session (all projects, archived, sub-agent records) to another store")
+    p.add_argument("--to", required=True, metavar="SPEC", help="target store: a database URL or jsonl:FOLDER")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``anycode sessions`` with ``argv`` (without the leading ``sessions``); return the exit status."""
+    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    store = None
+    try:
+        from core.store_factory import open_store
+
+        store = open_store(args.store, args.data_dir)
+        return _COMMANDS[args.command](SessionManager(store), args)
+    except AnycodeError as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # `anycode sessions show … | head`
+        return 0
+    finally:
+        close = getattr(store, "close", None)
+        if callable(close):
+            close()
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+def _project(args: argparse.Namespace) -> str:
+    return project_key(args.project or os.getcwd())
+
+
+def _resolve(mgr: SessionManager, args: argparse.Namespace) -> SessionKey:
+    """The session ``args.id`` names: in the chosen project, else (no --project) in any project."""
+    try:
+        return mgr.find(_project(args), args.id)
+    except SessionNotFound:
+        if args.project:
+            raise
+    found: list[SessionKey] = []
+    for info in mgr.list_projects():
+        try:
+            found.append(mgr.find(info.project_key, args.id))
+        except SessionNotFound:
+            continue
+        except AmbiguousSessionId as e:
+            raise AmbiguousSessionId(args.id, e.candidates + [k.session_id for k in found]) from None
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise AmbiguousSessionId(args.id, sorted(k.session_id for k in found))
+    raise SessionNotFound(f"with id {args.id!r} in any project")
+
+
+def _when(ts: float) -> str:
+    return _dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
+
+
+def _meta_dict(m: SessionMeta) -> dict[str, Any]:
+    return dataclasses.asdict(m)
+
+
+def _table(metas: list[SessionMeta]) -> list[str]:
+    rows = [f"{'ID':<8}  {'UPDATED':<16}  {'MSGS':>4}  TITLE"]
+    for m in metas:
+        flags = (" [branch]" if m.forked_from else "") + (" [archived]" if m.archived else "")
+        rows.append(f"{m.id[:8]:<8}  {_when(m.updated_at):<16}  {m.message_count:>4}  {m.title or UNTITLED}{flags}")
+    return rows
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+# --- commands ----------------------------------------------------------------------------------
+
+
+def _cmd_list(mgr: SessionManager, args: argparse.Namespace) -> int:
+    if args.all_projects:
+        projects = [(p.project_key, p.cwd) for p in mgr.list_projects()]
+    else:
+        projects = [(_project(args), args.project or os.getcwd())]
+    groups = [(pk, cwd, mgr.list(pk, archived=args.archived)) for pk, cwd in projects]
+    if args.json:
+        _out(json.dumps([_meta_dict(m) for _, _, metas in groups for m in metas], ensure_ascii=False, indent=2))
+        return 0
+    lines: list[str] = []
+    for pk, cwd, metas in groups:
+        if args.all_projects:
+            if not metas:
+                continue
+            lines += ["", f"{cwd or pk}  ({len(metas)} {'archived ' if args.archived else ''}sessions)"]
+        lines += _table(metas) if metas else ["No archived sessions." if args.archived else "No sessions yet."]
+    if not lines:
+        lines = ["No sessions in any project."]
+    _out("\n".join(lines).lstrip("\n"))
+    return 0
+
+
+def _cmd_show(mgr: SessionManager, args: argparse.Namespace) -> int:
+    session = mgr.get(_resolve(mgr, args))
+    if args.json:
+        data = dataclasses.asdict(session) | {"key": str(session.key), "id": session.id}
+        _out(json.dumps(data, ensure_ascii=False, indent=2))
+    else:
+        _out(session_to_markdown(session))
+    return 0
+
+
+def _cmd_export(mgr: SessionManager, args: argparse.Namespace) -> int:
+    key = _resolve(mgr, args)
+    if args.format == "md":
+        data = session_to_markdown(mgr.get(key)).encode("utf-8")
+    else:
+        entries = mgr.store.load(key)
+        if entries is None:
+            raise SessionNotFound(key.session_id)
+        data = session_to_jsonl(entries)
+    if args.output:
+        with open(args.output, "wb") as f:
+            f.write(data)
+        print(f"Exported {key.session_id} to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.flush()
+        buffer = getattr(sys.stdout, "buffer", None)
+        if buffer is not None:
+            buffer.write(data)
+            buffer.flush()
+        else:
+            sys.stdout.write(data.decode("utf-8"))
+    return 0
+
+
+def _cmd_fork(mgr: SessionManager, args: argparse.Namespace) -> int:
+    try:
+        new = mgr.fork(_resolve(mgr, args), args.at)
+    except IndexError as e:
+        print(f"{PROG}: {e}.", file=sys.stderr)
+        return 1
+    _out(f"Forked into {new.id} ({len(new.messages)} messages): {new.title or UNTITLED}")
+    return 0
+
+
+def _cmd_rename(mgr: SessionManager, args: argparse.Namespace) -> int:
+    key = _resolve(mgr, args)
+    _out(f"Renamed {key.session_id} to: {mgr.rename(key, args.title)}")
+    return 0
+
+
+def _cmd_archive(mgr: SessionManager, args: argparse.Namespace) -> int:
+    key = _resolve(mgr, args)
+    mgr.archive(key)
+    _out(f"Archived {key.session_id}")
+    return 0
+
+
+def _cmd_unarchive(mgr: SessionManager, args: argparse.Namespace) -> int:
+    key = _resolve(mgr, args)
+    mgr.unarchive(key)
+    _out(f"Unarchived {key.session_id}")
+    return 0
+
+
+def _cmd_rm(mgr: SessionManager, args: argparse.Namespace) -> int:
+    key = _resolve(mgr, args)
+    if not args.yes:
+        session = mgr.get(key)
+        prompt = f"Delete session {key.session_id} ({session.title or UNTITLED}, {len(session.messages)} messages) for good? [y/N] "
+        try:
+            answer = input(prompt)
+        except EOFError:
+            answer = ""
+        if answer.strip().lower() not in ("y", "yes"):
+            print("Not deleted.", file=sys.stderr)
+            return 1
+    mgr.delete(key)
+    _out(f"Deleted {key.session_id}")
+    return 0
+
+
+def _cmd_cleanup(mgr: SessionManager, args: argparse.Namespace) -> int:
+    days = settings.cleanup_days() if args.days is None else args.days
+    if days <= 0:
+        _out("Cleanup is disabled (0 days).")
+        return 0
+    if args.dry_run:
+        # The same rule as SessionManager.cleanup: unarchived sessions idle for over `days`.
+        import time
+
+        cutoff = time.time() - days * DAY_SECONDS
+        doomed = [m for p in mgr.list_projects() for m in mgr.list(p.project_key) if m.updated_at < cutoff]
+        for m in doomed:
+            _out(f"would delete {m.id}  {_when(m.updated_at)}  {m.title or UNTITLED}")
+        _out(f"{len(doomed)} sessions idle for over {days:g} days would be deleted.")
+        return 0
+    removed = mgr.cleanup(days)
+    for key in removed:
+        _out(f"deleted {key.session_id}")
+    _out(f"Deleted {len(removed)} sessions idle for over {days:g} days.")
+    return 0
+
+
+def _cmd_migrate(mgr: SessionManager, args: argparse.Namespace) -> int:
+    from core.migrate import migrate_sessions
+    from core.store_factory import describe, store_from_spec
+
+    target = store_from_spec(args.to, args.data_dir)
+    try:
+        report = migrate_sessions(mgr.store, target, progress=not args.no_progress)
+    finally:
+        close = getattr(target, "close", None)
+        if callable(close):
+            close()
+    if args.json:
+        _out(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        _out(f"Migrated {report.records} records to {describe(args.to)}: {len(report.copied)} copied, "
+             f"{len(report.extended)} extended, {len(report.identical)} already identical, "
+             f"{len(report.archive_synced)} archive flags set.")
+        for key, why in report.conflicts:
+            _out(f"conflict: {key}: {why}")
+        for key, why in report.errors:
+            _out(f"error: {key}: {why}")
+        for key in report.missing:
+            _out(f"missing after migration: {key}")
+        _out("Verified: every session is in the target, equal." if report.ok else
+             "Not everything was migrated; see above. Re-running is safe.")
+    return 0 if report.ok else 1
+
+
+_COMMANDS = {
+    "list": _cmd_list, "show": _cmd_show, "export": _cmd_export, "fork": _cmd_fork, "rename": _cmd_rename,
+    "archive": _cmd_archive, "unarchive": _cmd_unarchive, "rm": _cmd_rm, "cleanup": _cmd_cleanup,
+    "migrate": _cmd_migrate,
+}
+
+if __name__ == "__main__":
+    raise SystemExit(main())
