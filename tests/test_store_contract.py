@@ -202,6 +202,25 @@ class TestMissing:
         assert not store.exists(key)
         assert store.list(PK) == []
 
+    def test_message_for_a_deleted_session_does_not_bring_it_back(self, store, manager):
+        """Another tab deletes the session while this one sends: the send fails, nothing reappears."""
+        key = new_key()
+        make_session(store, key, messages=[user("a")])
+        store.remove(key)
+        with pytest.raises(SessionNotFound):
+            store.append(key, [message_entry(user("late"))])
+        with pytest.raises(SessionNotFound):
+            manager.add_messages(key, [user("late")])
+        assert store.load(key) is None
+        assert store.list(PK) == []
+
+    def test_sub_agent_record_needs_no_header(self, store):
+        parent = new_key()
+        make_session(store, parent)
+        sub = SessionKey(parent.project_key, parent.session_id, "subagents/a1")
+        assert store.append(sub, [message_entry(user("task"))]) == 1
+        assert [e["message"]["content"] for e in store.load(sub)] == ["task"]
+
 
 class TestList:
     """The session list: wrong order, wrong counts or stale titles are what a user sees first."""
