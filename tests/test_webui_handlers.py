@@ -1,0 +1,332 @@
+"""The web UI's handlers as plain functions over a temporary ANYCODE_HOME and the fake OpenAI
+server (real HTTP): what a user of the chat pane and the sidebar would notice, without a browser."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from core.jsonl_store import LocalSessionStore
+from core.keys import SessionKey, project_key
+from core.manager import SessionManager
+from webui import handlers, render
+from webui.context import WebContext
+from webui.timefmt import group_label, relative_time
+
+DAY = 86400.0
+
+
+@pytest.fixture
+def project(tmp_path):
+    path = tmp_path / "proj"
+    path.mkdir()
+    (path / "notes.txt").write_text("remember the milk\n")
+    return path
+
+
+@pytest.fixture
+def store(tmp_path):
+    return LocalSessionStore(tmp_path / "data")
+
+
+def make_ctx(store, project, **overrides) -> WebContext:
+    return WebContext(manager=SessionManager(store), store=store, project_path=str(project),
+                      model_overrides=overrides, export_dir=project.parent / "exports")
+
+
+@pytest.fixture
+def ctx(store, project, fake_openai):
+    return make_ctx(store, project, api_key="sk-test", base_url=fake_openai.base_url, max_retries=0)
+
+
+@pytest.fixture
+def offline_ctx(store, project, monkeypatch):
+    """No API key, no base URL and no local server: the "not configured" case."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.setattr("core.config.probe_server", lambda *a, **k: None)
+    return make_ctx(store, project)
+
+
+def run_send(ctx, state, text, tab="t1"):
+    updates = list(handlers.send(ctx, state, text, None, tab))
+    assert updates[-1].done
+    return updates
+
+
+def seeded(ctx, title="Seeded", messages=None):
+    s = ctx.manager.create(ctx.project_path, title=title)
+    ctx.manager.add_messages(s.key, messages or [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "first question"},
+        {"role": "assistant", "content": "first answer"},
+        {"role": "user", "content": "second question"},
+        {"role": "assistant", "content": "second answer"},
+    ])
+    return ctx.manager.get(s.key)
+
+
+class TestChatRows:
+    """Guards against the chat showing the system prompt, losing tool steps, or branching from the
+    wrong stored message."""
+
+    def test_system_hidden_and_tool_step_collapsible(self):
+        msgs = [
+            {"role": "system", "content": "secret instructions"},
+            {"role": "user", "content": "what is here?"},
+            {"role": "assistant", "content": "Let me look.", "tool_calls": [
+                {"id": "c1", "type": "function",
+                 "function": {"name": "list_files", "arguments": "{\"path\": \".\"}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "notes.txt"},
+            {"role": "assistant", "content": "There is notes.txt."},
+        ]
+        view = render.chat_rows(msgs)
+        texts = [r["content"] for r in view.rows]
+        assert not any("secret instructions" in t for t in texts)
+        step = view.rows[2]
+        assert step["metadata"]["title"].endswith("list_files")
+        assert step["metadata"]["status"] == "done"
+        assert '"path": "."' in step["content"] and "notes.txt" in step["content"]
+        # the step ends at the tool result, so branching there keeps the result
+        assert view.source == [1, 2, 3, 4]
+
+    def test_dangling_call_is_pending_and_list_content_is_text(self):
+        msgs = [{"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "c9", "type": "function",
+                     "function": {"name": "read_file", "arguments": "not json"}}]}]
+        view = render.chat_rows(msgs)
+        assert view.rows[0]["content"] == "hi"
+        assert view.rows[1]["metadata"]["status"] == "pending"
+        assert "not json" in view.rows[1]["content"]
+
+
+class TestSidebar:
+    """Guards against a wrong date grouping, a search that does not filter, and titles injected
+    as markup into the page."""
+
+    def test_groups_and_relative_times(self):
+        now = time.mktime((2026, 11, 30, 15, 0, 0, 0, 0, -1))
+        assert group_label(now - 60, now) == "Today"
+        assert group_label(now - DAY, now) == "Yesterday"
+        assert group_label(now - 5 * DAY, now) == "Previous 7 days"
+        assert group_label(now - 40 * DAY, now) == "Older"
+        assert relative_time(now - 5, now) == "just now"
+        assert relative_time(now - 300, now) == "5 min ago"
+        assert relative_time(now - 3 * 3600, now) == "3 h ago"
+        assert relative_time(now - 2 * DAY, now) == "2 d ago"
+
+    def test_list_most_recent_first_filtered_and_escaped(self, ctx):
+        old = seeded(ctx, title="Older talk")
+        new = seeded(ctx, title="<img src=x onerror=alert(1)> newest")
+        html = handlers.session_list_html(ctx, ctx.project_key, active=new.id)
+        assert html.index("newest") < html.index("Older talk")
+        assert "<img" not in html and "&lt;img" in html
+        assert f'data-sid="{old.id}"' in html and "Today" in html
+        assert 'class="ac-session active"' in html
+        filtered = handlers.session_list_html(ctx, ctx.project_key, query="older")
+        assert "Older talk" in filtered and "newest" not in filtered
+        none = handlers.session_list_html(ctx, ctx.project_key, query="zzz")
+        assert "No conversation title matches" in none
+
+    def test_project_switcher_lists_real_paths(self, ctx, tmp_path):
+        other = tmp_path / "other project"
+        other.mkdir()
+        ctx.manager.create(str(other))
+        labels = [label for label, _ in handlers.project_choices(ctx)]
+        assert any(label.endswith(str(other)) and label.startswith("other project")
+                   for label in labels)
+        assert any(label.endswith(ctx.project_path) for label in labels)
+
+
+class TestSend:
+    """Guards against replies not streaming, messages not being saved, tool steps missing from the
+    chat, and titles never reaching the sidebar."""
+
+    def test_new_chat_streams_and_saves(self, ctx, fake_openai):
+        fake_openai.push({"text": "Hello from the fake model, streamed in pieces.", "chunk": 5,
+                          "delay": 0.06})
+        updates = run_send(ctx, handlers.new_chat(ctx).state, "hi there")
+        assert len(updates) > 3, "the reply should arrive in several streamed updates"
+        partial = [u.rows[-1]["content"] for u in updates[1:-1] if u.rows[-1]["role"] == "assistant"]
+        assert any(p != partial[-1] for p in partial)
+        final = updates[-1]
+        assert final.rows[-1]["content"] == "Hello from the fake model, streamed in pieces."
+        key = SessionKey(final.state["project"], final.state["session"])
+        stored = ctx.manager.get(key)
+        assert [m["role"] for m in stored.messages] == ["system", "user", "assistant"]
+        assert final.state["count"] == 3
+        assert final.state["title_wait"] > time.time()
+
+    def test_generated_title_is_picked_up(self, ctx, fake_openai):
+        # auto mode: the fake titles a chat "Chat: <first words>" (a queued title could be taken
+        # by a title thread left running by an earlier test)
+        final = run_send(ctx, handlers.new_chat(ctx).state, "help me plan a trip")[-1]
+        deadline = time.time() + 10
+        title, waiting = None, True
+        while time.time() < deadline and not title:
+            title, waiting = handlers.title_status(ctx, final.state)
+            time.sleep(0.1)
+        assert title and title.startswith("Chat: help me plan") and not waiting
+        assert title in handlers.session_list_html(ctx, ctx.project_key)
+
+    def test_tool_call_shown_as_step(self, ctx, fake_openai):
+        fake_openai.push(
+            {"tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}, "id": "call_a"}]},
+            {"text": "The note says to remember the milk."},
+        )
+        final = run_send(ctx, handlers.new_chat(ctx).state, "read my notes")[-1]
+        steps = [r for r in final.rows if r.get("metadata")]
+        assert len(steps) == 1
+        assert "read_file" in steps[0]["metadata"]["title"]
+        assert steps[0]["metadata"]["status"] == "done"
+        assert "notes.txt" in steps[0]["content"] and "remember the milk" in steps[0]["content"]
+        assert final.rows[-1]["content"] == "The note says to remember the milk."
+
+    def test_conflict_reloads_instead_of_interleaving(self, ctx, fake_openai):
+        s = seeded(ctx)
+        view = handlers.open_session(ctx, ctx.project_key, s.id)
+        ctx.manager.add_messages(s.key, [{"role": "user", "content": "from another tab"}])
+        final = run_send(ctx, view.state, "my message")[-1]
+        assert final.notice and "changed elsewhere" in final.notice
+        assert final.restore_text == "my message"
+        assert final.rows[-1]["content"] == "from another tab"
+        assert final.state["count"] == 6
+        stored = ctx.manager.get(s.key).messages
+        assert not any(m.get("content") == "my message" for m in stored)
+        assert fake_openai.chat_requests() == []
+
+    def test_model_error_is_a_readable_row(self, ctx, fake_openai):
+        fake_openai.push({"error": 500, "message": "boom"})
+        final = run_send(ctx, handlers.new_chat(ctx).state, "hello?")[-1]
+        last = final.rows[-1]
+        assert last["role"] == "assistant" and last["content"].startswith("\u26a0")
+        assert "Traceback" not in last["content"]
+        stored = ctx.manager.get(SessionKey(final.state["project"], final.state["session"]))
+        assert stored.messages[-1] == {"role": "user", "content": "hello?"}
+
+    def test_stop_keeps_partial_reply(self, ctx, fake_openai):
+        fake_openai.push({"text": "word " * 200, "chunk": 5, "delay": 0.02})
+        gen = handlers.send(ctx, handlers.new_chat(ctx).state, "talk a lot", None, "tab-stop")
+        updates = []
+        for upd in gen:
+            updates.append(upd)
+            if len(updates) == 3:
+                assert handlers.stop(ctx, "tab-stop")
+        final = updates[-1]
+        assert final.done
+        text = final.rows[-1]["content"]
+        assert text.startswith("word") and len(text) < len("word " * 200)
+        stored = ctx.manager.get(SessionKey(final.state["project"], final.state["session"]))
+        assert stored.messages[-1]["role"] == "assistant"
+        assert not handlers.stop(ctx, "tab-stop"), "the flag is released when the run ends"
+
+
+class TestNoModel:
+    """Guards against a missing API key breaking the app or losing what the user typed."""
+
+    def test_banner_and_message_saved(self, offline_ctx):
+        banner = handlers.banner_markdown(offline_ctx)
+        assert "OPENAI_API_KEY" in banner and "OPENAI_BASE_URL" in banner
+        final = run_send(offline_ctx, handlers.new_chat(offline_ctx).state, "are you there?")[-1]
+        assert final.rows[0] == {"role": "user", "content": "are you there?"}
+        assert "OPENAI_API_KEY" in final.rows[-1]["content"]
+        stored = offline_ctx.manager.get(SessionKey(final.state["project"], final.state["session"]))
+        assert stored.messages[-1]["content"] == "are you there?"
+        assert final.state["title_wait"] == 0.0
+        names, default = handlers.model_choices(offline_ctx)
+        assert names == [default]
+
+    def test_model_picker_lists_server_models(self, ctx):
+        names, default = handlers.model_choices(ctx)
+        assert "fake-large" in names and default in names
+
+
+class TestSessionActions:
+    """Guards against renames accepting blank titles, branches touching the original, and
+    archive/delete/export doing something other than what the button says."""
+
+    def test_rename(self, ctx):
+        s = seeded(ctx, title="Original")
+        state = handlers.open_session(ctx, ctx.project_key, s.id).state
+        refused = handlers.rename(ctx, state, "   ")
+        assert refused.notice == handlers.EMPTY_TITLE_NOTICE and refused.title == "Original"
+        assert handlers.rename(ctx, state, "").title == "Original"
+        renamed = handlers.rename(ctx, state, "  Better name ")
+        assert renamed.title == "Better name" and renamed.notice is None
+        assert ctx.manager.get(s.key).title_source == "user"
+
+    def test_rename_new_chat_creates_it(self, ctx):
+        view = handlers.rename(ctx, handlers.new_chat(ctx).state, "Plans")
+        assert view.session_id and ctx.manager.get(SessionKey(ctx.project_key, view.session_id)).title == "Plans"
+        assert handlers.rename(ctx, handlers.new_chat(ctx).state, "").notice is None
+
+    def test_branch_from_first_message(self, ctx):
+        s = seeded(ctx, title="Trunk")
+        state = handlers.open_session(ctx, ctx.project_key, s.id).state
+        fork = handlers.branch(ctx, state, 0)
+        assert fork.session_id != s.id
+        assert [r["content"] for r in fork.rows] == ["first question"]
+        assert fork.title == "Trunk (branch)"
+        assert len(ctx.manager.get(s.key).messages) == 5
+        html = handlers.session_list_html(ctx, ctx.project_key)
+        assert s.id in html and fork.session_id in html
+        with pytest.raises(IndexError):
+            handlers.branch(ctx, state, 99)
+
+    def test_double_fired_branch_makes_one_fork(self, ctx):
+        s = seeded(ctx, title="Trunk")
+        state = handlers.open_session(ctx, ctx.project_key, s.id).state
+        fork = handlers.branch(ctx, state, 2, now=1000.0)
+        again = handlers.branch(ctx, fork.state, 2, now=1000.5)
+        assert again.session_id == fork.session_id
+        assert len(ctx.manager.list(ctx.project_key)) == 2
+        later = handlers.branch(ctx, again.state, 0, now=1000.6)
+        assert later.session_id not in (s.id, fork.session_id)
+
+    def test_archive_unarchive_delete(self, ctx):
+        s = seeded(ctx, title="Keep me")
+        state = handlers.open_session(ctx, ctx.project_key, s.id).state
+        assert handlers.set_archived(ctx, state, True).archived
+        assert s.id not in handlers.session_list_html(ctx, ctx.project_key)
+        assert s.id in handlers.session_list_html(ctx, ctx.project_key, archived=True)
+        assert not handlers.set_archived(ctx, state, False).archived
+        assert s.id in handlers.session_list_html(ctx, ctx.project_key)
+        after = handlers.delete(ctx, state)
+        assert after.session_id is None and "deleted" in after.notice
+        assert s.id not in handlers.session_list_html(ctx, ctx.project_key)
+        assert not ctx.store.exists(s.key)
+
+    def test_exports(self, ctx):
+        s = seeded(ctx, title="Export me")
+        state = handlers.open_session(ctx, ctx.project_key, s.id).state
+        md, jl = handlers.exports(ctx, state)
+        text = md.read_text()
+        assert text.startswith("# Export me") and "second answer" in text
+        lines = [json.loads(line) for line in jl.read_text().splitlines()]
+        assert lines == ctx.store.load(s.key)
+        assert handlers.exports(ctx, handlers.new_chat(ctx).state) == (None, None)
+
+
+class TestInitialView:
+    """Guards against bookmarks (?session=) not reopening a session, and bad ids crashing the page."""
+
+    def test_query_param_prefix_and_other_project(self, ctx, tmp_path):
+        s = seeded(ctx)
+        assert handlers.initial_view(ctx, {"session": s.id[:8]}).session_id == s.id
+        other = tmp_path / "elsewhere"
+        other.mkdir()
+        o = ctx.manager.create(str(other), title="Elsewhere")
+        view = handlers.initial_view(ctx, {"session": o.id})
+        assert view.session_id == o.id and view.state["project"] == project_key(str(other))
+
+    def test_bad_id_gives_new_chat_with_notice(self, ctx):
+        view = handlers.initial_view(ctx, {"session": "does-not-exist"})
+        assert view.session_id is None and "No session" in view.notice
+        assert handlers.initial_view(ctx, {}).session_id is None
+
+    def test_launcher_session_used_without_query(self, ctx):
+        s = seeded(ctx)
+        ctx.initial_session = s.id
+        assert handlers.initial_view(ctx, {}).session_id == s.id

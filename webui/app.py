@@ -1,0 +1,354 @@
+"""The Gradio Blocks of the anycode web UI: sidebar of sessions, chat pane, launch settings.
+
+Thin wiring only: every action calls a function of :mod:`webui.handlers` and maps its plain
+result onto components. Per tab, ``gr.State`` holds ids and a message count (never history);
+the conversation itself is always re-read from the store.
+"""
+from __future__ import annotations
+
+# isort: off
+from webui import offline  # noqa: F401  (sets the offline environment before Gradio is imported)
+# isort: on
+
+import html
+import inspect
+import logging
+import uuid
+from importlib import resources
+from typing import Any
+
+import gradio as gr
+
+from core.errors import AnycodeError, SessionNotFound
+from webui import handlers
+from webui.context import WebContext
+from webui.handlers import SessionView
+
+log = logging.getLogger(__name__)
+
+BRANCH_OPTION = "Branch from here"
+TITLE_POLL_SECONDS = 1.5
+# The chat fills the window under the top bar and above the input box (it scrolls, the page not).
+CHAT_HEIGHT = "calc(100vh - 200px)"
+
+# Clicks on a session row become a ``select`` event carrying the row's session id. The listener
+# sits on the component's root, so it keeps working after the list is re-rendered.
+SESSION_LIST_JS = """
+element.addEventListener('click', (e) => {
+  const row = e.target.closest('[data-sid]');
+  if (!row) return;
+  element.querySelectorAll('.ac-session.active').forEach((x) => x.classList.remove('active'));
+  row.classList.add('active');
+  trigger('select', {index: row.dataset.sid, value: row.dataset.sid});
+});
+"""
+
+# Keep ``?session=<id>`` in the address bar in step with the open session (reload and bookmarks
+# reopen it). replaceState: switching chats should not fill the back-button history.
+URL_SYNC_JS = """
+(sid) => {
+  const url = new URL(window.location.href);
+  if (sid) { url.searchParams.set('session', sid); } else { url.searchParams.delete('session'); }
+  if (url.toString() !== window.location.href) { window.history.replaceState(null, '', url.toString()); }
+  return sid;
+}
+"""
+
+
+def asset_text(name: str) -> str:
+    """Text of a file of the ``assets`` package (found through the package, not the cwd)."""
+    return resources.files("assets").joinpath(name).read_text(encoding="utf-8")
+
+
+def asset_path(name: str) -> str:
+    """A filesystem path of an ``assets`` file (Gradio's favicon and button icons want paths)."""
+    return str(resources.files("assets").joinpath(name))
+
+
+def theme() -> gr.themes.Base:
+    """A quiet, neutral theme with system fonts (no web fonts: the app runs offline)."""
+    fonts = ["ui-sans-serif", "system-ui", "-apple-system", "Segoe UI", "Roboto", "Helvetica Neue",
+             "Arial", "sans-serif"]
+    mono = ["ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "monospace"]
+    return gr.themes.Base(primary_hue=gr.themes.colors.emerald, neutral_hue=gr.themes.colors.zinc,
+                          radius_size=gr.themes.sizes.radius_lg, font=fonts, font_mono=mono)
+
+
+def _notify(notice: str | None) -> None:
+    if notice:
+        gr.Warning(html.escape(notice), title="anycode")
+
+
+def build_app(ctx: WebContext) -> gr.Blocks:
+    """Build the Blocks for ``ctx``. Launch it with :func:`launch_kwargs` (theme, CSS, privacy
+    settings belong to ``launch()`` in Gradio 6)."""
+    with gr.Blocks(title="anycode", fill_height=True, fill_width=True) as demo:
+        state = gr.State(None)  # handlers.tab_state(...): ids and a count
+        tab = gr.State(None)  # this tab's token, names its Stop flag
+
+        with gr.Sidebar(width=290, open=True, elem_id="ac-sidebar"):
+            gr.HTML(f'<div class="ac-brand">{asset_text("icon.svg")}<span>anycode</span></div>',
+                    js_on_load=None, elem_id="ac-brand")
+            new_btn = gr.Button("New chat", icon=asset_path("new-chat.svg"), elem_id="ac-new",
+                                variant="secondary", size="md")
+            search = gr.Textbox(placeholder="Search chats", show_label=False, container=False,
+                                elem_id="ac-search")
+            sessions = gr.HTML("", js_on_load=SESSION_LIST_JS, elem_id="ac-list")
+            with gr.Column(elem_id="ac-sidebar-foot"):
+                show_archived = gr.Checkbox(label="Show archived", value=False,
+                                            elem_id="ac-archived")
+                project = gr.Dropdown(label="Project", choices=[], value=None,
+                                      elem_id="ac-project", interactive=True)
+
+        with gr.Column(elem_id="ac-main"):
+            with gr.Row(elem_id="ac-topbar", equal_height=True):
+                title = gr.Textbox(placeholder="New chat", show_label=False, container=False,
+                                   elem_id="ac-title", scale=5, max_lines=1)
+                model = gr.Dropdown(choices=[], value=None, show_label=False, container=False,
+                                    allow_custom_value=True, elem_id="ac-model", scale=2,
+                                    min_width=150)
+                archive_btn = gr.Button("Archive", size="sm", elem_id="ac-archive",
+                                        scale=0, min_width=90, interactive=False)
+                md_btn = gr.DownloadButton("Markdown", size="sm", elem_id="ac-export-md",
+                                           scale=0, min_width=96, interactive=False)
+                jl_btn = gr.DownloadButton("JSONL", size="sm", elem_id="ac-export-jsonl",
+                                           scale=0, min_width=80, interactive=False)
+                delete_btn = gr.Button("Delete", size="sm", variant="stop", elem_id="ac-delete",
+                                       scale=0, min_width=80, interactive=False)
+            with gr.Row(visible=False, elem_id="ac-confirm") as confirm_row:
+                gr.Markdown("**Delete this conversation permanently?** This cannot be undone.")
+                confirm_btn = gr.Button("Delete permanently", variant="stop", size="sm",
+                                        elem_id="ac-confirm-delete", scale=0, min_width=150)
+                cancel_btn = gr.Button("Cancel", size="sm", elem_id="ac-cancel-delete",
+                                       scale=0, min_width=90)
+            banner = gr.Markdown(visible=False, elem_id="ac-banner")
+            chat = gr.Chatbot(
+                elem_id="ac-chat", show_label=False, height=CHAT_HEIGHT,
+                layout="bubble", buttons=["copy"], feedback_options=[BRANCH_OPTION],
+                like_user_message=True, group_consecutive_messages=False,
+                placeholder="<div class='ac-hello'><h2>What are we building today?</h2>"
+                            "<p>Ask anything about this project. The assistant can list, read and "
+                            "write files in it.</p></div>",
+            )
+            box = gr.Textbox(placeholder="Message anycode", show_label=False, lines=1,
+                             max_lines=10, submit_btn=True, stop_btn=False, autofocus=True,
+                             elem_id="ac-input", container=False)
+            gr.HTML("<div class='ac-footnote'>Conversations are saved on this machine. "
+                    "Answers can be wrong; check important facts.</div>", js_on_load=None)
+        sid_box = gr.Textbox(visible="hidden", elem_id="ac-sid")  # mirrors the id into the URL
+        timer = gr.Timer(TITLE_POLL_SECONDS, active=False)
+
+        view_outputs = [state, title, chat, sessions, sid_box, archive_btn, delete_btn, md_btn,
+                        jl_btn, timer, confirm_row]
+
+        def show(view: SessionView, query: str, archived: bool) -> tuple:
+            """Component values for a view, in ``view_outputs`` order."""
+            _notify(view.notice)
+            saved = bool(view.session_id)
+            md, jl = handlers.exports(ctx, view.state) if saved else (None, None)
+            return (
+                view.state, view.title, view.rows,
+                handlers.session_list_html(ctx, view.state["project"], query=query or "",
+                                           archived=bool(archived), active=view.session_id),
+                view.session_id or "",
+                gr.Button("Unarchive" if view.archived else "Archive", interactive=saved),
+                gr.Button(interactive=saved),
+                gr.DownloadButton(value=md, interactive=saved),
+                gr.DownloadButton(value=jl, interactive=saved),
+                gr.Timer(active=bool(view.state.get("title_wait"))),
+                gr.Row(visible=False),
+            )
+
+        # --- page load -----------------------------------------------------------------------
+        def on_load(request: gr.Request):
+            params = dict(request.query_params) if request is not None else {}
+            view = handlers.initial_view(ctx, params)
+            names, default = handlers.model_choices(ctx)
+            banner_text = handlers.banner_markdown(ctx)
+            current = view.state["project"]
+            return (*show(view, "", False), uuid.uuid4().hex,
+                    gr.Dropdown(choices=handlers.project_choices(ctx, current), value=current),
+                    gr.Dropdown(choices=names, value=default),
+                    gr.Markdown(banner_text or "", visible=bool(banner_text)))
+
+        demo.load(on_load, None, [*view_outputs, tab, project, model, banner],
+                  api_visibility="private")
+        sid_box.change(None, sid_box, None, js=URL_SYNC_JS)
+
+        # --- sending (registered first: switching conversations cancels a running reply) ----
+        def on_send(st, text, model_name, tab_id, query, archived):
+            st = st or handlers.tab_state(ctx.project_key)
+            for upd in handlers.send(ctx, st, text, model_name, tab_id or "default"):
+                if not upd.done:
+                    yield (upd.state, upd.title, upd.rows,
+                           handlers.session_list_html(ctx, upd.state["project"], query=query or "",
+                                                      archived=bool(archived),
+                                                      active=upd.state["session"]),
+                           upd.state["session"] or "", gr.skip(), gr.skip(), gr.skip(),
+                           gr.skip(), gr.skip(), gr.skip(),
+                           gr.Textbox(value="", submit_btn=False, stop_btn="Stop"))
+                    continue
+                view = SessionView(state=upd.state, title=upd.title, rows=upd.rows,
+                                   archived=handlers.reload(ctx, upd.state).archived,
+                                   notice=upd.notice)
+                yield (*show(view, query, archived),
+                       gr.Textbox(value=upd.restore_text or "", submit_btn=True, stop_btn=False))
+
+        send_event = box.submit(on_send, [state, box, model, tab, search, show_archived],
+                                [*view_outputs, box], api_visibility="private",
+                                show_progress="hidden")
+
+        def on_stop(tab_id):
+            handlers.stop(ctx, tab_id or "default")
+
+        box.stop(on_stop, tab, None, api_visibility="private", queue=False)
+
+        def switching(fn):
+            """Wrap a handler that changes the open conversation: a reply still streaming in this
+            tab is stopped first (its partial text is kept), so it cannot repaint the new one."""
+            def run(tab_id, *args, **kwargs):
+                handlers.stop(ctx, tab_id or "default")
+                return fn(*args, **kwargs)
+            run.__signature__ = _signature_with_tab(fn)
+            run.__annotations__ = dict(fn.__annotations__)  # e.g. evt: gr.SelectData
+            return run
+
+        switch = {"outputs": [*view_outputs, box], "api_visibility": "private",
+                  "cancels": [send_event]}
+
+        def idle_box():
+            return gr.Textbox(submit_btn=True, stop_btn=False)
+
+        # --- sidebar -------------------------------------------------------------------------
+        def on_new(st, query, archived):
+            project_key = (st or {}).get("project") or ctx.project_key
+            return (*show(handlers.new_chat(ctx, project_key), query, archived), idle_box())
+
+        new_btn.click(switching(on_new), [tab, state, search, show_archived], **switch)
+
+        def on_pick(st, query, archived, evt: gr.SelectData):
+            sid = str(evt.value or "")
+            try:
+                view = handlers.open_session(ctx, st["project"], sid)
+            except AnycodeError as err:
+                view = handlers.reload(ctx, st, notice=str(err))
+            return (*show(view, query, archived), idle_box())
+
+        sessions.select(switching(on_pick), [tab, state, search, show_archived], **switch)
+
+        def on_filter(st, query, archived):
+            return handlers.session_list_html(ctx, st["project"], query=query or "",
+                                              archived=bool(archived), active=st.get("session"))
+
+        search.input(on_filter, [state, search, show_archived], sessions,
+                     api_visibility="private", trigger_mode="always_last")
+        show_archived.input(on_filter, [state, search, show_archived], sessions,
+                            api_visibility="private")
+
+        def on_project(project_key, query, archived):
+            view = handlers.new_chat(ctx, project_key or ctx.project_key)
+            return (*show(view, query, archived), idle_box())
+
+        project.input(switching(on_project), [tab, project, search, show_archived], **switch)
+
+        # --- chat pane actions ---------------------------------------------------------------
+        def on_rename(st, text, query, archived):
+            before = st.get("session")
+            view = handlers.rename(ctx, st, text)
+            if view.session_id != before:  # a new chat got saved under this name
+                return show(view, query, archived)
+            _notify(view.notice)
+            # Only the title and the list change: a blur that fires as the user clicks another
+            # conversation must not repaint the chat with this one.
+            html_list = handlers.session_list_html(ctx, st["project"], query=query or "",
+                                                   archived=bool(archived), active=before)
+            md, jl = handlers.exports(ctx, st)
+            return (gr.skip(), view.title, gr.skip(), html_list, gr.skip(), gr.skip(), gr.skip(),
+                    gr.DownloadButton(value=md), gr.DownloadButton(value=jl), gr.skip(), gr.skip())
+
+        title.submit(on_rename, [state, title, search, show_archived], view_outputs,
+                     api_visibility="private")
+        title.blur(on_rename, [state, title, search, show_archived], view_outputs,
+                   api_visibility="private")
+
+        def on_branch(st, query, archived, evt: gr.LikeData):
+            if evt.liked != BRANCH_OPTION:
+                return (*[gr.skip()] * len(view_outputs), gr.skip())
+            index = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
+            try:
+                view = handlers.branch(ctx, st, int(index))
+                if view.session_id != st.get("session"):
+                    gr.Info("Branched: this is a copy of the conversation up to that message. "
+                            "The original is unchanged in the sidebar.", title="anycode")
+            except (AnycodeError, IndexError) as err:
+                view = handlers.reload(ctx, st, notice=str(err))
+            return (*show(view, query, archived), idle_box())
+
+        # concurrency 1: a double-fired click is handled in order, and the repeat is ignored
+        chat.like(switching(on_branch), [tab, state, search, show_archived],
+                  concurrency_limit=1, **switch)
+
+        def on_archive(st, query, archived):
+            current = handlers.reload(ctx, st)
+            try:
+                view = handlers.set_archived(ctx, st, not current.archived)
+            except SessionNotFound as err:
+                view = handlers.reload(ctx, st, notice=str(err))
+            return show(view, query, archived)
+
+        archive_btn.click(on_archive, [state, search, show_archived], view_outputs,
+                          api_visibility="private")
+        delete_btn.click(lambda: gr.Row(visible=True), None, confirm_row,
+                         api_visibility="private")
+        cancel_btn.click(lambda: gr.Row(visible=False), None, confirm_row,
+                         api_visibility="private")
+
+        def on_delete(st, query, archived):
+            return (*show(handlers.delete(ctx, st), query, archived), idle_box())
+
+        confirm_btn.click(switching(on_delete), [tab, state, search, show_archived], **switch)
+
+        def on_chat_clear(st, query, archived):
+            # The Chatbot's own trash icon (hidden by the CSS) only starts a new chat; it never
+            # deletes a session.
+            return (*show(handlers.new_chat(ctx, st["project"]), query, archived), idle_box())
+
+        chat.clear(switching(on_chat_clear), [tab, state, search, show_archived], **switch)
+
+        # --- generated title -------------------------------------------------------------------
+        def on_tick(st, query, archived):
+            # The state is read, never written here: a tick racing a send must not put back an
+            # older message count.
+            found, waiting = handlers.title_status(ctx, st)
+            if waiting:
+                return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            html_list = handlers.session_list_html(ctx, st["project"], query=query or "",
+                                                   archived=bool(archived), active=st["session"])
+            md, jl = handlers.exports(ctx, st)  # the file names and headings carry the title
+            return ((found if found else gr.skip()), html_list, gr.Timer(active=False),
+                    gr.DownloadButton(value=md), gr.DownloadButton(value=jl))
+
+        timer.tick(on_tick, [state, search, show_archived], [title, sessions, timer, md_btn, jl_btn],
+                   api_visibility="private", show_progress="hidden")
+    return demo
+
+
+def _signature_with_tab(fn):
+    """``fn``'s signature with a leading ``tab_id`` parameter (Gradio reads signatures to pass
+    event data such as ``gr.SelectData``, so the wrapper must advertise it)."""
+    sig = inspect.signature(fn)
+    tab_param = inspect.Parameter("tab_id", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return sig.replace(parameters=[tab_param, *sig.parameters.values()])
+
+
+def launch_kwargs(*, host: str, port: int, auth: tuple[str, str] | None = None,
+                  quiet: bool = False) -> dict[str, Any]:
+    """Keyword arguments for ``Blocks.launch``: privacy (no share link, no API page links, no
+    monitoring, no run history kept in the browser), the theme, CSS and icon from ``assets``."""
+    return dict(
+        server_name=host, server_port=port, auth=auth, share=False, inbrowser=False,
+        footer_links=[], run_history=False, enable_monitoring=False, ssr_mode=False,
+        show_error=False, quiet=quiet, theme=theme(), css=asset_text("style.css"),
+        favicon_path=asset_path("icon.svg"), pwa=False, mcp_server=False,
+        auth_message="anycode: sign in with the --auth user and password.",
+    )

@@ -1,0 +1,267 @@
+"""The ``anycode`` command (also ``python -m webui``): start the web UI on localhost.
+
+``anycode [--project PATH] [--continue | --resume ID] [--host H] [--port N] [--auth USER:PASS]
+[--data-dir DIR] [--model NAME] [--base-url URL] [--no-browser]``.
+
+``anycode sessions …`` is handed to ``webui.sessions_cli.main(argv)`` when that module exists,
+so a sessions subcommand family can be added without touching this file's parser.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import ipaddress
+import logging
+import os
+import shutil
+import socket
+import sys
+import webbrowser
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 7860
+PORT_SCAN = 100  # how many ports after --port to try when it is taken
+SUBCOMMANDS = {"sessions": "webui.sessions_cli"}  # argv[0] -> module with main(argv) -> int
+
+
+class CliError(Exception):
+    """A command-line problem to print as one sentence (exit status 2), never a traceback."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The launcher's argument parser (exposed so other modules can extend or document it)."""
+    p = argparse.ArgumentParser(
+        prog="anycode",
+        description="anycode: a local chat agent with a ChatGPT-like web UI. Conversations are "
+                    "saved as sessions you can resume, branch, archive and export.",
+        epilog="Model: set OPENAI_API_KEY (and OPENAI_BASE_URL for another OpenAI-compatible "
+               "server). Sessions: stored under --data-dir (default $ANYCODE_HOME or the user "
+               "data directory). 'anycode sessions --help' manages sessions from the shell.",
+    )
+    p.add_argument("--project", metavar="PATH", default=None,
+                   help="the project (workspace) directory; default: the current directory")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--continue", dest="cont", action="store_true",
+                       help="open the project's most recently active session")
+    which.add_argument("--resume", metavar="ID", default=None,
+                       help="open this session (a unique prefix of its id is enough)")
+    p.add_argument("--host", default=DEFAULT_HOST,
+                   help="interface to listen on (default 127.0.0.1; others require --auth)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT,
+                   help="port (default 7860; the next free one is used when it is taken)")
+    p.add_argument("--auth", metavar="USER:PASSWORD", default=None,
+                   help="require this login (mandatory when --host is not a loopback address)")
+    p.add_argument("--data-dir", metavar="DIR", default=None,
+                   help="where sessions are stored (default: $ANYCODE_HOME or the user data dir)")
+    p.add_argument("--model", default=None, help="chat model name (default: $ANYCODE_MODEL or gpt-4o-mini)")
+    p.add_argument("--base-url", default=None,
+                   help="OpenAI-compatible API base URL (default: $OPENAI_BASE_URL)")
+    p.add_argument("--no-browser", action="store_true", help="do not open a browser tab")
+    p.add_argument("--verbose", "-v", action="store_true", help="log debug details")
+    return p
+
+
+# --- checks --------------------------------------------------------------------------------
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback IP addresses (127.0.0.0/8, ::1)."""
+    if host.strip().lower() in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_auth(value: str | None) -> tuple[str, str] | None:
+    """``"user:password"`` -> ``("user", "password")`` (the password may contain ``:``).
+
+    Raises :class:`CliError` for a missing user or password."""
+    if value is None:
+        return None
+    user, sep, password = value.partition(":")
+    if not sep or not user or not password:
+        raise CliError("--auth must look like USER:PASSWORD (both non-empty).")
+    return user, password
+
+
+def check_exposure(host: str, auth: tuple[str, str] | None) -> None:
+    """Refuse to serve sessions and file tools to a network without a login (:class:`CliError`)."""
+    if not is_loopback(host) and auth is None:
+        raise CliError(
+            f"Listening on {host} would expose your sessions and project files to the network; "
+            "add --auth USER:PASSWORD, or use the default --host 127.0.0.1."
+        )
+
+
+def find_free_port(host: str, start: int, tries: int = PORT_SCAN) -> int:
+    """The first port from ``start`` on that can be bound on ``host``. Raises :class:`CliError`."""
+    if not 0 < start < 65536:
+        raise CliError(f"--port {start} is not a valid port number (1-65535).")
+    for port in range(start, min(start + tries, 65536)):
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host.strip("[]"), port))
+            except OSError:
+                continue
+            return port
+    raise CliError(f"No free port between {start} and {start + tries - 1} on {host}.")
+
+
+# --- sessions --------------------------------------------------------------------------------
+
+
+def make_store(args: argparse.Namespace) -> Any:
+    """The session store for these arguments (the JSONL files under the data directory).
+
+    Kept separate so a ``--store`` option can choose another ``SessionStore`` here."""
+    from core.jsonl_store import LocalSessionStore
+
+    return LocalSessionStore(Path(args.data_dir) if args.data_dir else None)
+
+
+def describe_sessions(manager: Any, project: str, limit: int = 10) -> str:
+    """A few lines listing the project's recent sessions (``id  title``) for error messages."""
+    metas = manager.list(project)[:limit]
+    if not metas:
+        return "This project has no sessions yet."
+    lines = [f"  {m.id}  {m.title or '(untitled)'}" for m in metas]
+    return "Sessions in this project:\n" + "\n".join(lines)
+
+
+def initial_session(manager: Any, project_path: str, args: argparse.Namespace) -> str | None:
+    """The session id to open first for ``--continue`` / ``--resume``, or None.
+
+    ``--resume`` looks in the project first, then in every other project. Raises
+    :class:`CliError` (with the candidates) for an ambiguous or unknown id."""
+    from core.errors import AmbiguousSessionId, SessionNotFound
+    from core.keys import project_key
+
+    key = project_key(project_path)
+    if args.cont:
+        latest = manager.latest(key)
+        if latest is None:
+            print(f"anycode: no session to continue in {project_path}; starting a new chat.",
+                  file=sys.stderr)
+            return None
+        return latest.id
+    if args.resume:
+        projects = [key] + [p.project_key for p in manager.list_projects() if p.project_key != key]
+        for pk in projects:
+            try:
+                return manager.find(pk, args.resume).session_id
+            except AmbiguousSessionId as err:
+                lines = "\n".join(f"  {c}" for c in err.candidates)
+                raise CliError(f"{err}\nCandidates:\n{lines}") from err
+            except SessionNotFound:
+                continue
+        raise CliError(f"No session with id {args.resume!r} was found.\n"
+                       + describe_sessions(manager, key))
+    return None
+
+
+# --- main ----------------------------------------------------------------------------------
+
+
+def _dispatch_subcommand(argv: list[str]) -> int | None:
+    module_name = SUBCOMMANDS.get(argv[0]) if argv else None
+    if module_name is None:
+        return None
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        if err.name != module_name:
+            raise
+        print(f"anycode: the '{argv[0]}' command is not available in this version.",
+              file=sys.stderr)
+        return 2
+    return int(module.main(argv[1:]) or 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the launcher; return the exit status (0 ok, 2 usage or configuration error)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    sub = _dispatch_subcommand(argv)
+    if sub is not None:
+        return sub
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("httpx", "httpcore", "uvicorn.access", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        return _run(args)
+    except CliError as err:
+        print(f"anycode: {err}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    from webui import offline
+
+    offline.apply()
+    from core.errors import AnycodeError
+    from core.keys import normalize_path
+    from core.manager import SessionManager
+
+    auth = parse_auth(args.auth)
+    check_exposure(args.host, auth)
+    project_path = normalize_path(args.project or os.getcwd())
+    if not os.path.isdir(project_path):
+        raise CliError(f"--project {project_path} is not a directory.")
+    if args.data_dir:
+        # Core settings (and anything they start) read ANYCODE_HOME: keep both in agreement.
+        os.environ["ANYCODE_HOME"] = str(Path(args.data_dir).expanduser().resolve())
+    from core import settings
+
+    data_dir = settings.data_dir()
+    try:
+        store = make_store(args)
+    except AnycodeError as err:
+        raise CliError(str(err)) from err
+    manager = SessionManager(store)
+    removed = manager.cleanup()
+    if removed:
+        log.info("cleanup removed %d expired sessions: %s", len(removed),
+                 ", ".join(k.session_id for k in removed))
+    else:
+        log.info("cleanup: no expired sessions")
+    first = initial_session(manager, project_path, args)
+    overrides = {k: v for k, v in (("model", args.model), ("base_url", args.base_url)) if v}
+    port = find_free_port(args.host, args.port)
+    if port != args.port:
+        print(f"anycode: port {args.port} is taken; using {port}.", file=sys.stderr)
+
+    from webui.app import build_app, launch_kwargs
+    from webui.context import WebContext
+
+    ctx = WebContext(manager=manager, store=store, project_path=project_path, data_dir=data_dir,
+                     model_overrides=overrides, initial_session=first)
+    demo = build_app(ctx)
+    demo.queue(default_concurrency_limit=16)
+    demo.launch(**launch_kwargs(host=args.host, port=port, auth=auth, quiet=True),
+                prevent_thread_lock=True)
+    shown_host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
+    url = f"http://{shown_host}:{port}/"
+    if first:
+        url += f"?session={first}"
+    print(f"anycode is running at {url}", flush=True)
+    print(f"  project: {project_path}", flush=True)
+    print(f"  data:    {data_dir}", flush=True)
+    print("  press Ctrl+C to stop", flush=True)
+    if not args.no_browser:
+        webbrowser.open(url)
+    try:
+        demo.block_thread()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        demo.close()
+        shutil.rmtree(ctx.export_dir, ignore_errors=True)  # download copies, not the sessions
+    return 0

@@ -1,0 +1,491 @@
+"""The plain functions behind every UI action, over ``core`` only (no Gradio here).
+
+Each function takes the app's :class:`~webui.context.WebContext` and the tab's state, a small
+dict of ids ``{"project": project_key, "session": id or None, "count": loaded message count,
+"title_wait": Unix seconds until which a generated title is awaited (0: not waiting)}``
+(plus ``"branch_guard"`` right after a branch), and
+returns plain data (:class:`SessionView`, HTML strings, file paths) that ``webui.app`` maps onto
+components. Errors the user can act on come back as a ``notice`` sentence, never as a traceback.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from core.errors import (
+    AmbiguousSessionId,
+    AnycodeError,
+    InvalidSessionKey,
+    InvalidTitle,
+    ModelError,
+    SessionConflict,
+    SessionNotFound,
+)
+from core.keys import SessionKey
+from webui import render
+from webui.export import write_exports
+
+log = logging.getLogger(__name__)
+
+TITLE_WAIT_SECONDS = 45.0  # how long the sidebar polls for a generated title after a reply
+STREAM_MIN_INTERVAL = 0.04  # seconds between streamed UI updates (coalesces tiny text deltas)
+MODEL_LIST_TTL = 60.0  # seconds a /v1/models answer is reused (every page load asks for it)
+EMPTY_TITLE_NOTICE = "A title cannot be empty; the previous title was kept."
+
+
+def tab_state(project: str, session: str | None = None, count: int = 0,
+              title_wait: float = 0.0) -> dict[str, Any]:
+    """A tab's state: ids and a message count only (it lives in ``gr.State``, one per tab)."""
+    return {"project": project, "session": session, "count": count, "title_wait": title_wait}
+
+
+@dataclass
+class SessionView:
+    """What the chat pane shows for the tab's session (or a new, not yet saved chat).
+
+    ``rows``: chat rows for ``gr.Chatbot``; ``title``: the title field's text ("" when untitled);
+    ``archived``: the session is in the archive; ``notice``: a sentence to show the user, or None.
+    """
+
+    state: dict[str, Any]
+    title: str = ""
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    archived: bool = False
+    notice: str | None = None
+
+    @property
+    def session_id(self) -> str | None:
+        """The open session's id, None for a new chat."""
+        return self.state.get("session")
+
+
+def _key(state: dict[str, Any]) -> SessionKey:
+    return SessionKey(state["project"], state["session"])
+
+
+def view_of(session: Any, *, title_wait: float = 0.0, notice: str | None = None) -> SessionView:
+    """The view of a loaded ``core.models.Session``."""
+    return SessionView(
+        state=tab_state(session.project_key, session.id, len(session.messages), title_wait),
+        title=session.title or "",
+        rows=render.chat_rows(session.messages).rows,
+        archived=bool(session.archived),
+        notice=notice,
+    )
+
+
+def new_chat(ctx: Any, project: str | None = None, notice: str | None = None) -> SessionView:
+    """An empty chat in ``project`` (default: the launcher's project). Nothing is written until the
+    first message is sent, so opening the page never litters the list with empty sessions."""
+    return SessionView(state=tab_state(project or ctx.project_key), notice=notice)
+
+
+def open_session(ctx: Any, project: str, session_id: str) -> SessionView:
+    """Load session ``session_id`` (a unique prefix is fine) of ``project``.
+
+    Raises ``SessionNotFound`` / ``AmbiguousSessionId`` / ``InvalidSessionKey``.
+    """
+    key = ctx.manager.find(project, session_id)
+    return view_of(ctx.manager.get(key))
+
+
+def locate(ctx: Any, session_id: str, preferred_project: str | None = None) -> SessionKey:
+    """Find a session by id or unique prefix, in ``preferred_project`` first, then in every project
+    that has sessions (a bookmark from another project still opens). Raises ``SessionNotFound``."""
+    projects = [preferred_project or ctx.project_key]
+    try:
+        projects += [p.project_key for p in ctx.manager.list_projects()]
+    except AnycodeError as err:  # listing projects is a convenience, the preferred one still works
+        log.warning("could not list projects: %s", err)
+    seen: set[str] = set()
+    for project in projects:
+        if project in seen:
+            continue
+        seen.add(project)
+        try:
+            return ctx.manager.find(project, session_id)
+        except SessionNotFound:
+            continue
+    raise SessionNotFound(session_id)
+
+
+def initial_view(ctx: Any, query_params: dict[str, str] | None) -> SessionView:
+    """The view a freshly loaded tab shows: the session named by ``?session=`` in the URL, else
+    the launcher's ``--continue``/``--resume`` session, else a new chat. A bad id gives a new chat
+    with a notice instead of an error page."""
+    params = dict(query_params or {})
+    wanted = (params.get("session") or "").strip() or ctx.initial_session
+    if not wanted:
+        return new_chat(ctx)
+    try:
+        return view_of(ctx.manager.get(locate(ctx, wanted)))
+    except (SessionNotFound, AmbiguousSessionId, InvalidSessionKey) as err:
+        log.info("cannot open session %r from the URL: %s", wanted, err)
+        return new_chat(ctx, notice=str(err))
+
+
+def reload(ctx: Any, state: dict[str, Any], notice: str | None = None) -> SessionView:
+    """Re-read the tab's session from the store (a new chat stays a new chat); a session deleted
+    elsewhere turns into a new chat with a notice."""
+    if not state.get("session"):
+        return new_chat(ctx, state.get("project"), notice)
+    try:
+        return view_of(ctx.manager.get(_key(state)), title_wait=state.get("title_wait", 0.0),
+                       notice=notice)
+    except SessionNotFound as err:
+        return new_chat(ctx, state.get("project"), notice=str(err))
+
+
+# --- sidebar ---------------------------------------------------------------------------------
+
+
+def session_list_html(ctx: Any, project: str, *, query: str = "", archived: bool = False,
+                      active: str | None = None, now: float | None = None) -> str:
+    """The sidebar's session list for ``project`` as HTML (most recently active first, grouped by
+    day, filtered by ``query`` on titles); ``archived=True`` lists the archive instead."""
+    try:
+        metas = ctx.manager.list(project, archived=archived)
+    except AnycodeError as err:
+        log.warning("cannot list sessions: %s", err)
+        return render.sidebar_html([], empty_text=str(err))
+    groups = render.group_sessions(metas, query=query, active_id=active, now=now)
+    if query.strip():
+        empty = "No conversation title matches this search."
+    elif archived:
+        empty = "No archived conversations."
+    else:
+        empty = "No conversations yet. Send a message to start one."
+    return render.sidebar_html(groups, empty_text=empty)
+
+
+def project_choices(ctx: Any, current: str | None = None) -> list[tuple[str, str]]:
+    """``[(real path, project key)]`` for the project switcher: every project with sessions, plus
+    the launcher's project and ``current`` even when they have none yet."""
+    choices: list[tuple[str, str]] = []
+    try:
+        projects = ctx.manager.list_projects()
+    except AnycodeError as err:
+        log.warning("cannot list projects: %s", err)
+        projects = []
+    for info in projects:
+        choices.append((project_label(info.cwd or info.project_key), info.project_key))
+    keys = {k for _, k in choices}
+    if ctx.project_key not in keys:
+        choices.insert(0, (project_label(ctx.project_path), ctx.project_key))
+        keys.add(ctx.project_key)
+    if current and current not in keys:
+        choices.append((current, current))
+    return choices
+
+
+def project_label(path: str) -> str:
+    """``"name — /real/path"``: the folder name first (what a narrow sidebar shows), then the
+    full real path, so two projects with one name stay apart."""
+    name = os.path.basename(path.rstrip("/")) or path
+    return f"{name} — {path}"
+
+
+def project_cwd(ctx: Any, project: str) -> str:
+    """The real path of ``project`` (new sessions record it; tools are confined to it)."""
+    if project == ctx.project_key:
+        return ctx.project_path
+    for info in ctx.manager.list_projects():
+        if info.project_key == project and info.cwd:
+            return info.cwd
+    raise SessionNotFound(f"project {project}")
+
+
+# --- session actions -------------------------------------------------------------------------
+
+
+def rename(ctx: Any, state: dict[str, Any], title: str | None) -> SessionView:
+    """Save ``title`` as the user's title (Enter or leaving the title field).
+
+    Blank titles are refused: the view keeps the stored title and carries a notice. Renaming a
+    new chat creates its session, so the name is not lost. An unchanged title writes nothing.
+    """
+    current = reload(ctx, state)
+    text = (title or "").strip()
+    if not text:
+        if not state.get("session") and not (title or ""):
+            return current  # leaving the empty title field of a new chat: nothing to refuse
+        return replace(current, notice=EMPTY_TITLE_NOTICE)
+    if text == current.title:
+        return current
+    try:
+        if not state.get("session"):
+            session = ctx.manager.create(project_cwd(ctx, state["project"]), title=text)
+            return view_of(session)
+        ctx.manager.rename(_key(state), text)
+    except InvalidTitle as err:
+        return replace(current, notice=str(err))
+    return reload(ctx, state)
+
+
+BRANCH_REPEAT_SECONDS = 3.0  # a second "Branch" event this soon after one is the same click
+
+
+def branch(ctx: Any, state: dict[str, Any], row_index: int, now: float | None = None) -> SessionView:
+    """"Branch from here" on chat row ``row_index``: fork the session so the new one holds every
+    message up to and including that row's, and open the fork. The original is left unchanged.
+
+    Gradio can deliver one click on a message's feedback option twice; a repeat of the same row
+    within :data:`BRANCH_REPEAT_SECONDS` of a branch (the tab now showing the fork) is ignored.
+    Raises ``SessionNotFound`` (the session is gone) and ``IndexError`` (no such row)."""
+    now = time.time() if now is None else now
+    if not state.get("session"):
+        raise SessionNotFound("(this chat has not been saved yet)")
+    guard = state.get("branch_guard")
+    if guard and guard[0] == state["session"] and guard[1] == row_index \
+            and now - guard[2] < BRANCH_REPEAT_SECONDS:
+        log.info("ignoring a repeated branch event for row %d", row_index)
+        view = reload(ctx, state)
+        view.state["branch_guard"] = guard
+        return view
+    key = _key(state)
+    session = ctx.manager.get(key)
+    view = render.chat_rows(session.messages)
+    if not 0 <= row_index < len(view.source):
+        raise IndexError(f"There is no message {row_index + 1} in this conversation.")
+    fork = ctx.manager.fork(key, view.source[row_index])
+    log.info("branched %s at message %d into %s", key.session_id, view.source[row_index], fork.id)
+    result = view_of(ctx.manager.get(fork.key))
+    result.state["branch_guard"] = [fork.id, row_index, now]
+    return result
+
+
+def set_archived(ctx: Any, state: dict[str, Any], archived: bool) -> SessionView:
+    """Archive (``True``) or unarchive the tab's session; it stays open."""
+    if state.get("session"):
+        (ctx.manager.archive if archived else ctx.manager.unarchive)(_key(state))
+    return reload(ctx, state)
+
+
+def delete(ctx: Any, state: dict[str, Any]) -> SessionView:
+    """Delete the tab's session for good (after the UI's confirmation) and show a new chat."""
+    if state.get("session"):
+        try:
+            ctx.manager.delete(_key(state))
+        except SessionNotFound:
+            pass  # already gone (another tab deleted it): the outcome the user asked for
+    return new_chat(ctx, state.get("project"), notice="The conversation was deleted.")
+
+
+def exports(ctx: Any, state: dict[str, Any]) -> tuple[Path | None, Path | None]:
+    """Write the tab's session as Markdown and JSONL files; ``(None, None)`` for a new chat."""
+    if not state.get("session"):
+        return None, None
+    key = _key(state)
+    try:
+        session = ctx.manager.get(key)
+        entries = ctx.store.load(key) or []
+    except SessionNotFound:
+        return None, None
+    return write_exports(ctx.export_dir, session, entries)
+
+
+def title_status(ctx: Any, state: dict[str, Any], now: float | None = None) -> tuple[str | None, bool]:
+    """While a generated title is awaited: ``(title or None, still waiting)``. Cheap: reads the
+    list metadata, not the messages."""
+    now = time.time() if now is None else now
+    if not state.get("session") or not state.get("title_wait"):
+        return None, False
+    for meta in ctx.manager.list(state["project"], archived=False) + \
+            ctx.manager.list(state["project"], archived=True):
+        if meta.id == state["session"]:
+            if meta.title:
+                return meta.title, False
+            break
+    return None, now < state["title_wait"]
+
+
+# --- model -----------------------------------------------------------------------------------
+
+
+def model_choices(ctx: Any) -> tuple[list[str], str]:
+    """``(model names, default)`` for the model picker: the server's ``/v1/models`` when it
+    answers, else just the configured model name."""
+    config = ctx.model_config()
+    fallback = config.model
+    client = ctx.client()
+    names: list[str] = []
+    if client is not None:
+        cached = ctx._model_cache.get("models")
+        if cached and time.monotonic() - cached[0] < MODEL_LIST_TTL:
+            names = list(cached[1])
+        else:
+            from core.config import list_models
+
+            try:
+                names = list(list_models(client, fallback))
+                ctx._model_cache["models"] = (time.monotonic(), list(names))
+            except Exception as err:  # noqa: BLE001 -- a picker must never break the page
+                log.warning("listing models failed: %s", err)
+    if fallback and fallback not in names:
+        names.insert(0, fallback)
+    return names, fallback
+
+
+def banner_markdown(ctx: Any) -> str | None:
+    """The no-model banner (how to set ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``), or None."""
+    if ctx.client_error() is None:
+        return None
+    return (
+        "**No model is configured.** Set `OPENAI_API_KEY` (plus `OPENAI_BASE_URL` for another "
+        "OpenAI-compatible server, or run Ollama locally) and restart `anycode`. Meanwhile your "
+        "messages are saved and every conversation can be browsed."
+    )
+
+
+# --- sending ---------------------------------------------------------------------------------
+
+
+@dataclass
+class SendUpdate:
+    """One step of a streamed send: the tab state, the chat rows to show, an optional notice, the
+    text to put back in the input box (on a conflict; None: clear it), and whether it is the end."""
+
+    state: dict[str, Any]
+    rows: list[dict[str, Any]]
+    title: str = ""
+    notice: str | None = None
+    restore_text: str | None = None
+    done: bool = False
+
+
+def _error_row(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": f"\u26a0 {text}"}  # ⚠ without emoji presentation
+
+
+class _LiveRows:
+    """The rows of the reply being streamed, built from agent events."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+        self._steps: dict[str, int] = {}
+        self._args: dict[str, str] = {}
+
+    def apply(self, event: Any) -> bool:
+        """Fold one agent event in; return True when it changed what is shown."""
+        kind = type(event).__name__
+        if kind == "TextDelta":
+            if not event.text:
+                return False
+            last = self.rows[-1] if self.rows else None
+            if last is not None and not last.get("metadata"):
+                last["content"] += event.text
+            else:
+                self.rows.append({"role": "assistant", "content": event.text})
+            return True
+        if kind == "ToolCallStarted":
+            self._steps[event.call_id] = len(self.rows)
+            self._args[event.call_id] = event.arguments
+            self.rows.append(render.tool_step(event.call_id, event.name, event.arguments))
+            return True
+        if kind == "ToolCallFinished":
+            row = render.tool_step(event.call_id, event.name, self._args.get(event.call_id, ""),
+                                   event.result, event.is_error)
+            if event.call_id in self._steps:
+                self.rows[self._steps[event.call_id]] = row
+            else:
+                self.rows.append(row)
+            return True
+        return False
+
+
+def send(ctx: Any, state: dict[str, Any], text: str, model: str | None, tab: str,
+         now: float | None = None) -> Iterator[SendUpdate]:
+    """Send ``text`` in the tab's session and stream the reply as :class:`SendUpdate`s.
+
+    A new chat is created on its first message. The loaded message count goes to the store as
+    ``expected_count``: if another tab or process appended meanwhile, nothing is written, the
+    session is reloaded and the notice says so (the text is given back for sending again). Model
+    errors end the stream with a readable row in the chat; the user message stays saved.
+    ``tab`` names the tab's Stop flag (see ``WebContext.request_stop``).
+    """
+    from core.runner import run_session_stream
+
+    text = (text or "").strip()
+    if not text:
+        current = reload(ctx, state)
+        yield SendUpdate(current.state, current.rows, current.title, done=True)
+        return
+    state = dict(state)
+    if not state.get("session"):
+        session = ctx.manager.create(project_cwd(ctx, state["project"]))
+        state = tab_state(session.project_key, session.id, 0)
+        log.info("created session %s in %s", session.id, session.cwd)
+    key = _key(state)
+    try:
+        session = ctx.manager.get(key)
+    except SessionNotFound as err:
+        view = new_chat(ctx, state["project"], notice=str(err))
+        yield SendUpdate(view.state, view.rows, notice=view.notice, restore_text=text, done=True)
+        return
+    title = session.title or ""
+    base = render.chat_rows(session.messages).rows
+    shown = base + [{"role": "user", "content": text}]
+    yield SendUpdate(state, shown, title)
+
+    config = ctx.model_config()
+    client = ctx.client()
+    live = _LiveRows()
+    cancel = ctx.cancel_flag(tab)
+    error_row: dict[str, Any] | None = None
+    notice: str | None = None
+    restore: str | None = None
+    stream = None
+    try:
+        stream = run_session_stream(key, ctx.store, text, **_runner_kwargs(
+            ctx, state, client, model or config.model, config, cancel))
+        last_yield = 0.0
+        for event in stream:
+            if live.apply(event):
+                t = time.monotonic()
+                if type(event).__name__ != "TextDelta" or t - last_yield >= STREAM_MIN_INTERVAL:
+                    last_yield = t
+                    yield SendUpdate(state, shown + [dict(r) for r in live.rows], title)
+    except SessionConflict as err:
+        log.info("send in %s refused: %s", key, err)
+        notice, restore = str(err), text
+    except ModelError as err:
+        log.warning("model error in %s: %s", key, err)
+        error_row = _error_row(str(err))
+    except AnycodeError as err:
+        log.warning("error in %s: %s", key, err)
+        error_row = _error_row(str(err))
+    except Exception as err:  # noqa: BLE001 -- never a traceback in the chat; logged
+        log.exception("unexpected failure while answering in %s", key)
+        error_row = _error_row(f"Something went wrong ({type(err).__name__}); the conversation "
+                               "was saved up to this point. Details are in the anycode log.")
+    finally:
+        if stream is not None:
+            stream.close()
+        ctx.release_cancel_flag(tab, cancel)
+
+    now = time.time() if now is None else now
+    view = reload(ctx, state, notice)
+    waiting = (client is not None and not view.title and error_row is None and notice is None
+               and any(r["role"] == "assistant" for r in view.rows))
+    view.state["title_wait"] = now + TITLE_WAIT_SECONDS if waiting else 0.0
+    rows = view.rows + ([error_row] if error_row else [])
+    yield SendUpdate(view.state, rows, view.title, notice=notice, restore_text=restore, done=True)
+
+
+def _runner_kwargs(ctx: Any, state: dict[str, Any], client: Any, model: str, config: Any,
+                   cancel: Any) -> dict[str, Any]:
+    # tools/workspace left to the runner: TOOL_SPECS, confined to the session's recorded cwd.
+    return {
+        "client": client, "model": model, "expected_count": state["count"], "cancel": cancel,
+        "title_client": client, "title_model": getattr(config, "title_model", None) or model,
+    }
+
+
+def stop(ctx: Any, tab: str) -> bool:
+    """Stop the reply streaming in tab ``tab`` (the partial text is kept); False if none runs."""
+    return ctx.request_stop(tab)

@@ -1,0 +1,194 @@
+"""Turn stored sessions into what the page shows: chat rows and the sidebar list.
+
+Pure functions, no Gradio import: the chat rows are the dicts ``gr.Chatbot`` accepts
+(``{"role", "content", "metadata"?}``), the sidebar is an HTML string (every user-provided
+string escaped here, because ``gr.HTML`` inserts it as markup).
+"""
+from __future__ import annotations
+
+import html
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from webui.timefmt import GROUPS, group_label, relative_time
+
+log = logging.getLogger(__name__)
+
+UNTITLED = "New chat"
+TOOL_ICON = "\u2699"  # ⚙ (a text glyph: common fonts have it, unlike emoji)
+
+
+def message_text(content: Any) -> str:
+    """Return the text of an OpenAI message ``content`` (a string, None, or a list of parts)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict) and part.get("type") == "text":
+                parts.append(str(part.get("text", "")))
+            elif isinstance(part, str):
+                parts.append(part)
+        return "\n".join(parts)
+    return str(content)
+
+
+def pretty_arguments(raw: str) -> str:
+    """Return tool-call arguments (a raw JSON string) indented for reading; unparsable text as is."""
+    try:
+        return json.dumps(json.loads(raw), indent=2, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return raw or ""
+
+
+def _fence(text: str, lang: str = "") -> str:
+    # A fence longer than any backtick run inside keeps file contents from closing the block.
+    longest, run = 0, 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    ticks = "`" * max(3, longest + 1)
+    return f"{ticks}{lang}\n{text}\n{ticks}"
+
+
+def tool_step_content(arguments: str, result: str | None, is_error: bool = False) -> str:
+    """Markdown body of a tool step: its arguments and, once known, its result."""
+    body = "**Arguments**\n\n" + _fence(pretty_arguments(arguments), "json")
+    if result is not None:
+        label = "**Error**" if is_error else "**Result**"
+        body += f"\n\n{label}\n\n" + _fence(result)
+    return body
+
+
+def tool_step(call_id: str, name: str, arguments: str, result: str | None = None,
+              is_error: bool = False) -> dict[str, Any]:
+    """A collapsible chat row for one tool call: title ``🛠️ name``, status pending until a result."""
+    title = f"{TOOL_ICON} {name}" + (" — failed" if is_error else "")
+    return {
+        "role": "assistant",
+        "content": tool_step_content(arguments, result, is_error),
+        "metadata": {"title": title, "id": call_id,
+                     "status": "pending" if result is None else "done"},
+    }
+
+
+@dataclass
+class ChatView:
+    """Chat rows for a session plus, for each row, the index of the stored message it ends at
+    (``source[i]``), so "Branch from here" on row ``i`` forks after stored message ``source[i]``."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    source: list[int] = field(default_factory=list)
+
+
+def _looks_like_error(text: str) -> bool:
+    return text.startswith(("Error", "error:", "Interrupted", "interrupted"))
+
+
+def chat_rows(messages: list[dict[str, Any]]) -> ChatView:
+    """Render stored OpenAI messages as chat rows; the system message is hidden.
+
+    An assistant message becomes its text row (if any) followed by one collapsible step per tool
+    call; a ``tool`` message fills in the result of its step (matched by ``tool_call_id``).
+    """
+    view = ChatView()
+    steps: dict[str, int] = {}  # tool_call_id -> row index
+    calls: dict[str, tuple[str, str]] = {}  # tool_call_id -> (name, arguments)
+    for i, msg in enumerate(messages):
+        role = msg.get("role")
+        if role == "system":
+            continue
+        if role == "user":
+            view.rows.append({"role": "user", "content": message_text(msg.get("content"))})
+            view.source.append(i)
+        elif role == "assistant":
+            text = message_text(msg.get("content"))
+            if text.strip():
+                view.rows.append({"role": "assistant", "content": text})
+                view.source.append(i)
+            for call in msg.get("tool_calls") or []:
+                fn = call.get("function") or {}
+                cid = str(call.get("id", ""))
+                name, args = str(fn.get("name", "tool")), str(fn.get("arguments", ""))
+                calls[cid] = (name, args)
+                steps[cid] = len(view.rows)
+                view.rows.append(tool_step(cid, name, args))
+                view.source.append(i)
+        elif role == "tool":
+            cid = str(msg.get("tool_call_id", ""))
+            result = message_text(msg.get("content"))
+            if cid in steps:
+                name, args = calls[cid]
+                row = steps[cid]
+                view.rows[row] = tool_step(cid, name, args, result, _looks_like_error(result))
+                view.source[row] = i
+            else:  # an orphan result (history damaged elsewhere): still show it
+                view.rows.append(tool_step(cid, "tool", "", result))
+                view.source.append(i)
+        else:
+            log.debug("not showing message %d with role %r", i, role)
+    return view
+
+
+# --- sidebar ---------------------------------------------------------------------------------
+
+
+@dataclass
+class SidebarRow:
+    """One row of the session list: id, shown title, relative time, archived flag, active flag."""
+
+    id: str
+    title: str
+    when: str
+    archived: bool = False
+    active: bool = False
+    forked: bool = False
+
+
+def group_sessions(metas: list[Any], *, query: str = "", active_id: str | None = None,
+                   now: float | None = None) -> list[tuple[str, list[SidebarRow]]]:
+    """Group ``SessionMeta``s (most recent first) into the sidebar's date groups.
+
+    ``query`` filters by title, case-insensitively (untitled sessions match "new chat").
+    Returns ``[(group label, rows)]`` in the order of :data:`GROUPS`, empty groups left out.
+    """
+    needle = query.strip().casefold()
+    grouped: dict[str, list[SidebarRow]] = {g: [] for g in GROUPS}
+    for meta in sorted(metas, key=lambda m: m.updated_at, reverse=True):
+        title = (meta.title or "").strip() or UNTITLED
+        if needle and needle not in title.casefold():
+            continue
+        grouped[group_label(meta.updated_at, now)].append(SidebarRow(
+            id=meta.id, title=title, when=relative_time(meta.updated_at, now),
+            archived=bool(meta.archived), active=meta.id == active_id,
+            forked=bool(meta.forked_from)))
+    return [(g, rows) for g, rows in grouped.items() if rows]
+
+
+def sidebar_html(groups: list[tuple[str, list[SidebarRow]]], *, empty_text: str) -> str:
+    """HTML for the session list; each row is a ``button.ac-session`` carrying ``data-sid``
+    (the page's script turns a click into a ``select`` event with that id)."""
+    if not groups:
+        return f'<div class="ac-empty">{html.escape(empty_text)}</div>'
+    out = ['<nav class="ac-sessions" aria-label="Conversations">']
+    for label, rows in groups:
+        out.append(f'<div class="ac-group"><div class="ac-group-label">{html.escape(label)}</div>')
+        for row in rows:
+            classes = "ac-session" + (" active" if row.active else "")
+            badge = ""
+            if row.archived:
+                badge += '<span class="ac-badge">archived</span>'
+            out.append(
+                f'<button type="button" class="{classes}" data-sid="{html.escape(row.id)}" '
+                f'title="{html.escape(row.title)}">'
+                f'<span class="ac-session-title">{html.escape(row.title)}</span>'
+                f'<span class="ac-session-meta">{badge}<span class="ac-when">'
+                f'{html.escape(row.when)}</span></span></button>'
+            )
+        out.append("</div>")
+    out.append("</nav>")
+    return "".join(out)
