@@ -300,12 +300,14 @@ class MirroredSessionStore:
         if item.op == "append":
             if key in synced or self.outbox.removed_later(item):
                 return  # already reconciled in this batch / will be wiped and copied anew
-            if self.outbox.in_flight_later(item):
+            later = self.outbox.in_flight_later(item)
+            if later is not None:
                 # Another append of this record is being written right now: reading it could
                 # catch its line half-written (skipped, with a warning). That item copies these
                 # entries too; but defer at most DEFER_MAX so a non-stop writer is still mirrored.
                 first = self._deferred.setdefault(key, time.monotonic())
                 if time.monotonic() - first < DEFER_MAX:
+                    self.outbox.hand_over(item, later)
                     return
             try:
                 self._reconcile(mirror, key)

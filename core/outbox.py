@@ -147,17 +147,23 @@ class Outbox:
             ).fetchone()
         return row is not None
 
-    def in_flight_later(self, item: OutboxItem) -> bool:
-        """True when a later append of the same record is still being written by a live process
-        (its intent is not ready yet): that item will copy this one's entries too."""
+    def in_flight_later(self, item: OutboxItem) -> int | None:
+        """The id of a later append of the same record that a live process is still writing (its
+        intent is not ready yet), or None. That item will copy this one's entries too."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT owner, created_at FROM items WHERE op = 'append' AND ready = 0 AND project_key = ?"
-                " AND session_id = ? AND subpath = ? AND id > ?",
+                "SELECT id, owner, created_at FROM items WHERE op = 'append' AND ready = 0 AND project_key = ?"
+                " AND session_id = ? AND subpath = ? AND id > ? ORDER BY id",
                 (item.key.project_key, item.key.session_id, item.key.subpath or "", item.id),
             ).fetchall()
         now = time.time()
-        return any(created >= now - STALE_AFTER and _alive(owner) for owner, created in rows)
+        return next((i for i, owner, created in rows if created >= now - STALE_AFTER and _alive(owner)), None)
+
+    def hand_over(self, item: OutboxItem, later_id: int) -> None:
+        """Move ``item``'s entry count onto the later item that will copy its entries, so the
+        pending count stays right after ``item`` is marked done."""
+        with self._lock:
+            self._db.execute("UPDATE items SET entries = entries + ? WHERE id = ?", (item.entries, later_id))
 
     def pending(self) -> tuple[int, int]:
         """``(items, entries)`` still queued (intents included)."""
