@@ -19,8 +19,9 @@ UNTITLED = "New chat"
 _ROLES = {"user": "User", "assistant": "Assistant", "system": "System", "developer": "Developer"}
 
 
-def _text(content: Any) -> str:
-    # OpenAI content: a string, None, or a list of parts ({"type": "text", "text": ...}, images…).
+def message_text(content: Any) -> str:
+    """The text of an OpenAI message ``content``: a string, None, or a list of parts
+    (``{"type": "text", "text": ...}`` joined by newlines; other parts shown as ``[type]``)."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -77,7 +78,7 @@ def session_to_markdown(session: Session) -> str:
     lines.append("")
     for msg in session.messages:
         role = msg.get("role", "?")
-        text = _text(msg.get("content"))
+        text = message_text(msg.get("content"))
         if role == "tool":
             name = f" `{msg['name']}`" if msg.get("name") else ""
             lines += [f"### Tool result{name} ({msg.get('tool_call_id', '')})", ""] + _fence(text)

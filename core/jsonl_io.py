@@ -37,19 +37,23 @@ def encode_entries(entries: Iterable[Any]) -> bytes:
     Raises ``ValueError`` for an entry that is not a dict or not JSON-serialisable (NaN and
     infinities included, as they are not JSON); nothing is written then.
     """
-    lines = []
-    for entry in entries:
-        if not isinstance(entry, dict):
-            raise ValueError(f"a session entry must be a dict, not {type(entry).__name__}")
-        try:
-            line = json.dumps(entry, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"session entry is not JSON-serialisable: {exc}") from exc
-        try:
-            lines.append(line.encode("utf-8"))
-        except UnicodeEncodeError:
-            lines.append(_SURROGATES.sub("\ufffd", line).encode("utf-8"))
-    return b"".join(line + b"\n" for line in lines)
+    return b"".join(encode_entry(entry).encode("utf-8") + b"\n" for entry in entries)
+
+
+def encode_entry(entry: Any) -> str:
+    """One entry as its JSON line text (no newline), the same in every store: compact,
+    ``ensure_ascii=False``, lone surrogates replaced by U+FFFD so the text is valid UTF-8.
+
+    Raises ``ValueError`` for a non-dict or a value JSON cannot hold (NaN, infinities, objects)."""
+    if not isinstance(entry, dict):
+        raise ValueError(f"a session entry must be a dict, not {type(entry).__name__}")
+    try:
+        line = json.dumps(entry, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"session entry is not JSON-serialisable: {exc}") from exc
+    if _SURROGATES.search(line):
+        line = _SURROGATES.sub("\ufffd", line)
+    return line
 
 
 def parse_line(raw: bytes, path: os.PathLike[str] | str, lineno: int) -> dict[str, Any] | None:

@@ -24,7 +24,6 @@ import contextlib
 import json
 import logging
 import os
-import re
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -32,6 +31,7 @@ from typing import Any, Iterator
 from . import settings
 from .entries import SessionState
 from .errors import SessionConflict, SessionNotFound, StoreUnavailable
+from .jsonl_io import encode_entry as encode_entry_line
 from .keys import SessionKey, _check_project_key
 from .models import ProjectInfo, SessionMeta
 
@@ -46,7 +46,6 @@ log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT = 30.0  # seconds a writer waits for the lock, as the JSONL store's LOCK_TIMEOUT
 CONNECT_TIMEOUT = 10  # seconds to reach a PostgreSQL server before StoreUnavailable
-_SURROGATES = re.compile("[\ud800-\udfff]")
 _INSTALL_HINT = 'The SQL session store needs SQLAlchemy: install anycode[sql] (pip install "anycode[sql]").'
 
 
@@ -56,18 +55,10 @@ def encode_entry(entry: Any) -> tuple[str, dict[str, Any]]:
     ``entry_as_stored`` is ``entry`` itself unless a lone surrogate had to become U+FFFD (text
     columns hold UTF-8 only), in which case it is the re-parsed text. Raises ``ValueError`` for a
     non-dict or a value JSON cannot hold (NaN, infinities, objects)."""
-    if not isinstance(entry, dict):
-        raise ValueError(f"a session entry must be a dict, not {type(entry).__name__}")
-    try:
-        data = json.dumps(entry, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"session entry is not JSON-serialisable: {e}") from e
-    try:
-        data.encode("utf-8")
-    except UnicodeEncodeError:
-        data = _SURROGATES.sub("\ufffd", data)
-        return data, json.loads(data)
-    return data, entry
+    data = encode_entry_line(entry)
+    # Re-parse only when a lone surrogate may have become U+FFFD (rare): then what is stored
+    # differs from ``entry``; re-parsing an entry that already held U+FFFD gives an equal dict.
+    return data, (json.loads(data) if "\ufffd" in data else entry)
 
 
 class SqlSessionStore:

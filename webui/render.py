@@ -12,29 +12,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.export import UNTITLED, message_text
 from webui.timefmt import GROUPS, group_label, relative_time
 
 log = logging.getLogger(__name__)
 
-UNTITLED = "New chat"
 TOOL_ICON = "\u2699"  # ⚙ (a text glyph: common fonts have it, unlike emoji)
-
-
-def message_text(content: Any) -> str:
-    """Return the text of an OpenAI message ``content`` (a string, None, or a list of parts)."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, dict) and part.get("type") == "text":
-                parts.append(str(part.get("text", "")))
-            elif isinstance(part, str):
-                parts.append(part)
-        return "\n".join(parts)
-    return str(content)
 
 
 def pretty_arguments(raw: str) -> str:
