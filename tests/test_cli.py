@@ -2,6 +2,7 @@
 start as a subprocess (URL and data directory printed, expired sessions cleaned, offline page)."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -144,9 +145,108 @@ def _free_port() -> int:
 def _env(home: Path) -> dict[str, str]:
     env = dict(os.environ, ANYCODE_HOME=str(home), PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
     for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "http_proxy", "https_proxy", "HTTP_PROXY",
-                "HTTPS_PROXY"):
+                "HTTPS_PROXY", "ANYCODE_STORE", "ANYCODE_MIRROR"):
         env.pop(var, None)
     return env
+
+
+class TestStoreOption:
+    """Guards against --store being ignored (sessions silently written as JSONL files), a bad
+    spec ending in a traceback, and a store left open when the launcher stops."""
+
+    @pytest.fixture(autouse=True)
+    def _no_store_env(self, monkeypatch):
+        monkeypatch.delenv("ANYCODE_STORE", raising=False)
+        monkeypatch.delenv("ANYCODE_MIRROR", raising=False)
+
+    def test_sqlite_store_receives_sessions_made_in_the_ui(self, tmp_path):
+        from core.sql_store import SqlSessionStore
+        from webui import handlers
+        from webui.context import WebContext
+
+        proj, data, db = tmp_path / "proj", tmp_path / "data", tmp_path / "s.db"
+        proj.mkdir()
+        store = cli.make_store(args_for("--store", f"sqlite:///{db}", "--data-dir", str(data)))
+        try:
+            assert isinstance(store, SqlSessionStore)
+            assert cli.describe_store(store, None) == f"sqlite:///{db}"
+            ctx = WebContext(manager=SessionManager(store), store=store, project_path=str(proj),
+                             export_dir=tmp_path / "exports")
+            view = handlers.rename(ctx, handlers.tab_state(ctx.project_key), "Kept in SQLite")
+            assert view.session_id
+        finally:
+            store.close()
+        again = SqlSessionStore(f"sqlite:///{db}")
+        try:
+            assert [m.title for m in again.list(project_key(str(proj)))] == ["Kept in SQLite"]
+        finally:
+            again.close()
+        assert not LocalSessionStore(data).list(project_key(str(proj)))  # no JSONL copy
+
+    def test_relative_sqlite_path_lives_in_the_data_dir(self, tmp_path, monkeypatch):
+        monkeypatch.chdir(tmp_path)
+        data = tmp_path / "data"
+        store = cli.make_store(args_for("--store", "sqlite:///sessions.db", "--data-dir",
+                                        str(data)))
+        store.close()
+        assert (data / "sessions.db").exists() and not (tmp_path / "sessions.db").exists()
+
+    def test_env_default_and_mirror(self, tmp_path, monkeypatch):
+        from core.mirror import MirroredSessionStore
+        from core.sql_store import SqlSessionStore
+
+        monkeypatch.setenv("ANYCODE_STORE", f"sqlite:///{tmp_path / 'env.db'}")
+        monkeypatch.setenv("ANYCODE_MIRROR", f"jsonl:{tmp_path / 'copy'}")
+        store = cli.make_store(args_for("--data-dir", str(tmp_path / "data")))
+        try:
+            assert isinstance(store, MirroredSessionStore)
+            assert isinstance(store.primary, SqlSessionStore)
+            label = cli.describe_store(store, None)
+            assert str(tmp_path / "env.db") in label and "mirrored to jsonl:" in label
+        finally:
+            store.close()
+
+    def test_passwords_are_masked(self):
+        label = cli.store_spec_label("postgresql+psycopg://me:s3cret@db.example/anycode")
+        assert "s3cret" not in label and "db.example" in label
+
+    @pytest.mark.parametrize("spec", ["mysql://x", "nonsense", "://"])
+    def test_bad_spec_is_one_sentence_and_exit_2(self, spec, tmp_path, capsys):
+        code = cli.main(["--store", spec, "--project", str(tmp_path), "--no-browser"])
+        err = capsys.readouterr().err
+        assert code == 2
+        assert err.startswith("anycode: ") and err.count("\n") == 1, err
+        assert "Traceback" not in err
+
+    def test_unreachable_database_is_one_sentence(self, tmp_path, capsys, caplog):
+        with socket.socket() as s:  # a port nothing listens on: refused at once
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        code = cli.main(["--store", f"postgresql+psycopg://me:s3cret@127.0.0.1:{port}/db",
+                         "--project", str(tmp_path), "--no-browser"])
+        err = capsys.readouterr().err
+        assert code == 2
+        line = [x for x in err.splitlines() if x.startswith("anycode: ")]
+        assert len(line) == 1 and "unavailable" in line[0] and "s3cret" not in err
+        assert "Traceback" not in err
+        assert not [r for r in caplog.records if r.name == "core.sql_store"]  # said once only
+
+    def test_store_closed_when_the_launcher_stops_early(self, tmp_path, monkeypatch, capsys):
+        opened = []
+        real = cli.make_store
+
+        def spy(args):
+            store = real(args)
+            close = store.close
+            store.close = lambda: (opened.append("closed"), close())
+            opened.append(store)
+            return store
+
+        monkeypatch.setattr(cli, "make_store", spy)
+        code = cli.main(["--store", f"sqlite:///{tmp_path / 's.db'}", "--project", str(tmp_path),
+                         "--resume", "zzzz", "--no-browser"])
+        assert code == 2 and "No session" in capsys.readouterr().err
+        assert opened[-1] == "closed"
 
 
 class TestLaunch:
@@ -193,11 +293,49 @@ class TestLaunch:
             except subprocess.TimeoutExpired:
                 proc.kill()
 
+    def test_start_with_sqlite_store(self, tmp_path):
+        proj, db = tmp_path / "proj", tmp_path / "db" / "s.db"
+        proj.mkdir()
+        port = _free_port()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "webui", "--no-browser", "--port", str(port), "--project",
+             str(proj), "--data-dir", str(tmp_path / "data"), "--store", f"sqlite:///{db}"],
+            cwd=tmp_path, env=_env(tmp_path / "unused-home"), stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True)
+        lines: list[str] = []
+        try:
+            deadline = time.time() + 90
+            while time.time() < deadline:
+                line = proc.stdout.readline()
+                if not line:
+                    break
+                lines.append(line)
+                if "data:" in line:
+                    break
+            out = "".join(lines)
+            assert f"http://127.0.0.1:{port}/" in out, out
+            assert f"store:   sqlite:///{db}" in out, out
+            assert db.exists()
+            page = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10).read().decode()
+            assert "anycode" in page
+            config = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/config",
+                                                       timeout=10).read())
+            elem_ids = {c.get("props", {}).get("elem_id") for c in config["components"]}
+            assert "ac-sidebar" in elem_ids and "ac-mirror" not in elem_ids  # no mirror, no line
+        finally:
+            proc.terminate()
+            try:
+                code = proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                raise
+        assert code == 0, proc.stdout.read()  # SIGTERM stops it cleanly (store closed)
+
     def test_help_lists_options(self):
         out = subprocess.run([sys.executable, "-m", "webui", "--help"], cwd=REPO, text=True,
                              capture_output=True, env=_env(REPO / "nonexistent"), timeout=60,
                              check=False)
         assert out.returncode == 0
         for opt in ("--project", "--continue", "--resume", "--host", "--port", "--data-dir",
-                    "--model", "--base-url", "--no-browser", "--auth"):
+                    "--store", "--model", "--base-url", "--no-browser", "--auth"):
             assert opt in out.stdout

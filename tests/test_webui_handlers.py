@@ -330,3 +330,86 @@ class TestInitialView:
         s = seeded(ctx)
         ctx.initial_session = s.id
         assert handlers.initial_view(ctx, {}).session_id == s.id
+
+
+class TestMirrorLine:
+    """Guards against the sidebar hiding a failing mirror, saying "up to date" while copies are
+    pending, leaking markup from an error message, or polling when there is no mirror at all."""
+
+    NOW = 1_764_504_000.0
+
+    def test_states_read_as_a_person_would(self):
+        ok = handlers.mirror_status_html({"state": "ok", "mirror": "postgresql://u:***@db/x",
+                                          "pending_entries": 0}, self.NOW)
+        assert "Mirror: up to date" in ok and "ac-mirror-ok" in ok
+        assert "postgresql://u:***@db/x" in ok  # named in the hover text, password masked
+        busy = handlers.mirror_status_html({"state": "catching_up", "pending_entries": 12},
+                                           self.NOW)
+        assert "Mirroring… 12 entries pending" in busy
+        one = handlers.mirror_status_html({"state": "catching_up", "pending_entries": 1},
+                                          self.NOW)
+        assert "1 entry pending" in one
+
+    def test_failing_shows_error_and_last_copy(self):
+        text = handlers.mirror_status_html({
+            "state": "failing", "pending_entries": 3,
+            "last_error": "OperationalError: <connection refused>\n  at host db",
+            "last_success_at": self.NOW - 300}, self.NOW)
+        assert "Mirror failing" in text and "ac-mirror-failing" in text
+        assert "connection refused" in text and "<connection" not in text  # escaped
+        assert "last copied 5 min ago" in text and "3 entries waiting" in text
+        never = handlers.mirror_status_html({"state": "failing", "last_error": "down",
+                                             "last_success_at": None}, self.NOW)
+        assert "nothing copied yet" in never
+
+    def test_no_mirror_no_line(self, store, project):
+        ctx = make_ctx(store, project)
+        assert not handlers.has_mirror(ctx)
+        assert handlers.mirror_status(ctx) == ""
+        assert handlers.mirror_status_html(None) == ""
+
+    def test_unreachable_mirror_turns_into_a_warning(self, tmp_path, project):
+        from core.mirror import MirroredSessionStore
+
+        def unreachable():
+            raise ConnectionError("mirror database is down")
+
+        primary = LocalSessionStore(tmp_path / "data")
+        mirrored = MirroredSessionStore(primary, unreachable, outbox_path=tmp_path / "outbox.db",
+                                        mirror_name="sqlite:///mirror.db", retry_initial=0.05)
+        try:
+            ctx = make_ctx(mirrored, project)
+            assert handlers.has_mirror(ctx)
+            assert "up to date" in handlers.mirror_status(ctx)
+            run = handlers.rename(ctx, handlers.tab_state(ctx.project_key), "Saved while down")
+            assert run.session_id  # the user's write succeeded although the mirror is down
+            deadline = time.monotonic() + 10
+            line = handlers.mirror_status(ctx)
+            while "failing" not in line and time.monotonic() < deadline:
+                time.sleep(0.02)
+                line = handlers.mirror_status(ctx)
+            assert "Mirror failing" in line and "mirror database is down" in line
+            assert "nothing copied yet" in line
+        finally:
+            mirrored.close(timeout=0.1)
+
+    def test_mirror_line_and_timer_exist_only_with_a_mirror(self, tmp_path, store, project):
+        import gradio as gr
+
+        from core.mirror import MirroredSessionStore
+        from webui.app import build_app
+
+        def timers_and_lines(ctx):
+            blocks = build_app(ctx).blocks.values()
+            return (sum(isinstance(b, gr.Timer) for b in blocks),
+                    sum(getattr(b, "elem_id", None) == "ac-mirror" for b in blocks))
+
+        plain_timers, plain_lines = timers_and_lines(make_ctx(store, project))
+        mirrored = MirroredSessionStore(store, LocalSessionStore(tmp_path / "mirror"),
+                                        outbox_path=tmp_path / "outbox.db", start=False)
+        try:
+            timers, lines = timers_and_lines(make_ctx(mirrored, project))
+        finally:
+            mirrored.close(timeout=0.1)
+        assert plain_lines == 0 and lines == 1
+        assert timers == plain_timers + 1  # the only extra polling is the mirror's

@@ -99,6 +99,9 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                                             elem_id="ac-archived")
                 project = gr.Dropdown(label="Project", choices=[], value=None,
                                       elem_id="ac-project", interactive=True)
+                # Only with a mirrored store: without one there is no line and no polling.
+                mirror_line = (gr.HTML("", elem_id="ac-mirror")
+                               if handlers.has_mirror(ctx) else None)
 
         with gr.Column(elem_id="ac-main"):
             with gr.Row(elem_id="ac-topbar", equal_height=True):
@@ -330,6 +333,18 @@ def build_app(ctx: WebContext) -> gr.Blocks:
 
         timer.tick(on_tick, [state, search, show_archived], [title, sessions, timer, md_btn, jl_btn],
                    api_visibility="private", show_progress="hidden")
+
+        # --- mirror state (a MirroredSessionStore only) ------------------------------------------
+        if mirror_line is not None:
+            mirror_timer = gr.Timer(handlers.MIRROR_POLL_SECONDS, active=True)
+
+            def on_mirror():
+                return handlers.mirror_status(ctx)
+
+            demo.load(on_mirror, None, mirror_line, api_visibility="private",
+                      show_progress="hidden")
+            mirror_timer.tick(on_mirror, None, mirror_line, api_visibility="private",
+                              show_progress="hidden", concurrency_limit=None)
     return demo
 
 

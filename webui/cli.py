@@ -1,7 +1,7 @@
 """The ``anycode`` command (also ``python -m webui``): start the web UI on localhost.
 
 ``anycode [--project PATH] [--continue | --resume ID] [--host H] [--port N] [--auth USER:PASS]
-[--data-dir DIR] [--model NAME] [--base-url URL] [--no-browser]``.
+[--data-dir DIR] [--store SPEC] [--model NAME] [--base-url URL] [--no-browser]``.
 
 ``anycode sessions …`` is handed to ``webui.sessions_cli.main(argv)`` when that module exists,
 so a sessions subcommand family can be added without touching this file's parser.
@@ -14,6 +14,7 @@ import ipaddress
 import logging
 import os
 import shutil
+import signal
 import socket
 import sys
 import webbrowser
@@ -39,8 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="anycode: a local chat agent with a ChatGPT-like web UI. Conversations are "
                     "saved as sessions you can resume, branch, archive and export.",
         epilog="Model: set OPENAI_API_KEY (and OPENAI_BASE_URL for another OpenAI-compatible "
-               "server). Sessions: stored under --data-dir (default $ANYCODE_HOME or the user "
-               "data directory). 'anycode sessions --help' manages sessions from the shell.",
+               "server). Sessions: JSONL files under --data-dir (default $ANYCODE_HOME or the "
+               "user data directory), or the store chosen with --store; set ANYCODE_MIRROR to a "
+               "database URL to copy every write there in the background. "
+               "'anycode sessions --help' manages sessions from the shell.",
     )
     p.add_argument("--project", metavar="PATH", default=None,
                    help="the project (workspace) directory; default: the current directory")
@@ -56,7 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--auth", metavar="USER:PASSWORD", default=None,
                    help="require this login (mandatory when --host is not a loopback address)")
     p.add_argument("--data-dir", metavar="DIR", default=None,
-                   help="where sessions are stored (default: $ANYCODE_HOME or the user data dir)")
+                   help="data directory: JSONL sessions, relative SQLite paths, the mirror's outbox "
+                        "(default: $ANYCODE_HOME or the user data dir)")
+    p.add_argument("--store", metavar="SPEC", default=None,
+                   help="jsonl (default), jsonl:FOLDER or a database URL such as "
+                        "sqlite:///sessions.db or postgresql+psycopg://…; default $ANYCODE_STORE")
     p.add_argument("--model", default=None, help="chat model name (default: $ANYCODE_MODEL or gpt-4o-mini)")
     p.add_argument("--base-url", default=None,
                    help="OpenAI-compatible API base URL (default: $OPENAI_BASE_URL)")
@@ -118,12 +125,65 @@ def find_free_port(host: str, start: int, tries: int = PORT_SCAN) -> int:
 
 
 def make_store(args: argparse.Namespace) -> Any:
-    """The session store for these arguments (the JSONL files under the data directory).
+    """The session store chosen by ``--store`` (default ``$ANYCODE_STORE``, else the JSONL files
+    under the data directory), mirrored when ``$ANYCODE_MIRROR`` is set.
 
-    Kept separate so a ``--store`` option can choose another ``SessionStore`` here."""
-    from core.jsonl_store import LocalSessionStore
+    Raises :class:`CliError` (one sentence) when it cannot be opened: an unknown spec, the
+    ``anycode[sql]`` extra missing, an unreachable database, an unusable folder."""
+    from core.errors import AnycodeError
+    from core.store_factory import open_store
 
-    return LocalSessionStore(Path(args.data_dir) if args.data_dir else None)
+    sql_log = logging.getLogger("core.sql_store")
+    level = sql_log.level
+    if not getattr(args, "verbose", False):
+        # Its "open failed" warning repeats the error below with driver details: -v shows it.
+        sql_log.setLevel(logging.ERROR)
+    try:
+        return open_store(args.store, Path(args.data_dir) if args.data_dir else None)
+    except AnycodeError as err:  # StoreUnavailable: str(err) is already the sentence
+        raise CliError(str(err)) from err
+    except OSError as err:
+        raise CliError(f"The session store {store_spec_label(args.store)} cannot be opened "
+                       f"({err.strerror or err}).") from err
+    finally:
+        sql_log.setLevel(level)
+
+
+def store_spec_label(spec: str | None) -> str:
+    """The effective store spec (``spec``, else ``$ANYCODE_STORE``, else ``jsonl``), any password
+    masked."""
+    from core.store_factory import DEFAULT_SPEC, STORE_ENV, describe
+
+    spec = (spec if spec is not None else os.environ.get(STORE_ENV, "")).strip() or DEFAULT_SPEC
+    return describe(spec)
+
+
+def describe_store(store: Any, spec: str | None) -> str:
+    """What the startup message says about the store (passwords masked): the JSONL folder, the
+    database URL as opened (a relative SQLite path shown resolved), and the mirror if any."""
+    primary = getattr(store, "primary", None)
+    mirror_name = getattr(store, "mirror_name", None)
+    if primary is not None and mirror_name:
+        return f"{describe_store(primary, spec)}, mirrored to {mirror_name}"
+    url = getattr(store, "url", None)
+    if isinstance(url, str) and url:
+        return url  # SqlSessionStore.url: already rendered with the password hidden
+    base = getattr(store, "base_dir", None)
+    if base is not None:
+        return f"jsonl ({base})"
+    return store_spec_label(spec)
+
+
+def close_store(store: Any) -> None:
+    """Close ``store`` if it has a ``close()`` (database pools, the mirror's delivery thread);
+    a failure is logged, never raised: the app is stopping anyway."""
+    close = getattr(store, "close", None)
+    if not callable(close):
+        return
+    try:
+        close()
+    except Exception as err:  # noqa: BLE001 -- shutting down: report and go on
+        log.warning("closing the session store failed: %s", err)
 
 
 def describe_sessions(manager: Any, project: str, limit: int = 10) -> str:
@@ -195,9 +255,11 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("httpx", "httpcore", "uvicorn.access", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    from core.errors import AnycodeError
+
     try:
         return _run(args)
-    except CliError as err:
+    except (CliError, AnycodeError) as err:  # e.g. the database went away during cleanup
         print(f"anycode: {err}", file=sys.stderr)
         return 2
 
@@ -206,9 +268,7 @@ def _run(args: argparse.Namespace) -> int:
     from webui import offline
 
     offline.apply()
-    from core.errors import AnycodeError
     from core.keys import normalize_path
-    from core.manager import SessionManager
 
     auth = parse_auth(args.auth)
     check_exposure(args.host, auth)
@@ -221,10 +281,18 @@ def _run(args: argparse.Namespace) -> int:
     from core import settings
 
     data_dir = settings.data_dir()
+    store = make_store(args)
     try:
-        store = make_store(args)
-    except AnycodeError as err:
-        raise CliError(str(err)) from err
+        return _serve(args, store, project_path, data_dir, auth)
+    finally:
+        close_store(store)
+
+
+def _serve(args: argparse.Namespace, store: Any, project_path: str, data_dir: Path,
+           auth: tuple[str, str] | None) -> int:
+    """Clean up, resolve the first session, launch the UI and block until Ctrl+C / SIGTERM."""
+    from core.manager import SessionManager
+
     manager = SessionManager(store)
     removed = manager.cleanup()
     if removed:
@@ -253,15 +321,32 @@ def _run(args: argparse.Namespace) -> int:
         url += f"?session={first}"
     print(f"anycode is running at {url}", flush=True)
     print(f"  project: {project_path}", flush=True)
+    print(f"  store:   {describe_store(store, args.store)}", flush=True)
     print(f"  data:    {data_dir}", flush=True)
     print("  press Ctrl+C to stop", flush=True)
     if not args.no_browser:
         webbrowser.open(url)
+    previous = _stop_on_sigterm()
     try:
         demo.block_thread()
     except KeyboardInterrupt:
         pass
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
         demo.close()
         shutil.rmtree(ctx.export_dir, ignore_errors=True)  # download copies, not the sessions
     return 0
+
+
+def _stop_on_sigterm() -> Any:
+    """Make SIGTERM (``kill``, service managers) stop the server like Ctrl+C, so the store is
+    closed (the mirror gets its last writes out). Returns the previous handler, None when it
+    could not be installed (not the main thread)."""
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        return signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # signal only works in the main thread
+        return None

@@ -9,8 +9,10 @@ components. Errors the user can act on come back as a ``notice`` sentence, never
 """
 from __future__ import annotations
 
+import html
 import logging
 import os
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -29,6 +31,7 @@ from core.errors import (
 from core.keys import SessionKey
 from webui import render
 from webui.export import write_exports
+from webui.timefmt import relative_time
 
 log = logging.getLogger(__name__)
 
@@ -340,6 +343,78 @@ def banner_markdown(ctx: Any) -> str | None:
         "OpenAI-compatible server, or run Ollama locally) and restart `anycode`. Meanwhile your "
         "messages are saved and every conversation can be browsed."
     )
+
+
+# --- mirror status ---------------------------------------------------------------------------
+
+MIRROR_POLL_SECONDS = 5.0  # how often the sidebar's mirror line is refreshed (only with a mirror)
+
+
+def has_mirror(ctx: Any) -> bool:
+    """True when the store reports mirror health (a ``core.mirror.MirroredSessionStore``)."""
+    return callable(getattr(ctx.store, "status", None))
+
+
+def mirror_status_html(status: dict[str, Any] | None, now: float | None = None) -> str:
+    """The sidebar's mirror state for a ``MirroredSessionStore.status()`` dict, as HTML ("" when
+    there is no mirror): ``ok`` -> "Mirror: up to date"; ``catching_up`` -> "Mirroring… N
+    entries pending"; ``failing`` -> a warning saying when the last copy succeeded, with the
+    last error (shortened) under it. The hover text names the mirror (password masked) and holds
+    the full error. ``now``: Unix seconds for the relative time (default: now)."""
+    if not status:
+        return ""
+    state = status.get("state")
+    pending = status.get("pending_entries")
+    name = status.get("mirror") or "mirror"
+    tip = f"Sessions are copied to {name}"
+    if status.get("last_warning"):
+        tip += f". Warning: {_one_line(status['last_warning'], 500)}"
+    if state == "ok":
+        kind, text = "ok", html.escape("Mirror: up to date")
+    elif state == "catching_up":
+        kind = "busy"
+        text = html.escape(f"Mirroring… {_entries(pending)} pending" if _entries(pending)
+                           else "Mirroring…")
+    else:  # "failing", or a state this version does not know: say so rather than hide it
+        kind = "failing"
+        error = _one_line(_ERROR_PREFIX.sub("", str(status.get("last_error") or ""), count=1),
+                          500) or "unknown error"
+        copied = status.get("last_success_at")
+        parts = [f"last copied {relative_time(copied, now)}" if copied else "nothing copied yet"]
+        if _entries(pending):
+            parts.append(f"{_entries(pending)} waiting")
+        tip += f". Last error: {error}"
+        text = (f"<strong>⚠ Mirror failing</strong> · {html.escape(' · '.join(parts))}"
+                f'<br><span class="ac-mirror-error">{html.escape(_one_line(error, 110))}</span>')
+    return f'<div class="ac-mirror ac-mirror-{kind}" title="{html.escape(tip)}">{text}</div>'
+
+
+_ERROR_PREFIX = re.compile(r"^[A-Z]\w*(Error|Exception|Unavailable|Timeout): ")
+
+
+def _entries(count: Any) -> str:
+    """``"1 entry"`` / ``"N entries"``; "" for zero or an unknown count."""
+    if not isinstance(count, int) or count <= 0:
+        return ""
+    return f"{count} {'entry' if count == 1 else 'entries'}"
+
+
+def mirror_status(ctx: Any, now: float | None = None) -> str:
+    """The mirror line for ``ctx.store`` ("" without a mirror). Never raises: a status poll
+    must not break the page."""
+    if not has_mirror(ctx):
+        return ""
+    try:
+        status = ctx.store.status()
+    except Exception as err:  # noqa: BLE001 -- status() reads a local file; report, don't fail
+        log.warning("mirror status unavailable: %s", err)
+        status = {"state": "failing", "last_error": f"status unavailable: {err}"}
+    return mirror_status_html(status, now)
+
+
+def _one_line(text: Any, limit: int = 160) -> str:
+    line = " ".join(str(text or "").split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 # --- sending ---------------------------------------------------------------------------------
