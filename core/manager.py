@@ -22,17 +22,20 @@ from .store import SessionStore
 log = logging.getLogger(__name__)
 
 MAX_TITLE_CHARS = 200
+# Control characters, and the bidi marks/overrides/isolates that would show a title reversed.
+TITLE_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 BRANCH_SUFFIX = " (branch)"
 DAY_SECONDS = 86400.0
 
 
 def clean_user_title(title: str) -> str:
-    """Collapse whitespace (newlines included) to single spaces and cut to 200 characters.
+    """Turn control and bidi-override characters into spaces, collapse whitespace (newlines
+    included) to single spaces and cut to 200 characters.
 
     Raises :class:`InvalidTitle` when nothing but whitespace is left."""
     if not isinstance(title, str):
         raise InvalidTitle("A title must be text.")
-    cleaned = re.sub(r"\s+", " ", title).strip()
+    cleaned = re.sub(r"\s+", " ", TITLE_CONTROLS.sub(" ", title)).strip()
     if not cleaned:
         raise InvalidTitle("A title cannot be empty.")
     return cleaned[:MAX_TITLE_CHARS]

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import openai
 
+from core.export import message_text
+from core.manager import TITLE_CONTROLS
 from core.prompts import TITLE_PROMPT
 from core.repair import sanitize
 
@@ -39,7 +41,7 @@ _HEADING = re.compile(r"^\s*#{1,6}\s*")
 _EMPHASIS = re.compile(r"(?<![\w*])(\*\*|__|\*|_|~~)(?=\S)(.+?)(?<=\S)\1(?![\w*])")
 _CODE = re.compile(r"`+([^`]*)`+")
 _QUOTES = "\"'`“”‘’«»「」『』„‹›"
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL = TITLE_CONTROLS
 
 
 def fallback_title(now: float | None = None) -> str:
@@ -90,14 +92,6 @@ def clean_title(text: Any) -> str:
     return line
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # content parts: keep the text ones
-        return " ".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
-    return ""
-
-
 def title_request_messages(messages: list[dict]) -> list[dict]:
     """The seed's title request: the instruction as system message, then the plain text of each
     user and assistant message (tool calls, tool results and system messages left out; empty
@@ -106,7 +100,7 @@ def title_request_messages(messages: list[dict]) -> list[dict]:
     for m in messages:
         if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"):
             continue
-        text = _text(m.get("content")).strip()
+        text = message_text(m.get("content")).strip()
         if text:
             out.append({"role": m["role"], "content": text[:MAX_CHARS_PER_MESSAGE]})
     return sanitize(out)

@@ -613,6 +613,12 @@ class TestTitles:
         assert (got.title, got.title_source) == ("Mine", "user")
         assert manager.list(s.project_key)[0].title == "Mine"
 
+    def test_title_cannot_show_reversed_or_break_lines(self, manager, cwd):
+        # A pasted right-to-left override would make the sidebar show the title backwards.
+        s = manager.create(cwd)
+        assert manager.rename(s.key, "fix \u202elogin\u202c bug\n\tnow\x07") == "fix login bug now"
+        assert manager.list(s.project_key)[0].title == "fix login bug now"
+
     def test_user_after_generated_wins(self, manager, cwd):
         s = manager.create(cwd)
         assert manager.set_generated_title(s.key, "Robot title") is True
