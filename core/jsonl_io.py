@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import zlib
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -56,6 +57,23 @@ def encode_entry(entry: Any) -> str:
     return line
 
 
+# A session is loaded several times while it is open (view, send, title); the same damaged line
+# is worth one warning per process, later sightings go to debug. Bounded, so memory stays flat.
+_WARNED: "OrderedDict[tuple[str, int, int], None]" = OrderedDict()
+_WARNED_MAX = 1024
+
+
+def _warn_once(path: os.PathLike[str] | str, lineno: int, raw: bytes, what: str) -> None:
+    key = (str(path), lineno, zlib.crc32(raw))
+    if key in _WARNED:
+        log.debug("%s:%d: %s (again)", path, lineno, what)
+        return
+    _WARNED[key] = None
+    if len(_WARNED) > _WARNED_MAX:
+        _WARNED.popitem(last=False)
+    log.warning("%s:%d: %s", path, lineno, what)
+
+
 def parse_line(raw: bytes, path: os.PathLike[str] | str, lineno: int) -> dict[str, Any] | None:
     """Parse one JSONL line; return the entry dict, or None (logged) when it is damaged.
 
@@ -67,15 +85,15 @@ def parse_line(raw: bytes, path: os.PathLike[str] | str, lineno: int) -> dict[st
         stripped = raw.strip(_JUNK)
         if not stripped:
             if raw.strip(b" \t\r\n"):  # a run of NULs is damage worth a warning; blank is not
-                log.warning("%s:%d: skipped a line of NUL bytes", path, lineno)
+                _warn_once(path, lineno, raw, "skipped a line of NUL bytes")
             return None
         try:
             value = json.loads(stripped.decode("utf-8", "replace"))
         except ValueError as exc:
-            log.warning("%s:%d: skipped a damaged line (%s)", path, lineno, exc)
+            _warn_once(path, lineno, raw, f"skipped a damaged line ({exc})")
             return None
     if not isinstance(value, dict):
-        log.warning("%s:%d: skipped a line that is not a JSON object", path, lineno)
+        _warn_once(path, lineno, raw, "skipped a line that is not a JSON object")
         return None
     return value
 
@@ -99,7 +117,7 @@ def read_entries(path: os.PathLike[str] | str) -> list[dict[str, Any]]:
         if type(value) is dict:
             entries.append(value)
         else:
-            log.warning("%s:%d: skipped a line that is not a JSON object", path, lineno)
+            _warn_once(path, lineno, line, "skipped a line that is not a JSON object")
     return entries
 
 

@@ -106,6 +106,14 @@ class TestGarbage:
         assert found and all(f"{path}:3:" in w for w in found)
         assert store.list(PK)[0].message_count == 2
 
+    def test_a_damaged_line_is_reported_once_however_often_it_is_read(self, store, caplog):
+        # The UI loads an open session several times; the log must not fill with repeats.
+        path = write(store, HEADER + msg("one") + b"{this is not json\n" + msg("two"))
+        with caplog.at_level(logging.WARNING):
+            for _ in range(3):
+                assert contents(store) == ["one", "two"]
+        assert len(warnings_for(caplog, path)) == 1
+
     def test_nul_run(self, store, caplog):
         # A power cut can leave a block of NUL bytes where the last writes were.
         path = write(store, HEADER + msg("one") + b"\x00" * 4096)
