@@ -15,8 +15,9 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import sys
+import threading
+import time
 import webbrowser
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7860
 PORT_SCAN = 100  # how many ports after --port to try when it is taken
+CLOSE_GRACE = 1.5  # seconds open browser tabs get to let go when stopping
 SUBCOMMANDS = {"sessions": "webui.sessions_cli"}  # argv[0] -> module with main(argv) -> int
 
 
@@ -106,19 +108,88 @@ def check_exposure(host: str, auth: tuple[str, str] | None) -> None:
         )
 
 
+def check_port(port: int) -> None:
+    """Raise :class:`CliError` unless ``port`` is a valid TCP port number."""
+    if not 0 < port < 65536:
+        raise CliError(f"--port {port} is not a valid port number (1-65535).")
+
+
+def check_host(host: str) -> None:
+    """Raise :class:`CliError` when ``host`` is empty, does not resolve, or is not an address of
+    this machine (checked before the store is opened)."""
+    from webui import preflight
+
+    if not host.strip():
+        raise CliError("--host needs an address or host name, such as 127.0.0.1.")
+    try:
+        preflight.try_bind(host, 0)  # port 0: any free one; only the address is in question
+    except (OSError, UnicodeError) as err:
+        reason = getattr(err, "strerror", None) or str(err)
+        raise CliError(f"--host {host} cannot be used: {reason[:1].lower() + reason[1:]}.") \
+            from err
+
+
 def find_free_port(host: str, start: int, tries: int = PORT_SCAN) -> int:
-    """The first port from ``start`` on that can be bound on ``host``. Raises :class:`CliError`."""
-    if not 0 < start < 65536:
-        raise CliError(f"--port {start} is not a valid port number (1-65535).")
+    """The first port from ``start`` on that can be bound on ``host`` the way the server binds it
+    (SO_REUSEADDR on POSIX: a restart keeps its port while old connections sit in TIME_WAIT).
+    Raises :class:`CliError`."""
+    from webui import preflight
+
+    check_port(start)
     for port in range(start, min(start + tries, 65536)):
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        with socket.socket(family, socket.SOCK_STREAM) as sock:
-            try:
-                sock.bind((host.strip("[]"), port))
-            except OSError:
+        try:
+            preflight.try_bind(host, port)
+        except OSError as err:
+            if preflight.port_in_use(err):
                 continue
-            return port
-    raise CliError(f"No free port between {start} and {start + tries - 1} on {host}.")
+            reason = getattr(err, "strerror", None) or str(err)
+            raise CliError(f"Cannot listen on {preflight.url_host(host)} port {port}: "
+                           f"{reason[:1].lower() + reason[1:]}.") from err
+        return port
+    raise CliError(f"No free port between {start} and {min(start + tries, 65536) - 1} on {host}.")
+
+
+def check_data_dir(args: argparse.Namespace, data_dir: Path) -> None:
+    """For the JSONL store, make sure its folder can be created and written now, not at the
+    first message (a database store is checked by opening it). Raises :class:`CliError`."""
+    from core.store_factory import DEFAULT_SPEC, STORE_ENV
+    from webui import preflight
+
+    spec = (args.store if args.store is not None else os.environ.get(STORE_ENV, "")).strip()
+    if spec in ("", DEFAULT_SPEC):
+        folder, what, fix = data_dir, "the data directory", "set ANYCODE_HOME or --data-dir"
+    elif spec.startswith("jsonl:") and "://" not in spec:
+        folder = Path(spec[len("jsonl:"):]).expanduser()
+        what, fix = "the session folder", "choose another with --store jsonl:FOLDER"
+    else:
+        return
+    problem = preflight.data_dir_problem(folder)
+    if problem:
+        raise CliError(f"cannot use {folder} as {what}: {problem}; {fix}.")
+
+
+def describe_model(config: Any) -> str:
+    """The startup line's model part: the model and server in use (never the key), or that none
+    is configured. Builds a client the way the UI will (which may probe a local Ollama)."""
+    from core.config import make_client
+    from core.errors import ModelError
+
+    try:
+        client = make_client(config)
+    except ModelError:
+        return ("none configured (set OPENAI_API_KEY or OPENAI_BASE_URL); "
+                "messages are still saved")
+    return f"{config.model} at {_safe_url(str(client.base_url))}"
+
+
+def _safe_url(url: str) -> str:
+    """``url`` without any user name or password in it."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 # --- sessions --------------------------------------------------------------------------------
@@ -187,19 +258,30 @@ def close_store(store: Any) -> None:
 
 
 def describe_sessions(manager: Any, project: str, limit: int = 10) -> str:
-    """A few lines listing the project's recent sessions (``id  title``) for error messages."""
-    metas = manager.list(project)[:limit]
+    """A few lines listing the project's recent sessions (``id  title``) for error messages,
+    ending with "… and N more" when there are more than ``limit``."""
+    metas = manager.list(project)
     if not metas:
         return "This project has no sessions yet."
-    lines = [f"  {m.id}  {m.title or '(untitled)'}" for m in metas]
+    lines = [f"  {m.id}  {m.title or '(untitled)'}" for m in metas[:limit]]
+    if len(metas) > limit:
+        lines.append(f"  … and {len(metas) - limit} more ('anycode sessions list' shows them all)")
     return "Sessions in this project:\n" + "\n".join(lines)
 
 
-def initial_session(manager: Any, project_path: str, args: argparse.Namespace) -> str | None:
-    """The session id to open first for ``--continue`` / ``--resume``, or None.
+def _describe_candidates(manager: Any, project: str, ids: list[str], limit: int = 10) -> str:
+    titles = {m.id: m.title for m in manager.list(project) + manager.list(project, archived=True)}
+    lines = [f"  {i}  {titles.get(i) or '(untitled)'}" for i in ids[:limit]]
+    if len(ids) > limit:
+        lines.append(f"  … and {len(ids) - limit} more")
+    return "\n".join(lines)
+
+
+def find_initial(manager: Any, project_path: str, args: argparse.Namespace) -> Any:
+    """The ``SessionKey`` to open first for ``--continue`` / ``--resume``, or None.
 
     ``--resume`` looks in the project first, then in every other project. Raises
-    :class:`CliError` (with the candidates) for an ambiguous or unknown id."""
+    :class:`CliError` (listing the candidates once) for an empty, ambiguous or unknown id."""
     from core.errors import AmbiguousSessionId, SessionNotFound
     from core.keys import project_key
 
@@ -210,20 +292,55 @@ def initial_session(manager: Any, project_path: str, args: argparse.Namespace) -
             print(f"anycode: no session to continue in {project_path}; starting a new chat.",
                   file=sys.stderr)
             return None
-        return latest.id
-    if args.resume:
-        projects = [key] + [p.project_key for p in manager.list_projects() if p.project_key != key]
-        for pk in projects:
-            try:
-                return manager.find(pk, args.resume).session_id
-            except AmbiguousSessionId as err:
-                lines = "\n".join(f"  {c}" for c in err.candidates)
-                raise CliError(f"{err}\nCandidates:\n{lines}") from err
-            except SessionNotFound:
-                continue
-        raise CliError(f"No session with id {args.resume!r} was found.\n"
-                       + describe_sessions(manager, key))
-    return None
+        return latest.key
+    if args.resume is None:
+        return None
+    wanted = check_resume(args.resume)
+    projects = [key] + [p.project_key for p in manager.list_projects() if p.project_key != key]
+    for pk in projects:
+        try:
+            return manager.find(pk, wanted)
+        except AmbiguousSessionId as err:
+            raise CliError(
+                f"The id prefix {wanted!r} matches {len(err.candidates)} sessions; type more "
+                f"characters of the id:\n" + _describe_candidates(manager, pk, err.candidates)
+            ) from err
+        except SessionNotFound:
+            continue
+    raise CliError(f"No session with id {wanted!r} was found.\n"
+                   + describe_sessions(manager, key))
+
+
+def initial_session(manager: Any, project_path: str, args: argparse.Namespace) -> str | None:
+    """The session id to open first for ``--continue`` / ``--resume``, or None (see
+    :func:`find_initial`)."""
+    found = find_initial(manager, project_path, args)
+    return found.session_id if found is not None else None
+
+
+def check_resume(value: str | None) -> str | None:
+    """The ``--resume`` id, stripped; :class:`CliError` when it was given empty."""
+    if value is None:
+        return None
+    if not value.strip():
+        raise CliError("--resume needs a session id (or a unique prefix of one).")
+    return value.strip()
+
+
+def session_project(manager: Any, key: Any, fallback: str) -> str:
+    """The folder of the project ``key`` belongs to (the session's recorded cwd), else
+    ``fallback``."""
+    try:
+        cwd = manager.get(key).cwd
+    except Exception as err:  # noqa: BLE001 -- only for the message: keep the fallback
+        log.debug("cannot read the cwd of %s: %s", key, err)
+        cwd = None
+    if not cwd:
+        for info in manager.list_projects():
+            if info.project_key == key.project_key and info.cwd:
+                return info.cwd
+        return fallback
+    return cwd
 
 
 # --- main ----------------------------------------------------------------------------------
@@ -262,6 +379,9 @@ def main(argv: list[str] | None = None) -> int:
     except (CliError, AnycodeError) as err:  # e.g. the database went away during cleanup
         print(f"anycode: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl+C while starting: stop quietly, like once running
+        print("anycode: stopped.", file=sys.stderr)
+        return 130
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -270,28 +390,42 @@ def _run(args: argparse.Namespace) -> int:
     offline.apply()
     from core.keys import normalize_path
 
+    # Everything that can be checked without the store first: a bad option never runs cleanup.
+    check_resume(args.resume)
     auth = parse_auth(args.auth)
     check_exposure(args.host, auth)
+    check_port(args.port)
+    check_host(args.host)
     project_path = normalize_path(args.project or os.getcwd())
     if not os.path.isdir(project_path):
         raise CliError(f"--project {project_path} is not a directory.")
+    overrides = {k: v for k, v in (("model", args.model), ("base_url", args.base_url)) if v}
+    from core.config import ModelConfig
+
+    try:
+        ModelConfig.from_env(**overrides)
+    except ValueError as err:  # e.g. ANYCODE_TIMEOUT=abc: str(err) is one sentence
+        raise CliError(str(err)) from err
     if args.data_dir:
         # Core settings (and anything they start) read ANYCODE_HOME: keep both in agreement.
         os.environ["ANYCODE_HOME"] = str(Path(args.data_dir).expanduser().resolve())
     from core import settings
 
     data_dir = settings.data_dir()
+    check_data_dir(args, data_dir)
     store = make_store(args)
     try:
-        return _serve(args, store, project_path, data_dir, auth)
+        return _serve(args, store, project_path, data_dir, auth, overrides)
     finally:
         close_store(store)
 
 
 def _serve(args: argparse.Namespace, store: Any, project_path: str, data_dir: Path,
-           auth: tuple[str, str] | None) -> int:
+           auth: tuple[str, str] | None, overrides: dict[str, Any]) -> int:
     """Clean up, resolve the first session, launch the UI and block until Ctrl+C / SIGTERM."""
+    from core.keys import project_key
     from core.manager import SessionManager
+    from webui import preflight
 
     manager = SessionManager(store)
     removed = manager.cleanup()
@@ -300,8 +434,15 @@ def _serve(args: argparse.Namespace, store: Any, project_path: str, data_dir: Pa
                  ", ".join(k.session_id for k in removed))
     else:
         log.info("cleanup: no expired sessions")
-    first = initial_session(manager, project_path, args)
-    overrides = {k: v for k, v in (("model", args.model), ("base_url", args.base_url)) if v}
+    found = find_initial(manager, project_path, args)
+    first = found.session_id if found is not None else None
+    started_in = project_path
+    if found is not None and found.project_key != project_key(project_path):
+        # --resume of another project's session: the UI opens that project, so say so and make
+        # it the default project (new chats, the project picker) instead of the current folder.
+        opened = session_project(manager, found, project_path)
+        if project_key(opened) == found.project_key:
+            project_path = opened
     port = find_free_port(args.host, args.port)
     if port != args.port:
         print(f"anycode: port {args.port} is taken; using {port}.", file=sys.stderr)
@@ -311,32 +452,88 @@ def _serve(args: argparse.Namespace, store: Any, project_path: str, data_dir: Pa
 
     ctx = WebContext(manager=manager, store=store, project_path=project_path, data_dir=data_dir,
                      model_overrides=overrides, initial_session=first)
+    model_line = describe_model(ctx.model_config())
+    _no_proxy_for(args.host)
     demo = build_app(ctx)
     demo.queue(default_concurrency_limit=16)
-    demo.launch(**launch_kwargs(host=args.host, port=port, auth=auth, quiet=True),
-                prevent_thread_lock=True)
-    shown_host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
-    url = f"http://{shown_host}:{port}/"
+    # Gradio builds its own URL from server_name: an IPv6 literal must be bracketed there.
+    try:
+        demo.launch(**launch_kwargs(host=preflight.url_host(args.host), port=port, auth=auth,
+                                    quiet=True),
+                    prevent_thread_lock=True)
+    except OSError as err:  # e.g. another program took the port since it was probed
+        shutil.rmtree(ctx.export_dir, ignore_errors=True)
+        raise CliError(f"The web server could not start on port {port} "
+                       f"({err.strerror or err}).") from err
+    url = f"http://{preflight.browse_host(args.host)}:{port}/"
     if first:
         url += f"?session={first}"
     print(f"anycode is running at {url}", flush=True)
-    print(f"  project: {project_path}", flush=True)
+    note = " (the resumed session's project)" if project_path != started_in else ""
+    print(f"  project: {project_path}{note}", flush=True)
     print(f"  store:   {describe_store(store, args.store)}", flush=True)
     print(f"  data:    {data_dir}", flush=True)
+    print(f"  model:   {model_line}", flush=True)
     print("  press Ctrl+C to stop", flush=True)
     if not args.no_browser:
         webbrowser.open(url)
     previous = _stop_on_sigterm()
     try:
-        demo.block_thread()
-    except KeyboardInterrupt:
-        pass
+        _wait(demo)
     finally:
+        _close_app(demo)
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
-        demo.close()
         shutil.rmtree(ctx.export_dir, ignore_errors=True)  # download copies, not the sessions
+    print("anycode: stopped.", flush=True)
     return 0
+
+
+def _no_proxy_for(host: str) -> None:
+    """Keep a configured HTTP proxy away from the app's own address (Gradio checks its URL at
+    start); ``webui.offline`` already covers 127.0.0.1 and localhost."""
+    from webui import preflight
+
+    v6 = preflight.ipv6_literal(host)
+    extra = [v6] if v6 else [host.strip()]
+    current = [p for p in os.environ.get("NO_PROXY", "").split(",") if p]
+    missing = [h for h in extra if h and h not in current]
+    if missing:
+        os.environ["NO_PROXY"] = os.environ["no_proxy"] = ",".join(current + missing)
+
+
+def _wait(demo: Any) -> None:
+    """Block until Ctrl+C or SIGTERM (both arrive as KeyboardInterrupt) or the app stops.
+
+    Not ``demo.block_thread()``: it catches the interrupt itself and waits up to 5 s for open
+    browser tabs before :func:`_close_app` gets a say."""
+    try:
+        while getattr(demo, "is_running", False):
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+
+
+def _close_app(demo: Any, grace: float = CLOSE_GRACE) -> None:
+    """Stop the server promptly: ``demo.close()`` (which also ends the tabs' heartbeat streams),
+    and if connections still hold it after ``grace`` seconds, tell uvicorn to stop waiting for
+    them. A second Ctrl+C during this forces the same."""
+    closer = threading.Thread(target=demo.close, kwargs={"verbose": False},
+                              name="anycode-close", daemon=True)
+    closer.start()
+    try:
+        closer.join(grace)
+    except KeyboardInterrupt:
+        pass
+    if closer.is_alive():
+        server = getattr(demo, "server", None)
+        if server is not None:
+            log.info("open connections did not close within %.0f s; stopping anyway", grace)
+            server.force_exit = True
+        try:
+            closer.join(grace)
+        except KeyboardInterrupt:
+            pass
 
 
 def _stop_on_sigterm() -> Any:
