@@ -204,8 +204,13 @@ class TestChatFlow:
         first = page.locator("[data-testid=user]").first
         first.hover()
         page.locator("#ac-chat button[aria-label=Feedback]").first.click()
-        page.get_by_role("button", name="Branch from here").first.click()
+        option = page.get_by_role("button", name="Branch from here").first
+        spot = option.bounding_box()
+        option.click()
         expect(title).to_have_value("Onboarding plan (branch)")
+        # the branch menu closes although the pointer is still where the option was
+        page.mouse.move(spot["x"] + spot["width"] / 2 + 1, spot["y"] + spot["height"] / 2 + 1)
+        expect(page.get_by_role("button", name="Branch from here")).to_have_count(0)
         expect(page.locator("[data-testid=user]")).to_have_count(1)
         expect(page.locator("[data-testid=bot]")).to_have_count(0)
         assert page.url != original_url and "?session=" in page.url
@@ -335,6 +340,15 @@ class TestWithoutModel:
         page.reload()  # the URL names the session: the message survives a reload
         expect(page.locator("[data-testid=user]")).to_have_text("Is anyone there?")
 
+        long_title = "Lonely chat " + "x" * 240
+        page.locator("#ac-title input").fill(long_title)
+        page.locator("#ac-title input").press("Enter")
+        expect(page.get_by_text("Title shortened to 200 characters")).to_be_visible()
+        expect(page.locator("#ac-title input")).to_have_value(long_title[:200])
+        # toasts stay clear of the top bar's buttons
+        toast = page.locator(".toast-wrap").bounding_box()
+        bar = page.locator("#ac-topbar").bounding_box()
+        assert toast["y"] >= bar["y"] + bar["height"], (toast, bar)
         page.locator("#ac-title input").fill("Lonely chat")
         page.locator("#ac-title input").press("Enter")
         expect(page.locator("#ac-list")).to_contain_text("Lonely chat")
@@ -360,5 +374,8 @@ class TestWithoutModel:
         page.get_by_role("button", name="Delete", exact=True).click()
         page.get_by_role("button", name="Delete permanently").click()
         expect(page.locator("#ac-list")).not_to_contain_text("Lonely chat")
+        done = page.locator(".toast-body", has_text="The conversation was deleted.")
+        expect(done).to_be_visible()
+        expect(done).to_have_class(re.compile(r"\binfo\b"))  # good news, not a yellow warning
         expect(page.locator("[data-testid=user]")).to_have_count(0)
         assert "session=" not in page.url

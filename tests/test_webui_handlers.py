@@ -413,3 +413,121 @@ class TestMirrorLine:
             mirrored.close(timeout=0.1)
         assert plain_lines == 0 and lines == 1
         assert timers == plain_timers + 1  # the only extra polling is the mirror's
+
+
+def _stored(ctx, state):
+    return ctx.manager.get(SessionKey(state["project"], state["session"])).messages
+
+
+class TestRunsInATab:
+    """Guards against a reply that keeps painting (and taking messages for) a conversation the
+    tab has left, a message sent right after Stop being lost or refused as a conflict, a message
+    typed while a reply streams being taken from the box, and a lost reply with no way to get it
+    again."""
+
+    def test_leaving_stops_the_reply_and_it_paints_nothing_more(self, ctx, fake_openai):
+        import threading
+
+        fake_openai.push({"text": "word " * 300, "chunk": 5, "delay": 0.02})
+        run_id, notice = handlers.take(ctx, "tab-a", "talk a lot")
+        assert run_id is not None and notice is None
+        gen = handlers.send_taken(ctx, handlers.new_chat(ctx).state, "tab-a", run_id, None)
+        first = [next(gen) for _ in range(3)]
+        state = first[-1].state
+        leaving = threading.Thread(target=handlers.leave, args=(ctx, "tab-a"))
+        leaving.start()
+        time.sleep(0.2)  # the switch has stopped the run before the stream resumes
+        rest = list(gen)
+        leaving.join(10)
+        assert not leaving.is_alive(), "leave() waits for the run to end, then returns"
+        assert rest == [], "a superseded run must not repaint the newly opened conversation"
+        stored = _stored(ctx, state)
+        assert stored[-1]["role"] == "assistant" and stored[-1]["content"].startswith("word")
+        assert len(stored[-1]["content"]) < len("word " * 300)
+        assert not ctx.running("tab-a") and ctx.last_state("tab-a") is None
+
+    def test_switch_before_the_reply_starts_keeps_the_message(self, ctx, fake_openai):
+        import threading
+
+        run_id, _ = handlers.take(ctx, "tab-b", "sent just before switching")
+        leaving = threading.Thread(target=handlers.leave, args=(ctx, "tab-b"))
+        leaving.start()
+        time.sleep(0.1)
+        assert list(handlers.send_taken(ctx, handlers.new_chat(ctx).state, "tab-b", run_id,
+                                        None)) == []
+        leaving.join(10)
+        metas = ctx.manager.list(ctx.project_key)
+        assert len(metas) == 1
+        view = handlers.open_session(ctx, ctx.project_key, metas[0].id)
+        assert view.rows == [{"role": "user", "content": "sent just before switching"}]
+        assert view.needs_reply  # shown with "No reply was saved" and Retry
+        assert fake_openai.chat_requests() == []
+
+    def test_busy_box_keeps_text_and_message_after_stop_is_sent(self, ctx, fake_openai):
+        import threading
+
+        fake_openai.push({"text": "word " * 300, "chunk": 5, "delay": 0.02})
+        page_state = handlers.new_chat(ctx).state  # what the page sent with both messages
+        run1, _ = handlers.take(ctx, "tab-c", "one")
+        gen1 = handlers.send_taken(ctx, page_state, "tab-c", run1, None)
+        [next(gen1) for _ in range(3)]
+        assert handlers.take(ctx, "tab-c", "typed meanwhile") == (None, handlers.BUSY_NOTICE)
+        assert handlers.stop(ctx, "tab-c")
+        run2, notice = handlers.take(ctx, "tab-c", "two")
+        assert run2 is not None and notice is None
+        second: list = []
+        sender = threading.Thread(target=lambda: second.extend(
+            handlers.send_taken(ctx, page_state, "tab-c", run2, None)))
+        sender.start()
+        first = list(gen1)
+        sender.join(20)
+        assert first[-1].done and second[-1].done
+        final = second[-1]
+        assert final.notice is None, "the tab's own stopped reply is not a conflict"
+        assert final.state["session"] == first[-1].state["session"]
+        assert [r["content"] for r in final.rows if r["role"] == "user"] == ["one", "two"]
+        assert final.rows[-1]["content"] == "You said: two"
+        assert final.state["count"] == 5
+
+    def test_retry_answers_the_last_message(self, ctx, fake_openai):
+        s = seeded(ctx, messages=[{"role": "system", "content": "sys"},
+                                  {"role": "user", "content": "lost answer"}])
+        view = handlers.open_session(ctx, ctx.project_key, s.id)
+        assert view.needs_reply
+        run_id = handlers.take_retry(ctx, "tab-d")
+        final = list(handlers.send_taken(ctx, view.state, "tab-d", run_id, None))[-1]
+        assert final.rows[-1] == {"role": "assistant", "content": "You said: lost answer"}
+        assert [m["role"] for m in _stored(ctx, final.state)] == ["system", "user", "assistant"]
+        assert not handlers.reload(ctx, final.state).needs_reply
+
+    def test_fresh_branch_at_a_user_message_is_not_a_lost_reply(self, ctx):
+        s = seeded(ctx)
+        state = handlers.open_session(ctx, ctx.project_key, s.id).state
+        assert not handlers.branch(ctx, state, 0).needs_reply
+
+
+class TestLabelsAndNotices:
+    """Guards against untitled sessions all reading "New chat", and notices with the wrong tone
+    or none at all (a title cut silently, a delete announced as a warning)."""
+
+    def test_untitled_sessions_get_a_dated_label(self, ctx):
+        s = ctx.manager.create(ctx.project_path)
+        label = time.strftime("Session %Y-%m-%d %H:%M", time.localtime(s.created_at))
+        assert render.session_label(None, s.created_at) == label
+        assert render.session_label("  Named ", s.created_at) == "Named"
+        assert label in handlers.session_list_html(ctx, ctx.project_key)
+        assert handlers.open_session(ctx, ctx.project_key, s.id).label == label
+        assert handlers.new_chat(ctx).label == "New chat"
+
+    def test_long_title_is_shortened_with_a_notice(self, ctx):
+        s = seeded(ctx, title="Short")
+        state = handlers.open_session(ctx, ctx.project_key, s.id).state
+        view = handlers.rename(ctx, state, "y" * 250)
+        assert view.title == "y" * 200
+        assert view.notice == handlers.TITLE_SHORTENED_NOTICE and view.notice_level == "info"
+        assert handlers.rename(ctx, state, "fine").notice is None
+
+    def test_delete_is_good_news(self, ctx):
+        s = seeded(ctx)
+        view = handlers.delete(ctx, handlers.open_session(ctx, ctx.project_key, s.id).state)
+        assert view.notice_level == "info"

@@ -43,6 +43,23 @@ element.addEventListener('click', (e) => {
 });
 """
 
+# "Branch from here" sits in a menu Gradio opens on hover, so it stayed open under the pointer
+# after the click. Close it until the pointer has left the menu.
+CLOSE_BRANCH_MENU_JS = """
+() => {
+  const chat = document.getElementById('ac-chat');
+  if (!chat) return [];
+  chat.classList.add('ac-menu-closed');
+  const reopen = (e) => {
+    if (e.target.closest && e.target.closest('#ac-chat .extra-feedback')) return;
+    chat.classList.remove('ac-menu-closed');
+    document.removeEventListener('mouseover', reopen, true);
+  };
+  document.addEventListener('mouseover', reopen, true);
+  return [];
+}
+"""
+
 # Keep ``?session=<id>`` in the address bar in step with the open session (reload and bookmarks
 # reopen it). replaceState: switching chats should not fill the back-button history.
 URL_SYNC_JS = """
@@ -74,9 +91,13 @@ def theme() -> gr.themes.Base:
                           radius_size=gr.themes.sizes.radius_lg, font=fonts, font_mono=mono)
 
 
-def _notify(notice: str | None) -> None:
+TOAST_SECONDS = 4  # toasts sit over the top bar's buttons: keep them short
+
+
+def _notify(notice: str | None, level: str = "warning") -> None:
     if notice:
-        gr.Warning(html.escape(notice), title="anycode")
+        toast = gr.Info if level == "info" else gr.Warning
+        toast(html.escape(notice), title="anycode", duration=TOAST_SECONDS)
 
 
 def build_app(ctx: WebContext) -> gr.Blocks:
@@ -84,7 +105,8 @@ def build_app(ctx: WebContext) -> gr.Blocks:
     settings belong to ``launch()`` in Gradio 6)."""
     with gr.Blocks(title="anycode", fill_height=True, fill_width=True) as demo:
         state = gr.State(None)  # handlers.tab_state(...): ids and a count
-        tab = gr.State(None)  # this tab's token, names its Stop flag
+        tab = gr.State(None)  # this tab's token, names its runs (Stop, switching) in ctx
+        pending = gr.State(None)  # id of the run the input box just handed over (ctx holds it)
 
         with gr.Sidebar(width=290, open=True, elem_id="ac-sidebar"):
             gr.HTML(f'<div class="ac-brand">{asset_text("icon.svg")}<span>anycode</span></div>',
@@ -125,6 +147,12 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                 cancel_btn = gr.Button("Cancel", size="sm", elem_id="ac-cancel-delete",
                                        scale=0, min_width=90)
             banner = gr.Markdown(visible=False, elem_id="ac-banner")
+            # A stored user message without an answer (the app was killed mid-reply, or the
+            # model failed): say so and offer to answer it again.
+            with gr.Row(visible=False, elem_id="ac-noreply", equal_height=True) as noreply_row:
+                gr.Markdown(handlers.NO_REPLY_NOTICE, elem_id="ac-noreply-text")
+                retry_btn = gr.Button("Retry", size="sm", elem_id="ac-retry", scale=0,
+                                      min_width=80)
             chat = gr.Chatbot(
                 elem_id="ac-chat", show_label=False, height=CHAT_HEIGHT,
                 layout="bubble", buttons=["copy"], feedback_options=[BRANCH_OPTION],
@@ -142,15 +170,18 @@ def build_app(ctx: WebContext) -> gr.Blocks:
         timer = gr.Timer(TITLE_POLL_SECONDS, active=False)
 
         view_outputs = [state, title, chat, sessions, sid_box, archive_btn, delete_btn, md_btn,
-                        jl_btn, timer, confirm_row]
+                        jl_btn, timer, confirm_row, noreply_row]
+        can_retry = ctx.client() is not None  # without a model the banner says what to do
 
         def show(view: SessionView, query: str, archived: bool) -> tuple:
             """Component values for a view, in ``view_outputs`` order."""
-            _notify(view.notice)
+            _notify(view.notice, view.notice_level)
             saved = bool(view.session_id)
             md, jl = handlers.exports(ctx, view.state) if saved else (None, None)
             return (
-                view.state, view.title, view.rows,
+                view.state,
+                gr.Textbox(value=view.title, placeholder=view.label if saved else "New chat"),
+                view.rows,
                 handlers.session_list_html(ctx, view.state["project"], query=query or "",
                                            archived=bool(archived), active=view.session_id),
                 view.session_id or "",
@@ -160,6 +191,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                 gr.DownloadButton(value=jl, interactive=saved),
                 gr.Timer(active=bool(view.state.get("title_wait"))),
                 gr.Row(visible=False),
+                gr.Row(visible=bool(view.needs_reply and can_retry)),
             )
 
         # --- page load -----------------------------------------------------------------------
@@ -178,46 +210,87 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                   api_visibility="private")
         sid_box.change(None, sid_box, None, js=URL_SYNC_JS)
 
-        # --- sending (registered first: switching conversations cancels a running reply) ----
-        def on_send(st, text, model_name, tab_id, query, archived):
-            st = st or handlers.tab_state(ctx.project_key)
-            for upd in handlers.send(ctx, st, text, model_name, tab_id or "default"):
+        # --- sending ---------------------------------------------------------------------------
+        # Three steps: the box hands its text over at once (cleared once, here only), the reply
+        # streams without touching the box (a draft typed meanwhile survives), then the box's
+        # buttons are reset. The run lives in ctx under the tab's token: Stop and the
+        # conversation switches find it there, and a superseded run never repaints the pane.
+        def on_take(text, tab_id, request: gr.Request):
+            run_id, notice = handlers.take(ctx, _tab_key(request, tab_id), text)
+            if run_id is None:
+                _notify(notice)
+                return gr.skip(), None
+            return gr.Textbox(value="", submit_btn=False, stop_btn="Stop"), run_id
+
+        def on_take_retry(tab_id, request: gr.Request):
+            run_id = handlers.take_retry(ctx, _tab_key(request, tab_id))
+            if run_id is None:
+                _notify(handlers.BUSY_NOTICE)
+                return gr.skip(), None, gr.skip()
+            return gr.Textbox(submit_btn=False, stop_btn="Stop"), run_id, gr.Row(visible=False)
+
+        def on_send(st, run_id, model_name, tab_id, query, archived, request: gr.Request):
+            skip_all = tuple(gr.skip() for _ in view_outputs)
+            if run_id is None:
+                yield skip_all
+                return
+            final = False
+            for upd in handlers.send_taken(ctx, st, _tab_key(request, tab_id), run_id, model_name):
                 if not upd.done:
                     yield (upd.state, upd.title, upd.rows,
                            handlers.session_list_html(ctx, upd.state["project"], query=query or "",
                                                       archived=bool(archived),
                                                       active=upd.state["session"]),
-                           upd.state["session"] or "", gr.skip(), gr.skip(), gr.skip(),
-                           gr.skip(), gr.skip(), gr.skip(),
-                           gr.Textbox(value="", submit_btn=False, stop_btn="Stop"))
+                           upd.state["session"] or "", *[gr.skip()] * 6, gr.Row(visible=False))
                     continue
+                final = True
+                stored = handlers.reload(ctx, upd.state)
                 view = SessionView(state=upd.state, title=upd.title, rows=upd.rows,
-                                   archived=handlers.reload(ctx, upd.state).archived,
-                                   notice=upd.notice)
-                yield (*show(view, query, archived),
-                       gr.Textbox(value=upd.restore_text or "", submit_btn=True, stop_btn=False))
+                                   archived=stored.archived, notice=upd.notice,
+                                   label=stored.label, needs_reply=stored.needs_reply)
+                yield show(view, query, archived)
+            if not final:  # superseded: the pane shows another conversation now
+                yield skip_all
 
-        send_event = box.submit(on_send, [state, box, model, tab, search, show_archived],
-                                [*view_outputs, box], api_visibility="private",
-                                show_progress="hidden")
+        def on_sent(tab_id, run_id, text, request: gr.Request):
+            tab_key = _tab_key(request, tab_id)
+            restore = handlers.restore_text(ctx, tab_key, run_id)
+            if ctx.running(tab_key):
+                return gr.skip()  # a message sent after Stop is on its way: keep Stop
+            if restore and not (text or "").strip():
+                return gr.Textbox(value=restore, submit_btn=True, stop_btn=False)
+            return gr.Textbox(submit_btn=True, stop_btn=False)
 
-        def on_stop(tab_id):
-            handlers.stop(ctx, tab_id or "default")
+        stream_args = {"api_visibility": "private", "show_progress": "hidden",
+                       "trigger_mode": "multiple"}
+        box.submit(on_take, [box, tab], [box, pending], queue=False, **stream_args).then(
+            on_send, [state, pending, model, tab, search, show_archived], view_outputs,
+            **stream_args).then(on_sent, [tab, pending, box], box, **stream_args)
+        retry_btn.click(on_take_retry, tab, [box, pending, noreply_row], queue=False,
+                        **stream_args).then(
+            on_send, [state, pending, model, tab, search, show_archived], view_outputs,
+            **stream_args).then(on_sent, [tab, pending, box], box, **stream_args)
+
+        def on_stop(tab_id, request: gr.Request):
+            handlers.stop(ctx, _tab_key(request, tab_id))
 
         box.stop(on_stop, tab, None, api_visibility="private", queue=False)
 
         def switching(fn):
             """Wrap a handler that changes the open conversation: a reply still streaming in this
-            tab is stopped first (its partial text is kept), so it cannot repaint the new one."""
-            def run(tab_id, *args, **kwargs):
-                handlers.stop(ctx, tab_id or "default")
+            tab is stopped first and waited for (its partial text is stored in its own session),
+            so it can neither repaint the new conversation nor take its next message."""
+            def run(request, tab_id, *args, **kwargs):
+                handlers.leave(ctx, _tab_key(request, tab_id))
                 return fn(*args, **kwargs)
             run.__signature__ = _signature_with_tab(fn)
-            run.__annotations__ = dict(fn.__annotations__)  # e.g. evt: gr.SelectData
+            # e.g. evt: gr.SelectData; Gradio passes the request (its session hash names the tab)
+            run.__annotations__ = {"request": gr.Request, **fn.__annotations__}
             return run
 
-        switch = {"outputs": [*view_outputs, box], "api_visibility": "private",
-                  "cancels": [send_event]}
+        # No ``cancels=[...]`` on the send: a cancelled generator never gets to store its
+        # partial reply in order, and its outputs race with ours; ``leave`` stops it instead.
+        switch = {"outputs": [*view_outputs, box], "api_visibility": "private"}
 
         def idle_box():
             return gr.Textbox(submit_btn=True, stop_btn=False)
@@ -260,14 +333,15 @@ def build_app(ctx: WebContext) -> gr.Blocks:
             view = handlers.rename(ctx, st, text)
             if view.session_id != before:  # a new chat got saved under this name
                 return show(view, query, archived)
-            _notify(view.notice)
+            _notify(view.notice, view.notice_level)
             # Only the title and the list change: a blur that fires as the user clicks another
             # conversation must not repaint the chat with this one.
             html_list = handlers.session_list_html(ctx, st["project"], query=query or "",
                                                    archived=bool(archived), active=before)
             md, jl = handlers.exports(ctx, st)
             return (gr.skip(), view.title, gr.skip(), html_list, gr.skip(), gr.skip(), gr.skip(),
-                    gr.DownloadButton(value=md), gr.DownloadButton(value=jl), gr.skip(), gr.skip())
+                    gr.DownloadButton(value=md), gr.DownloadButton(value=jl), gr.skip(), gr.skip(),
+                    gr.skip())
 
         title.submit(on_rename, [state, title, search, show_archived], view_outputs,
                      api_visibility="private")
@@ -290,6 +364,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
         # concurrency 1: a double-fired click is handled in order, and the repeat is ignored
         chat.like(switching(on_branch), [tab, state, search, show_archived],
                   concurrency_limit=1, **switch)
+        chat.like(None, None, None, js=CLOSE_BRANCH_MENU_JS, api_visibility="private")
 
         def on_archive(st, query, archived):
             current = handlers.reload(ctx, st)
@@ -297,9 +372,12 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                 view = handlers.set_archived(ctx, st, not current.archived)
             except SessionNotFound as err:
                 view = handlers.reload(ctx, st, notice=str(err))
-            return show(view, query, archived)
+            if archived and current.archived and not view.archived:
+                # Unarchived from the archive list: back to the main list, where it now is.
+                return (*show(view, query, False), gr.Checkbox(value=False))
+            return (*show(view, query, archived), gr.skip())
 
-        archive_btn.click(on_archive, [state, search, show_archived], view_outputs,
+        archive_btn.click(on_archive, [state, search, show_archived], [*view_outputs, show_archived],
                           api_visibility="private")
         delete_btn.click(lambda: gr.Row(visible=True), None, confirm_row,
                          api_visibility="private")
@@ -349,11 +427,21 @@ def build_app(ctx: WebContext) -> gr.Blocks:
 
 
 def _signature_with_tab(fn):
-    """``fn``'s signature with a leading ``tab_id`` parameter (Gradio reads signatures to pass
-    event data such as ``gr.SelectData``, so the wrapper must advertise it)."""
+    """``fn``'s signature with leading ``request`` and ``tab_id`` parameters (Gradio reads
+    signatures to pass the request and event data such as ``gr.SelectData``, so the wrapper must
+    advertise them)."""
     sig = inspect.signature(fn)
-    tab_param = inspect.Parameter("tab_id", inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return sig.replace(parameters=[tab_param, *sig.parameters.values()])
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    request = inspect.Parameter("request", kind, annotation=gr.Request)
+    tab_param = inspect.Parameter("tab_id", kind)
+    return sig.replace(parameters=[request, tab_param, *sig.parameters.values()])
+
+
+def _tab_key(request: Any, tab_id: str | None) -> str:
+    """The key of a browser tab's runs in the ``WebContext``: Gradio's session hash (one per
+    page load, known from the first event on, unlike a token the load event puts in a State),
+    else the tab's token."""
+    return getattr(request, "session_hash", None) or tab_id or "default"
 
 
 def launch_kwargs(*, host: str, port: int, auth: tuple[str, str] | None = None,

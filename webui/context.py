@@ -1,13 +1,15 @@
 """What every handler needs, built once by the launcher: the session manager, the default project,
-the model configuration and the per-tab Stop flags.
+the model configuration and the runs of each browser tab (Stop, switching conversations).
 
 This is one object per running app, passed to ``build_app``; nothing here is module-level state.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,10 +38,12 @@ class WebContext:
     model_overrides: dict[str, Any] = field(default_factory=dict)
     initial_session: str | None = None
     export_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="anycode-export-")))
-    # Stop flags by tab token: the Stop button runs in another request than the streaming send,
-    # so the send registers its Event here and Stop sets it. Keyed per tab, guarded by a lock.
-    _cancel: dict[str, threading.Event] = field(default_factory=dict, repr=False)
+    # The runs of each tab (keyed by tab token): a message handed over by the input box until its
+    # reply ended. The Stop button, the streaming send and the conversation switches run as
+    # separate requests and meet here. Guarded by a lock.
+    _tabs: dict[str, _TabRuns] = field(default_factory=dict, repr=False)
     _cancel_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _run_ids: Any = field(default_factory=lambda: itertools.count(1), repr=False)
     _model_cache: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -78,26 +82,132 @@ class WebContext:
         self.client()
         return self._model_cache.get("client_error")
 
-    # --- Stop -------------------------------------------------------------------------------
+    # --- runs and Stop ---------------------------------------------------------------------
 
-    def cancel_flag(self, tab: str) -> threading.Event:
-        """A fresh Stop flag for the run starting in tab ``tab`` (replaces an older one)."""
-        event = threading.Event()
-        with self._cancel_lock:
-            self._cancel[tab] = event
-        return event
+    def _tab(self, tab: str) -> _TabRuns:
+        # under _cancel_lock
+        record = self._tabs.get(tab)
+        if record is None:
+            record = self._tabs[tab] = _TabRuns()
+            if len(self._tabs) > MAX_TABS:  # forget idle tabs of long-closed pages
+                for old in [t for t, r in self._tabs.items() if not r.runs and t != tab]:
+                    del self._tabs[old]
+                    if len(self._tabs) <= MAX_TABS // 2:
+                        break
+        return record
 
-    def release_cancel_flag(self, tab: str, event: threading.Event) -> None:
-        """Forget ``tab``'s flag once its run ended (only if it is still that run's flag)."""
+    def begin_run(self, tab: str, text: str | None) -> Run:
+        """Register a message handed over in tab ``tab`` (``text`` None: a retry)."""
+        run = Run(id=next(self._run_ids), text=text)
         with self._cancel_lock:
-            if self._cancel.get(tab) is event:
-                del self._cancel[tab]
+            self._tab(tab).runs.append(run)
+        return run
+
+    def busy(self, tab: str) -> bool:
+        """True while a reply is being written in ``tab`` and the user has not stopped it."""
+        with self._cancel_lock:
+            record = self._tabs.get(tab)
+            return bool(record and any(not r.cancel.is_set() for r in record.runs))
+
+    def running(self, tab: str) -> bool:
+        """True while any run of ``tab`` (stopped or not) has not ended yet."""
+        with self._cancel_lock:
+            record = self._tabs.get(tab)
+            return bool(record and record.runs)
+
+    def claim_run(self, tab: str, run_id: Any) -> Run | None:
+        """The registered, not yet started run ``run_id`` of ``tab`` (None if unknown)."""
+        with self._cancel_lock:
+            record = self._tabs.get(tab)
+            for run in (record.runs if record else []):
+                if run.id == run_id and not run.started:
+                    run.started = True
+                    return run
+        return None
+
+    def wait_for_earlier(self, tab: str, run: Run, timeout: float) -> None:
+        """Wait until the runs of ``tab`` registered before ``run`` have ended (a message sent
+        right after Stop goes out once the stopped reply is stored)."""
+        with self._cancel_lock:
+            record = self._tabs.get(tab)
+            earlier = [r for r in (record.runs if record else []) if r.id < run.id]
+        deadline = time.monotonic() + timeout
+        for other in earlier:
+            other.done.wait(max(0.0, deadline - time.monotonic()))
+
+    def last_state(self, tab: str) -> dict[str, Any] | None:
+        """The tab state the last finished run of ``tab`` ended with (None after a switch)."""
+        with self._cancel_lock:
+            record = self._tabs.get(tab)
+            return dict(record.last_state) if record and record.last_state else None
+
+    def end_run(self, tab: str, run: Run, state: dict[str, Any] | None) -> None:
+        """``run`` ended with tab state ``state``; wake whoever waits for it."""
+        with self._cancel_lock:
+            record = self._tabs.get(tab)
+            if record is not None:
+                if run in record.runs:
+                    record.runs.remove(run)
+                if state is not None and not run.superseded:
+                    record.last_state = dict(state)
+                if run.restore_text is not None:
+                    record.restore[run.id] = run.restore_text
+        run.done.set()
+
+    def pop_restore(self, tab: str, run_id: Any) -> str | None:
+        """The text run ``run_id`` of ``tab`` gave back (refused send), once; else None."""
+        with self._cancel_lock:
+            record = self._tabs.get(tab)
+            return record.restore.pop(run_id, None) if record else None
+
+    def supersede(self, tab: str, timeout: float = 0.0) -> None:
+        """The tab opens another conversation: stop its runs (their partial text is stored) and
+        make sure none of them repaints the pane. Waits up to ``timeout`` seconds for them to
+        end, so the old conversation is complete when it is shown again."""
+        with self._cancel_lock:
+            record = self._tabs.get(tab)
+            runs = list(record.runs) if record else []
+            if record is not None:
+                record.last_state = None
+            for run in runs:
+                run.superseded = True
+                run.cancel.set()
+        deadline = time.monotonic() + timeout
+        for run in runs:
+            if not run.done.wait(max(0.0, deadline - time.monotonic())):
+                log.warning("run %s of tab %s still ending after a switch", run.id, tab)
+                break
 
     def request_stop(self, tab: str) -> bool:
         """Set the Stop flag of ``tab``'s running reply; False when nothing runs there."""
         with self._cancel_lock:
-            event = self._cancel.get(tab)
-        if event is None:
-            return False
-        event.set()
-        return True
+            record = self._tabs.get(tab)
+            runs = [r for r in (record.runs if record else []) if not r.done.is_set()]
+        for run in runs:
+            run.cancel.set()
+        return bool(runs)
+
+
+MAX_TABS = 2000  # tab records kept (an idle record is a few ids; closed pages never say goodbye)
+
+
+@dataclass(eq=False)
+class Run:
+    """One message handed over by a tab's input box (``text`` None: a retry of the last one),
+    until its reply has ended. ``cancel`` is its Stop flag; ``superseded``: the tab has opened
+    another conversation since, so the run must not paint the pane any more."""
+
+    id: int
+    text: str | None
+    cancel: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event = field(default_factory=threading.Event)
+    started: bool = False
+    superseded: bool = False
+    restore_text: str | None = None  # given back to the input box when the send was refused
+
+
+@dataclass
+class _TabRuns:
+    runs: list[Run] = field(default_factory=list)
+    last_state: dict[str, Any] | None = None
+    restore: dict[int, str] = field(default_factory=dict)

@@ -39,6 +39,12 @@ TITLE_WAIT_SECONDS = 45.0  # how long the sidebar polls for a generated title af
 STREAM_MIN_INTERVAL = 0.04  # seconds between streamed UI updates (coalesces tiny text deltas)
 MODEL_LIST_TTL = 60.0  # seconds a /v1/models answer is reused (every page load asks for it)
 EMPTY_TITLE_NOTICE = "A title cannot be empty; the previous title was kept."
+TITLE_SHORTENED_NOTICE = "Title shortened to 200 characters."
+BUSY_NOTICE = ("A reply is still being written. Press Stop, or wait for it to finish; your "
+               "message is still in the box.")
+NO_REPLY_NOTICE = "No reply was saved for the last message."
+SWITCH_WAIT_SECONDS = 10.0  # a switch waits this long for a stopped reply to be stored
+QUEUE_WAIT_SECONDS = 30.0  # a message sent right after Stop waits this long for the stopped run
 
 
 def tab_state(project: str, session: str | None = None, count: int = 0,
@@ -52,7 +58,10 @@ class SessionView:
     """What the chat pane shows for the tab's session (or a new, not yet saved chat).
 
     ``rows``: chat rows for ``gr.Chatbot``; ``title``: the title field's text ("" when untitled);
-    ``archived``: the session is in the archive; ``notice``: a sentence to show the user, or None.
+    ``archived``: the session is in the archive; ``notice``: a sentence to show the user, or None;
+    ``notice_level``: ``"warning"`` (something was refused or went wrong) or ``"info"``;
+    ``label``: what an untitled chat is called (the title field's placeholder);
+    ``needs_reply``: the last stored message is the user's and has no answer (a run was killed).
     """
 
     state: dict[str, Any]
@@ -60,6 +69,9 @@ class SessionView:
     rows: list[dict[str, Any]] = field(default_factory=list)
     archived: bool = False
     notice: str | None = None
+    notice_level: str = "warning"
+    label: str = render.UNTITLED
+    needs_reply: bool = False
 
     @property
     def session_id(self) -> str | None:
@@ -73,13 +85,26 @@ def _key(state: dict[str, Any]) -> SessionKey:
 
 def view_of(session: Any, *, title_wait: float = 0.0, notice: str | None = None) -> SessionView:
     """The view of a loaded ``core.models.Session``."""
+    shown = [m for m in session.messages if m.get("role") != "system"]
     return SessionView(
         state=tab_state(session.project_key, session.id, len(session.messages), title_wait),
         title=session.title or "",
         rows=render.chat_rows(session.messages).rows,
         archived=bool(session.archived),
         notice=notice,
+        label=render.session_label(session.title, session.created_at),
+        needs_reply=_reply_lost(session, shown),
     )
+
+
+def _reply_lost(session: Any, shown: list[dict[str, Any]]) -> bool:
+    """The last stored message is the user's and has no answer. A branch made at a user message
+    ends that way on purpose (nothing was lost), until something is added to it."""
+    if not shown or shown[-1].get("role") != "user":
+        return False
+    fork = session.forked_from or {}
+    return not (isinstance(fork.get("message_index"), int)
+                and len(session.messages) == fork["message_index"] + 1)
 
 
 def new_chat(ctx: Any, project: str | None = None, notice: str | None = None) -> SessionView:
@@ -220,14 +245,25 @@ def rename(ctx: Any, state: dict[str, Any], title: str | None) -> SessionView:
         return replace(current, notice=EMPTY_TITLE_NOTICE)
     if text == current.title:
         return current
+    shortened = _title_too_long(text)
     try:
         if not state.get("session"):
-            session = ctx.manager.create(project_cwd(ctx, state["project"]), title=text)
-            return view_of(session)
-        ctx.manager.rename(_key(state), text)
+            view = view_of(ctx.manager.create(project_cwd(ctx, state["project"]), title=text))
+        else:
+            ctx.manager.rename(_key(state), text)
+            view = reload(ctx, state)
     except InvalidTitle as err:
         return replace(current, notice=str(err))
-    return reload(ctx, state)
+    if shortened and view.notice is None:
+        view = replace(view, notice=TITLE_SHORTENED_NOTICE, notice_level="info")
+    return view
+
+
+def _title_too_long(text: str) -> bool:
+    """True when core will cut ``text`` (cleaned the way it cleans titles) to its maximum."""
+    from core.manager import MAX_TITLE_CHARS, TITLE_CONTROLS
+
+    return len(" ".join(TITLE_CONTROLS.sub(" ", text).split())) > MAX_TITLE_CHARS
 
 
 BRANCH_REPEAT_SECONDS = 3.0  # a second "Branch" event this soon after one is the same click
@@ -276,7 +312,9 @@ def delete(ctx: Any, state: dict[str, Any]) -> SessionView:
             ctx.manager.delete(_key(state))
         except SessionNotFound:
             pass  # already gone (another tab deleted it): the outcome the user asked for
-    return new_chat(ctx, state.get("project"), notice="The conversation was deleted.")
+    view = new_chat(ctx, state.get("project"), notice="The conversation was deleted.")
+    view.notice_level = "info"
+    return view
 
 
 def exports(ctx: Any, state: dict[str, Any]) -> tuple[Path | None, Path | None]:
@@ -431,6 +469,7 @@ class SendUpdate:
     notice: str | None = None
     restore_text: str | None = None
     done: bool = False
+    error: bool = False  # the reply failed (the chat shows an error row)
 
 
 def _error_row(text: str) -> dict[str, Any]:
@@ -473,20 +512,83 @@ class _LiveRows:
         return False
 
 
-def send(ctx: Any, state: dict[str, Any], text: str, model: str | None, tab: str,
-         now: float | None = None) -> Iterator[SendUpdate]:
+def take(ctx: Any, tab: str, text: str | None) -> tuple[Any, str | None]:
+    """The input box hands over ``text`` (Enter or the send arrow): ``(run id, None)`` when it is
+    accepted (the box is cleared; :func:`send_taken` sends it), ``(None, notice)`` when it is
+    refused and must stay in the box (a reply is still being written and was not stopped), and
+    ``(None, None)`` for a blank box. A message sent right after Stop is accepted: it goes out
+    as soon as the stopped reply has been stored."""
+    if not (text or "").strip():
+        return None, None
+    if ctx.busy(tab):
+        return None, BUSY_NOTICE
+    return ctx.begin_run(tab, text).id, None
+
+
+def take_retry(ctx: Any, tab: str) -> Any:
+    """Retry (answer the last stored message again): a run id, None while a reply runs."""
+    if ctx.busy(tab):
+        return None
+    return ctx.begin_run(tab, None).id
+
+
+def send_taken(ctx: Any, state: dict[str, Any], tab: str, run_id: Any, model: str | None,
+               now: float | None = None) -> Iterator[SendUpdate]:
+    """Send the message of run ``run_id`` (from :func:`take`) in the tab's session and stream the
+    reply, like :func:`send`. Waits first for an earlier run of the tab that is still ending
+    (stopped), and then continues from the state that run ended with.
+
+    Once the tab has opened another conversation (:meth:`WebContext.supersede`), nothing more
+    is yielded: the run is stopped, its text stays stored in its own session, and it never
+    repaints the pane that now shows another chat."""
+    run = ctx.claim_run(tab, run_id)
+    if run is None:
+        log.warning("run %s of tab %s not found", run_id, tab)
+        return
+    ctx.wait_for_earlier(tab, run, QUEUE_WAIT_SECONDS)
+    state = dict(state or tab_state(ctx.project_key))
+    last = ctx.last_state(tab)
+    if last and (not state.get("session") or state.get("session") == last.get("session")):
+        state = last  # the tab's own last run is newer than what the page sent
+    for upd in send(ctx, state, run.text, model, tab, now=now, run=run):
+        if run.superseded:
+            continue  # keep consuming: the run stops and stores its partial text
+        yield upd
+
+
+def send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, tab: str,
+         now: float | None = None, run: Any = None) -> Iterator[SendUpdate]:
     """Send ``text`` in the tab's session and stream the reply as :class:`SendUpdate`s.
 
-    A new chat is created on its first message. The loaded message count goes to the store as
-    ``expected_count``: if another tab or process appended meanwhile, nothing is written, the
-    session is reloaded and the notice says so (the text is given back for sending again). Model
-    errors end the stream with a readable row in the chat; the user message stays saved.
-    ``tab`` names the tab's Stop flag (see ``WebContext.request_stop``).
+    ``text`` None answers the last stored message again (Retry after a reply was lost) without
+    adding one. A new chat is created on its first message. The loaded message count goes to
+    the store as ``expected_count``: if another tab or process appended meanwhile, nothing is
+    written, the session is reloaded and the notice says so (the text is given back for sending
+    again). Model errors end the stream with a readable row in the chat; the user message stays
+    saved. ``tab`` names the tab whose Stop button stops this run; ``run`` is the
+    ``WebContext`` run it belongs to (default: a new one).
     """
+    if run is None:
+        run = ctx.begin_run(tab, text)
+        run.started = True
+    final: dict[str, Any] | None = None
+    try:
+        for upd in _send(ctx, state, text, model, run, now):
+            if upd.done:
+                final = upd.state
+                run.restore_text = upd.restore_text
+            yield upd
+    finally:
+        ctx.end_run(tab, run, final)
+
+
+def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, run: Any,
+          now: float | None) -> Iterator[SendUpdate]:
     from core.runner import run_session_stream
 
+    retry = text is None
     text = (text or "").strip()
-    if not text:
+    if not text and not (retry and state.get("session")):
         current = reload(ctx, state)
         yield SendUpdate(current.state, current.rows, current.title, done=True)
         return
@@ -500,24 +602,24 @@ def send(ctx: Any, state: dict[str, Any], text: str, model: str | None, tab: str
         session = ctx.manager.get(key)
     except SessionNotFound as err:
         view = new_chat(ctx, state["project"], notice=str(err))
-        yield SendUpdate(view.state, view.rows, notice=view.notice, restore_text=text, done=True)
+        yield SendUpdate(view.state, view.rows, notice=view.notice,
+                         restore_text=None if retry else text, done=True)
         return
     title = session.title or ""
     base = render.chat_rows(session.messages).rows
-    shown = base + [{"role": "user", "content": text}]
+    shown = base if retry else base + [{"role": "user", "content": text}]
     yield SendUpdate(state, shown, title)
 
     config = ctx.model_config()
     client = ctx.client()
     live = _LiveRows()
-    cancel = ctx.cancel_flag(tab)
     error_row: dict[str, Any] | None = None
     notice: str | None = None
     restore: str | None = None
     stream = None
     try:
-        stream = run_session_stream(key, ctx.store, text, **_runner_kwargs(
-            ctx, state, client, model or config.model, config, cancel))
+        stream = run_session_stream(key, ctx.store, None if retry else text, **_runner_kwargs(
+            ctx, state, client, model or config.model, config, run.cancel))
         last_yield = 0.0
         for event in stream:
             if live.apply(event):
@@ -527,7 +629,7 @@ def send(ctx: Any, state: dict[str, Any], text: str, model: str | None, tab: str
                     yield SendUpdate(state, shown + [dict(r) for r in live.rows], title)
     except SessionConflict as err:
         log.info("send in %s refused: %s", key, err)
-        notice, restore = str(err), text
+        notice, restore = str(err), (None if retry else text)
     except ModelError as err:
         log.warning("model error in %s: %s", key, err)
         error_row = _error_row(str(err))
@@ -541,7 +643,6 @@ def send(ctx: Any, state: dict[str, Any], text: str, model: str | None, tab: str
     finally:
         if stream is not None:
             stream.close()
-        ctx.release_cancel_flag(tab, cancel)
 
     now = time.time() if now is None else now
     view = reload(ctx, state, notice)
@@ -549,7 +650,8 @@ def send(ctx: Any, state: dict[str, Any], text: str, model: str | None, tab: str
                and any(r["role"] == "assistant" for r in view.rows))
     view.state["title_wait"] = now + TITLE_WAIT_SECONDS if waiting else 0.0
     rows = view.rows + ([error_row] if error_row else [])
-    yield SendUpdate(view.state, rows, view.title, notice=notice, restore_text=restore, done=True)
+    yield SendUpdate(view.state, rows, view.title, notice=notice, restore_text=restore, done=True,
+                     error=error_row is not None)
 
 
 def _runner_kwargs(ctx: Any, state: dict[str, Any], client: Any, model: str, config: Any,
@@ -564,3 +666,15 @@ def _runner_kwargs(ctx: Any, state: dict[str, Any], client: Any, model: str, con
 def stop(ctx: Any, tab: str) -> bool:
     """Stop the reply streaming in tab ``tab`` (the partial text is kept); False if none runs."""
     return ctx.request_stop(tab)
+
+
+def restore_text(ctx: Any, tab: str, run_id: Any) -> str | None:
+    """The text run ``run_id`` gave back for the input box (its send was refused), or None."""
+    return ctx.pop_restore(tab, run_id) if run_id is not None else None
+
+
+def leave(ctx: Any, tab: str, timeout: float = SWITCH_WAIT_SECONDS) -> None:
+    """The tab is about to show another conversation: stop its reply (the partial text is
+    stored in its own session) and wait until that is done, so the reply can never repaint the
+    newly opened chat or receive the next message."""
+    ctx.supersede(tab, timeout)

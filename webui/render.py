@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,6 +121,19 @@ def chat_rows(messages: list[dict[str, Any]]) -> ChatView:
 # --- sidebar ---------------------------------------------------------------------------------
 
 
+def session_label(title: str | None, created_at: float | None) -> str:
+    """What a stored session is called: its title, else ``Session YYYY-MM-DD HH:MM`` (local time
+    it was created), so untitled sessions stay apart. (:data:`UNTITLED`, "New chat", is the
+    blank chat not saved yet.)"""
+    title = (title or "").strip()
+    if title:
+        return title
+    if not created_at:
+        return UNTITLED
+    return time.strftime("Session %Y-%m-%d %H:%M", time.localtime(created_at))
+
+
+
 @dataclass
 class SidebarRow:
     """One row of the session list: id, shown title, relative time, archived flag, active flag."""
@@ -136,13 +150,14 @@ def group_sessions(metas: list[Any], *, query: str = "", active_id: str | None =
                    now: float | None = None) -> list[tuple[str, list[SidebarRow]]]:
     """Group ``SessionMeta``s (most recent first) into the sidebar's date groups.
 
-    ``query`` filters by title, case-insensitively (untitled sessions match "new chat").
+    ``query`` filters by the shown label, case-insensitively (an untitled session by its
+    ``Session <date>`` label).
     Returns ``[(group label, rows)]`` in the order of :data:`GROUPS`, empty groups left out.
     """
     needle = query.strip().casefold()
     grouped: dict[str, list[SidebarRow]] = {g: [] for g in GROUPS}
     for meta in sorted(metas, key=lambda m: m.updated_at, reverse=True):
-        title = (meta.title or "").strip() or UNTITLED
+        title = session_label(meta.title, meta.created_at)
         if needle and needle not in title.casefold():
             continue
         grouped[group_label(meta.updated_at, now)].append(SidebarRow(
