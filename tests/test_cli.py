@@ -272,7 +272,7 @@ class TestLaunch:
     """Guards against a launcher that does not start offline, hides where data lives, or never
     runs the cleanup of expired sessions."""
 
-    def test_start_prints_url_cleans_and_serves_offline(self, tmp_path):
+    def test_start_prints_url_cleans_and_serves_offline(self, tmp_path, launch):
         data, proj = tmp_path / "data", tmp_path / "proj"
         proj.mkdir()
         store = LocalSessionStore(data)
@@ -282,73 +282,35 @@ class TestLaunch:
                                             created_at=old),
                                message_entry({"role": "user", "content": "ancient"}, ts=old)])
         port = _free_port()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "webui", "--no-browser", "--port", str(port), "--project",
-             str(proj), "--data-dir", str(data)],
-            cwd=tmp_path, env=_env(tmp_path / "unused-home"), stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True)
-        lines: list[str] = []
-        try:
-            deadline = time.time() + 90
-            while time.time() < deadline:
-                line = proc.stdout.readline()
-                if not line:
-                    break
-                lines.append(line)
-                if "data:" in line:
-                    break
-            out = "".join(lines)
-            assert f"http://127.0.0.1:{port}/" in out, out
-            assert str(data) in out
-            assert "cleanup removed 1 expired" in out and old_key.session_id in out
-            assert not store.exists(old_key)
-            page = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10).read().decode()
-            assert "anycode" in page
-            assert not re.search(r"fonts\.googleapis|fonts\.gstatic|cdn\.jsdelivr|unpkg\.com", page)
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        proc = launch("--port", str(port), "--project", str(proj), "--data-dir", str(data),
+                      home=tmp_path / "unused-home")
+        out = proc.wait_for("data:")
+        assert f"http://127.0.0.1:{port}/" in out, out
+        assert str(data) in out
+        assert "cleanup removed 1 expired" in out and old_key.session_id in out
+        assert not store.exists(old_key)
+        page = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10).read().decode()
+        assert "anycode" in page
+        assert not re.search(r"fonts\.googleapis|fonts\.gstatic|cdn\.jsdelivr|unpkg\.com", page)
 
-    def test_start_with_sqlite_store(self, tmp_path):
+    def test_start_with_sqlite_store(self, tmp_path, launch):
         proj, db = tmp_path / "proj", tmp_path / "db" / "s.db"
         proj.mkdir()
         port = _free_port()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "webui", "--no-browser", "--port", str(port), "--project",
-             str(proj), "--data-dir", str(tmp_path / "data"), "--store", f"sqlite:///{db}"],
-            cwd=tmp_path, env=_env(tmp_path / "unused-home"), stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True)
-        lines: list[str] = []
-        try:
-            deadline = time.time() + 90
-            while time.time() < deadline:
-                line = proc.stdout.readline()
-                if not line:
-                    break
-                lines.append(line)
-                if "data:" in line:
-                    break
-            out = "".join(lines)
-            assert f"http://127.0.0.1:{port}/" in out, out
-            assert f"store:   sqlite:///{db}" in out, out
-            assert db.exists()
-            page = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10).read().decode()
-            assert "anycode" in page
-            config = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/config",
-                                                       timeout=10).read())
-            elem_ids = {c.get("props", {}).get("elem_id") for c in config["components"]}
-            assert "ac-sidebar" in elem_ids and "ac-mirror" not in elem_ids  # no mirror, no line
-        finally:
-            proc.terminate()
-            try:
-                code = proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                raise
-        assert code == 0, proc.stdout.read()  # SIGTERM stops it cleanly (store closed)
+        proc = launch("--port", str(port), "--project", str(proj), "--data-dir", str(tmp_path / "data"),
+                      "--store", f"sqlite:///{db}", home=tmp_path / "unused-home")
+        out = proc.wait_for("data:")
+        assert f"http://127.0.0.1:{port}/" in out, out
+        assert f"store:   sqlite:///{db}" in out, out
+        assert db.exists()
+        page = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10).read().decode()
+        assert "anycode" in page
+        config = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/config",
+                                                   timeout=10).read())
+        elem_ids = {c.get("props", {}).get("elem_id") for c in config["components"]}
+        assert "ac-sidebar" in elem_ids and "ac-mirror" not in elem_ids  # no mirror, no line
+        proc.proc.terminate()
+        assert proc.proc.wait(timeout=15) == 0, proc.rest()  # SIGTERM stops it cleanly (store closed)
 
     def test_help_lists_options(self):
         out = subprocess.run([sys.executable, "-m", "webui", "--help"], cwd=REPO, text=True,
