@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import logging
+import time
 from typing import Any, Iterable
 
 from .jsonl_io import encode_entries
@@ -15,7 +16,20 @@ from .models import Session
 
 log = logging.getLogger(__name__)
 
-UNTITLED = "New chat"
+UNTITLED = "New chat"  # the blank chat, not saved yet
+FALLBACK_TITLE_FORMAT = "Session %Y-%m-%d %H:%M"  # local time; the design's timestamp fallback
+
+
+def session_label(title: str | None, created_at: float | None) -> str:
+    """What a stored session is called everywhere (sidebar, command line, exports): its title,
+    else ``Session YYYY-MM-DD HH:MM`` in local time from ``created_at`` (Unix seconds), so
+    untitled sessions stay apart; :data:`UNTITLED` only when no time is known."""
+    title = (title or "").strip()
+    if title:
+        return title
+    if not created_at:
+        return UNTITLED
+    return time.strftime(FALLBACK_TITLE_FORMAT, time.localtime(created_at))
 _ROLES = {"user": "User", "assistant": "Assistant", "system": "System", "developer": "Developer"}
 
 

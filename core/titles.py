@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import openai
 
-from core.export import message_text
+from core.export import FALLBACK_TITLE_FORMAT, message_text
 from core.manager import TITLE_CONTROLS
 from core.prompts import TITLE_PROMPT
 from core.repair import sanitize
@@ -46,7 +46,7 @@ _CONTROL = TITLE_CONTROLS
 
 def fallback_title(now: float | None = None) -> str:
     """``Session YYYY-MM-DD HH:MM`` in local time for ``now`` (Unix seconds; default: now)."""
-    return time.strftime("Session %Y-%m-%d %H:%M", time.localtime(now))
+    return time.strftime(FALLBACK_TITLE_FORMAT, time.localtime(now))
 
 
 def _clean_line(line: str) -> str:

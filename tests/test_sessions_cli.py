@@ -13,6 +13,7 @@ import pytest
 
 from core import LocalSessionStore, SessionKey, SessionManager, header_entry, project_key
 from core.sql_store import SqlSessionStore
+from core.export import session_label
 from webui.sessions_cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,6 +58,8 @@ class TestReadCommands:
         a, b = two
         code, out, _ = run(capsys, "list", "--project", str(proj))
         assert code == 0 and "First chat" in out and a.id[:8] in out and b.id[:8] in out
+        # The untitled one reads as the sidebar shows it, by its creation time, not "New chat".
+        assert session_label(None, b.created_at) in out and "New chat" not in out
         code, out, _ = run(capsys, "list", "--project", str(proj), "--json")
         data = json.loads(out)
         assert [d["id"] for d in data] == [b.id, a.id]

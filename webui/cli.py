@@ -260,18 +260,23 @@ def close_store(store: Any) -> None:
 def describe_sessions(manager: Any, project: str, limit: int = 10) -> str:
     """A few lines listing the project's recent sessions (``id  title``) for error messages,
     ending with "… and N more" when there are more than ``limit``."""
+    from core.export import session_label
+
     metas = manager.list(project)
     if not metas:
         return "This project has no sessions yet."
-    lines = [f"  {m.id}  {m.title or '(untitled)'}" for m in metas[:limit]]
+    lines = [f"  {m.id}  {session_label(m.title, m.created_at)}" for m in metas[:limit]]
     if len(metas) > limit:
         lines.append(f"  … and {len(metas) - limit} more ('anycode sessions list' shows them all)")
     return "Sessions in this project:\n" + "\n".join(lines)
 
 
 def _describe_candidates(manager: Any, project: str, ids: list[str], limit: int = 10) -> str:
-    titles = {m.id: m.title for m in manager.list(project) + manager.list(project, archived=True)}
-    lines = [f"  {i}  {titles.get(i) or '(untitled)'}" for i in ids[:limit]]
+    from core.export import session_label
+
+    titles = {m.id: session_label(m.title, m.created_at)
+              for m in manager.list(project) + manager.list(project, archived=True)}
+    lines = [f"  {i}  {titles.get(i, '')}" for i in ids[:limit]]
     if len(ids) > limit:
         lines.append(f"  … and {len(ids) - limit} more")
     return "\n".join(lines)

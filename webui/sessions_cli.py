@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 from core import settings
 from core.errors import AmbiguousSessionId, AnycodeError, SessionNotFound
-from core.export import UNTITLED, session_to_jsonl, session_to_markdown
+from core.export import session_label, session_to_jsonl, session_to_markdown
 from core.keys import SessionKey, project_key
 from core.manager import DAY_SECONDS, SessionManager
 from core.models import SessionMeta
@@ -149,7 +149,7 @@ def _table(metas: list[SessionMeta]) -> list[str]:
     rows = [f"{'ID':<8}  {'UPDATED':<16}  {'MSGS':>4}  TITLE"]
     for m in metas:
         flags = (" [branch]" if m.forked_from else "") + (" [archived]" if m.archived else "")
-        rows.append(f"{m.id[:8]:<8}  {_when(m.updated_at):<16}  {m.message_count:>4}  {m.title or UNTITLED}{flags}")
+        rows.append(f"{m.id[:8]:<8}  {_when(m.updated_at):<16}  {m.message_count:>4}  {session_label(m.title, m.created_at)}{flags}")
     return rows
 
 
@@ -222,7 +222,7 @@ def _cmd_fork(mgr: SessionManager, args: argparse.Namespace) -> int:
     except IndexError as e:
         print(f"{PROG}: {e}.", file=sys.stderr)
         return 1
-    _out(f"Forked into {new.id} ({len(new.messages)} messages): {new.title or UNTITLED}")
+    _out(f"Forked into {new.id} ({len(new.messages)} messages): {session_label(new.title, new.created_at)}")
     return 0
 
 
@@ -250,7 +250,7 @@ def _cmd_rm(mgr: SessionManager, args: argparse.Namespace) -> int:
     key = _resolve(mgr, args)
     if not args.yes:
         session = mgr.get(key)
-        prompt = f"Delete session {key.session_id} ({session.title or UNTITLED}, {len(session.messages)} messages) for good? [y/N] "
+        prompt = f"Delete session {key.session_id} ({session_label(session.title, session.created_at)}, {len(session.messages)} messages) for good? [y/N] "
         try:
             answer = input(prompt)
         except EOFError:
@@ -275,7 +275,7 @@ def _cmd_cleanup(mgr: SessionManager, args: argparse.Namespace) -> int:
         cutoff = time.time() - days * DAY_SECONDS
         doomed = [m for p in mgr.list_projects() for m in mgr.list(p.project_key) if m.updated_at < cutoff]
         for m in doomed:
-            _out(f"would delete {m.id}  {_when(m.updated_at)}  {m.title or UNTITLED}")
+            _out(f"would delete {m.id}  {_when(m.updated_at)}  {session_label(m.title, m.created_at)}")
         _out(f"{len(doomed)} sessions idle for over {days:g} days would be deleted.")
         return 0
     removed = mgr.cleanup(days)
