@@ -127,7 +127,10 @@ def run_session_stream(
     try:
         for event in run.events():
             if isinstance(event, RoundCompleted):
-                manager.add_messages(key, event.messages)
+                # The first round is checked too: a retry (no prefix) or a reply racing another
+                # tab's must not land after someone else's answer (SessionConflict instead).
+                first = len(messages) if rounds == 0 and expected_count is not None else None
+                manager.add_messages(key, event.messages, expected_count=first)
                 messages.extend(event.messages)
                 rounds += 1
             yield event

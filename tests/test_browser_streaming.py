@@ -161,3 +161,92 @@ class TestLostReply:
         expect(page.locator("#ac-list .ac-session.active")).to_have_attribute("data-sid", sid)
         expect(page.locator("#ac-list")).not_to_contain_text("No archived conversations")
         expect(page.get_by_role("button", name="Archive")).to_be_visible()
+
+
+def _sessions_on_disk(world) -> list[str]:
+    store = LocalSessionStore(world["data"])
+    from core.manager import SessionManager
+
+    return [m.id for m in SessionManager(store).list(project_key(str(world["proj"])))]
+
+
+class TestDoubleSendAndTitle:
+    """Guards against a double-clicked send arrow (or Enter pressed twice) losing the message and
+    locking the tab as "still writing", against empty sessions left by a send, against a rename
+    typed while a reply streams being overwritten, against the title field and the sidebar
+    naming a new chat differently, and against a search box that ignores deletions."""
+
+    def test_double_click_and_double_enter_send_once(self, world, page):
+        page.goto(world["start_app"]())
+        page.locator("#ac-new").click()
+        box = page.locator("#ac-input textarea")
+        box.fill("hello once")
+        page.locator("#ac-input button.submit-button").dblclick()
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("You said: hello once")
+        expect(page.locator("[data-testid=user]")).to_have_count(1)
+        expect(page.get_by_role("button", name="Stop")).to_have_count(0)
+        expect(page.get_by_text("A reply is still being written")).to_have_count(0)
+        sid = _session_param(page.url)
+        assert sid and _sessions_on_disk(world) == [sid]
+        assert [m["role"] for m in _stored(world, sid)] == ["system", "user", "assistant"]
+
+        box.fill("and twice by Enter")
+        box.press("Enter")
+        box.press("Enter")
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("You said: and twice by Enter")
+        expect(page.locator("[data-testid=user]")).to_have_count(2)
+        expect(page.get_by_role("button", name="Stop")).to_have_count(0)
+
+        send(page, "the next one works")
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("You said: the next one works")
+        expect(page.locator("[data-testid=user]")).to_have_count(3)
+        expect(page.get_by_text("A reply is still being written")).to_have_count(0)
+        assert [m["content"] for m in _stored(world, sid) if m["role"] == "user"] == [
+            "hello once", "and twice by Enter", "the next one works"]
+        assert _sessions_on_disk(world) == [sid], "no empty ghost session"
+
+    def test_rename_while_streaming_survives_and_title_matches_sidebar(self, world, page):
+        page.goto(world["start_app"]())
+        title = page.locator("#ac-title input")
+        _post(world["fake"] + "/_script", {"replies": [SLOW]})
+        send(page, "a long answer please")
+        _wait_streaming(page)
+        sid = _session_param(page.url)
+        # the first reply: the field is named like the sidebar's row, not "New chat"
+        listed = page.locator(f"#ac-list [data-sid='{sid}'] .ac-session-title")
+        expect(listed).to_have_text(re.compile(r"^Session \d{4}-\d\d-\d\d \d\d:\d\d$"))
+        expect(title).to_have_attribute("placeholder", listed.inner_text())
+
+        title.click()
+        title.type("My own name")
+        page.wait_for_timeout(1500)  # many streamed updates arrive meanwhile
+        expect(title).to_have_value("My own name")
+        title.press("Enter")
+        expect(page.locator("#ac-list .ac-session.active")).to_contain_text("My own name")
+        page.wait_for_timeout(800)
+        expect(title).to_have_value("My own name")
+        page.get_by_role("button", name="Stop").click()
+        expect(page.get_by_role("button", name="Stop")).to_have_count(0)
+        expect(title).to_have_value("My own name")
+
+    def test_search_filters_on_any_edit(self, world, page):
+        e2e._seed(world["data"], world["proj"])
+        page.goto(world["start_app"]())
+        search = page.locator("#ac-search textarea, #ac-search input").first
+        rows = page.locator("#ac-list .ac-session")
+        expect(rows).to_have_count(4)
+        search.click()
+        search.type("zzzz")
+        expect(page.locator("#ac-list")).to_contain_text("No conversation title matches")
+        search.press("Backspace")
+        search.press("Control+a")
+        search.press("Delete")
+        expect(rows).to_have_count(4)
+        search.type("postgres")
+        expect(rows).to_have_count(1)
+        for _ in range(len("postgres")):
+            search.press("Backspace")
+        expect(rows).to_have_count(4)
+        search.fill("release")  # fill() replaces the text at once, like a paste
+        expect(rows).to_have_count(1)
+        expect(rows.first).to_contain_text("Draft release notes")

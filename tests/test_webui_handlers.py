@@ -500,6 +500,67 @@ class TestRunsInATab:
         assert [m["role"] for m in _stored(ctx, final.state)] == ["system", "user", "assistant"]
         assert not handlers.reload(ctx, final.state).needs_reply
 
+    def test_double_submit_is_ignored_and_never_leaves_the_tab_busy(self, ctx, fake_openai):
+        page_state = handlers.new_chat(ctx).state
+        run_id, notice = handlers.take(ctx, "tab-e", "hello twice")
+        assert run_id is not None and notice is None
+        # the second click of a double click: ignored, no busy warning, no second run
+        assert handlers.take(ctx, "tab-e", "hello twice") == (None, None)
+        # a second chain that starts the same run id again sends nothing
+        assert list(handlers.send_taken(ctx, page_state, "tab-e", run_id, None)) != []
+        assert list(handlers.send_taken(ctx, page_state, "tab-e", run_id, None)) == []
+        assert not ctx.busy("tab-e") and not ctx.running("tab-e")
+        metas = ctx.manager.list(ctx.project_key)
+        assert len(metas) == 1
+        assert [m["content"] for m in _stored(ctx, {**page_state, "session": metas[0].id})
+                if m["role"] == "user"] == ["hello twice"]
+        assert handlers.take(ctx, "tab-e", "next one")[0] is not None
+
+    def test_stop_releases_a_message_whose_send_never_started(self, ctx):
+        run_id, _ = handlers.take(ctx, "tab-f", "lost in transit")
+        assert ctx.busy("tab-f")
+        withdrawn: list[str] = []
+        assert handlers.stop(ctx, "tab-f", withdrawn)
+        assert withdrawn == ["lost in transit"]
+        assert not ctx.busy("tab-f") and not ctx.running("tab-f")
+        assert list(handlers.send_taken(ctx, handlers.new_chat(ctx).state, "tab-f", run_id,
+                                        None)) == []
+        assert ctx.manager.list(ctx.project_key) == []
+
+    def test_failed_first_send_leaves_no_empty_session(self, ctx, monkeypatch):
+        import core.runner
+
+        def broken(*args, **kwargs):
+            raise RuntimeError("boom")
+            yield  # pragma: no cover
+
+        monkeypatch.setattr(core.runner, "run_session_stream", broken)
+        final = run_send(ctx, handlers.new_chat(ctx).state, "never stored")[-1]
+        assert final.error and final.state["session"] is None
+        assert final.restore_text == "never stored"
+        assert ctx.manager.list(ctx.project_key) == []
+
+    def test_retry_racing_another_tabs_reply_is_a_conflict(self, ctx, fake_openai):
+        s = seeded(ctx, messages=[{"role": "system", "content": "sys"},
+                                  {"role": "user", "content": "lost answer"}])
+        view_a = handlers.open_session(ctx, ctx.project_key, s.id)
+        view_b = handlers.open_session(ctx, ctx.project_key, s.id)
+        fake_openai.push({"text": "slow " * 100, "chunk": 5, "delay": 0.02})
+        gen_a = handlers.send_taken(ctx, view_a.state, "tab-a", handlers.take_retry(ctx, "tab-a"),
+                                    None)
+        for upd in gen_a:  # tab A's reply is streaming
+            if any(r["role"] == "assistant" for r in upd.rows):
+                break
+        final_b = list(handlers.send_taken(ctx, view_b.state, "tab-b",
+                                           handlers.take_retry(ctx, "tab-b"), None))[-1]
+        final_a = list(gen_a)[-1]
+        roles = [m["role"] for m in _stored(ctx, view_a.state)]
+        assert roles == ["system", "user", "assistant"], "never two answers in a row"
+        # the tab that lost the race reloads and says so
+        assert final_b.notice is None and final_a.notice, "tab A's late answer is refused"
+        loser = final_a
+        assert [r["role"] for r in loser.rows] == ["user", "assistant"]
+
     def test_fresh_branch_at_a_user_message_is_not_a_lost_reply(self, ctx):
         s = seeded(ctx)
         state = handlers.open_session(ctx, ctx.project_key, s.id).state

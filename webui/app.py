@@ -218,15 +218,17 @@ def build_app(ctx: WebContext) -> gr.Blocks:
         def on_take(text, tab_id, request: gr.Request):
             run_id, notice = handlers.take(ctx, _tab_key(request, tab_id), text)
             if run_id is None:
+                # Refused or ignored (a double click): never clobber the pending run id of the
+                # message that was accepted, or its reply would never start.
                 _notify(notice)
-                return gr.skip(), None
+                return gr.skip(), gr.skip()
             return gr.Textbox(value="", submit_btn=False, stop_btn="Stop"), run_id
 
         def on_take_retry(tab_id, request: gr.Request):
             run_id = handlers.take_retry(ctx, _tab_key(request, tab_id))
             if run_id is None:
                 _notify(handlers.BUSY_NOTICE)
-                return gr.skip(), None, gr.skip()
+                return gr.skip(), gr.skip(), gr.skip()
             return gr.Textbox(submit_btn=False, stop_btn="Stop"), run_id, gr.Row(visible=False)
 
         def on_send(st, run_id, model_name, tab_id, query, archived, request: gr.Request):
@@ -235,9 +237,19 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                 yield skip_all
                 return
             final = False
+            started_title = None  # the title when the reply started (None: not known yet)
+            label = None  # the title field's placeholder last sent
             for upd in handlers.send_taken(ctx, st, _tab_key(request, tab_id), run_id, model_name):
+                if started_title is None:
+                    started_title = upd.title
                 if not upd.done:
-                    yield (upd.state, upd.title, upd.rows,
+                    # Never the title's value while streaming (a rename being typed survives);
+                    # only its placeholder, so an untitled chat is named like in the sidebar.
+                    title_out = gr.skip()
+                    if upd.state.get("session") and upd.label != label:
+                        label = upd.label
+                        title_out = gr.Textbox(placeholder=label)
+                    yield (upd.state, title_out, upd.rows,
                            handlers.session_list_html(ctx, upd.state["project"], query=query or "",
                                                       archived=bool(archived),
                                                       active=upd.state["session"]),
@@ -248,9 +260,17 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                 view = SessionView(state=upd.state, title=upd.title, rows=upd.rows,
                                    archived=stored.archived, notice=upd.notice,
                                    label=stored.label, needs_reply=stored.needs_reply)
-                yield show(view, query, archived)
+                out = list(show(view, query, archived))
+                if upd.title == started_title and st_session(st) in (None, upd.state.get("session")):
+                    # The title did not change during the reply: leave what is in the field
+                    # (the user may be typing a new one), update the placeholder only.
+                    out[1] = gr.Textbox(placeholder=view.label if view.session_id else "New chat")
+                yield tuple(out)
             if not final:  # superseded: the pane shows another conversation now
                 yield skip_all
+
+        def st_session(st):
+            return (st or {}).get("session")
 
         def on_sent(tab_id, run_id, text, request: gr.Request):
             tab_key = _tab_key(request, tab_id)
@@ -271,10 +291,18 @@ def build_app(ctx: WebContext) -> gr.Blocks:
             on_send, [state, pending, model, tab, search, show_archived], view_outputs,
             **stream_args).then(on_sent, [tab, pending, box], box, **stream_args)
 
-        def on_stop(tab_id, request: gr.Request):
-            handlers.stop(ctx, _tab_key(request, tab_id))
+        def on_stop(tab_id, text, request: gr.Request):
+            tab_key = _tab_key(request, tab_id)
+            withdrawn: list[str] = []
+            handlers.stop(ctx, tab_key, withdrawn)
+            if withdrawn and not (text or "").strip():
+                # stopped before its reply started: the message goes back to the box
+                return gr.Textbox(value=withdrawn[-1], submit_btn=True, stop_btn=False)
+            if not ctx.running(tab_key):
+                return gr.Textbox(submit_btn=True, stop_btn=False)  # Stop always recovers
+            return gr.skip()  # the stopped reply is being stored; the send resets the box
 
-        box.stop(on_stop, tab, None, api_visibility="private", queue=False)
+        box.stop(on_stop, [tab, box], box, api_visibility="private", queue=False)
 
         def switching(fn):
             """Wrap a handler that changes the open conversation: a reply still streaming in this
@@ -316,7 +344,8 @@ def build_app(ctx: WebContext) -> gr.Blocks:
             return handlers.session_list_html(ctx, st["project"], query=query or "",
                                               archived=bool(archived), active=st.get("session"))
 
-        search.input(on_filter, [state, search, show_archived], sessions,
+        # .change: any edit filters (typing, paste, Backspace, select-all + Delete, clearing)
+        search.change(on_filter, [state, search, show_archived], sessions,
                      api_visibility="private", trigger_mode="always_last")
         show_archived.input(on_filter, [state, search, show_archived], sessions,
                             api_visibility="private")

@@ -100,19 +100,36 @@ class WebContext:
         """Register a message handed over in tab ``tab`` (``text`` None: a retry)."""
         run = Run(id=next(self._run_ids), text=text)
         with self._cancel_lock:
-            self._tab(tab).runs.append(run)
+            record = self._tab(tab)
+            _drop_orphans(record)
+            record.runs.append(run)
         return run
+
+    def repeated_take(self, tab: str, text: str | None, within: float) -> bool:
+        """True when ``tab``'s newest run carries ``text`` and was handed over less than
+        ``within`` seconds ago and not stopped (a double click / double Enter)."""
+        with self._cancel_lock:
+            record = self._tabs.get(tab)
+            if not record or not record.runs:
+                return False
+            last = record.runs[-1]
+            return (last.text == text and not last.cancel.is_set()
+                    and time.monotonic() - last.created < within)
 
     def busy(self, tab: str) -> bool:
         """True while a reply is being written in ``tab`` and the user has not stopped it."""
         with self._cancel_lock:
             record = self._tabs.get(tab)
+            if record:
+                _drop_orphans(record)
             return bool(record and any(not r.cancel.is_set() for r in record.runs))
 
     def running(self, tab: str) -> bool:
         """True while any run of ``tab`` (stopped or not) has not ended yet."""
         with self._cancel_lock:
             record = self._tabs.get(tab)
+            if record:
+                _drop_orphans(record)
             return bool(record and record.runs)
 
     def claim_run(self, tab: str, run_id: Any) -> Run | None:
@@ -130,7 +147,8 @@ class WebContext:
         right after Stop goes out once the stopped reply is stored)."""
         with self._cancel_lock:
             record = self._tabs.get(tab)
-            earlier = [r for r in (record.runs if record else []) if r.id < run.id]
+            # a run never started is not waited for: it may never be (its send was lost)
+            earlier = [r for r in (record.runs if record else []) if r.id < run.id and r.started]
         deadline = time.monotonic() + timeout
         for other in earlier:
             other.done.wait(max(0.0, deadline - time.monotonic()))
@@ -178,17 +196,37 @@ class WebContext:
                 log.warning("run %s of tab %s still ending after a switch", run.id, tab)
                 break
 
-    def request_stop(self, tab: str) -> bool:
-        """Set the Stop flag of ``tab``'s running reply; False when nothing runs there."""
+    def request_stop(self, tab: str, withdrawn: list[str] | None = None) -> bool:
+        """Set the Stop flag of ``tab``'s running reply; False when nothing runs there. Messages
+        handed over but not started yet are withdrawn (Stop always leaves the tab idle): their
+        texts are added to ``withdrawn``, for the input box."""
+        withdrawn = [] if withdrawn is None else withdrawn
         with self._cancel_lock:
             record = self._tabs.get(tab)
             runs = [r for r in (record.runs if record else []) if not r.done.is_set()]
-        for run in runs:
-            run.cancel.set()
+            for run in runs:
+                run.cancel.set()
+                if not run.started:
+                    record.runs.remove(run)
+                    run.done.set()
+                    if run.text:
+                        withdrawn.append(run.text)
         return bool(runs)
 
 
 MAX_TABS = 2000  # tab records kept (an idle record is a few ids; closed pages never say goodbye)
+
+
+ORPHAN_SECONDS = 120.0  # a handed-over message whose send never started this long is dropped
+
+
+def _drop_orphans(record: _TabRuns) -> None:
+    """Forget runs of ``record`` handed over long ago whose send never started (under the lock)."""
+    now = time.monotonic()
+    for run in [r for r in record.runs if not r.started and now - r.created > ORPHAN_SECONDS]:
+        log.warning("dropping run %s: its send never started", run.id)
+        record.runs.remove(run)
+        run.done.set()
 
 
 @dataclass(eq=False)
@@ -204,6 +242,7 @@ class Run:
     started: bool = False
     superseded: bool = False
     restore_text: str | None = None  # given back to the input box when the send was refused
+    created: float = field(default_factory=time.monotonic)
 
 
 @dataclass

@@ -44,6 +44,7 @@ BUSY_NOTICE = ("A reply is still being written. Press Stop, or wait for it to fi
                "message is still in the box.")
 NO_REPLY_NOTICE = "No reply was saved for the last message."
 SWITCH_WAIT_SECONDS = 10.0  # a switch waits this long for a stopped reply to be stored
+DOUBLE_SUBMIT_SECONDS = 3.0  # the same text sent again this soon while it is pending: ignored
 QUEUE_WAIT_SECONDS = 30.0  # a message sent right after Stop waits this long for the stopped run
 
 
@@ -470,6 +471,7 @@ class SendUpdate:
     restore_text: str | None = None
     done: bool = False
     error: bool = False  # the reply failed (the chat shows an error row)
+    label: str = render.UNTITLED  # what the chat is called while untitled (the sidebar's name)
 
 
 def _error_row(text: str) -> dict[str, Any]:
@@ -520,6 +522,9 @@ def take(ctx: Any, tab: str, text: str | None) -> tuple[Any, str | None]:
     as soon as the stopped reply has been stored."""
     if not (text or "").strip():
         return None, None
+    if ctx.repeated_take(tab, text, DOUBLE_SUBMIT_SECONDS):
+        log.info("ignoring a repeated send of the same message in tab %s", tab)
+        return None, None  # a double click or double Enter: the first one is being sent
     if ctx.busy(tab):
         return None, BUSY_NOTICE
     return ctx.begin_run(tab, text).id, None
@@ -543,17 +548,21 @@ def send_taken(ctx: Any, state: dict[str, Any], tab: str, run_id: Any, model: st
     repaints the pane that now shows another chat."""
     run = ctx.claim_run(tab, run_id)
     if run is None:
-        log.warning("run %s of tab %s not found", run_id, tab)
+        log.info("run %s of tab %s not found or already started", run_id, tab)
         return
-    ctx.wait_for_earlier(tab, run, QUEUE_WAIT_SECONDS)
-    state = dict(state or tab_state(ctx.project_key))
-    last = ctx.last_state(tab)
-    if last and (not state.get("session") or state.get("session") == last.get("session")):
-        state = last  # the tab's own last run is newer than what the page sent
-    for upd in send(ctx, state, run.text, model, tab, now=now, run=run):
-        if run.superseded:
-            continue  # keep consuming: the run stops and stores its partial text
-        yield upd
+    try:
+        ctx.wait_for_earlier(tab, run, QUEUE_WAIT_SECONDS)
+        state = dict(state or tab_state(ctx.project_key))
+        last = ctx.last_state(tab)
+        if last and (not state.get("session") or state.get("session") == last.get("session")):
+            state = last  # the tab's own last run is newer than what the page sent
+        for upd in send(ctx, state, run.text, model, tab, now=now, run=run):
+            if run.superseded:
+                continue  # keep consuming: the run stops and stores its partial text
+            yield upd
+    finally:
+        if not run.done.is_set():  # never leave the tab busy, whatever happened above
+            ctx.end_run(tab, run, None)
 
 
 def send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, tab: str,
@@ -593,8 +602,10 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
         yield SendUpdate(current.state, current.rows, current.title, done=True)
         return
     state = dict(state)
+    created = False
     if not state.get("session"):
         session = ctx.manager.create(project_cwd(ctx, state["project"]))
+        created = True
         state = tab_state(session.project_key, session.id, 0)
         log.info("created session %s in %s", session.id, session.cwd)
     key = _key(state)
@@ -606,9 +617,10 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
                          restore_text=None if retry else text, done=True)
         return
     title = session.title or ""
+    label = render.session_label(session.title, session.created_at)
     base = render.chat_rows(session.messages).rows
     shown = base if retry else base + [{"role": "user", "content": text}]
-    yield SendUpdate(state, shown, title)
+    yield SendUpdate(state, shown, title, label=label)
 
     config = ctx.model_config()
     client = ctx.client()
@@ -626,7 +638,8 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
                 t = time.monotonic()
                 if type(event).__name__ != "TextDelta" or t - last_yield >= STREAM_MIN_INTERVAL:
                     last_yield = t
-                    yield SendUpdate(state, shown + [dict(r) for r in live.rows], title)
+                    yield SendUpdate(state, shown + [dict(r) for r in live.rows], title,
+                                     label=label)
     except SessionConflict as err:
         log.info("send in %s refused: %s", key, err)
         notice, restore = str(err), (None if retry else text)
@@ -644,6 +657,13 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
         if stream is not None:
             stream.close()
 
+    if created and _drop_if_empty(ctx, key):
+        # Nothing was stored (the send failed before the message): no empty "ghost" session.
+        view = new_chat(ctx, state["project"], notice=notice)
+        yield SendUpdate(view.state, [error_row] if error_row else [], notice=notice,
+                         restore_text=None if retry else text, done=True,
+                         error=error_row is not None)
+        return
     now = time.time() if now is None else now
     view = reload(ctx, state, notice)
     waiting = (client is not None and not view.title and error_row is None and notice is None
@@ -651,7 +671,20 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
     view.state["title_wait"] = now + TITLE_WAIT_SECONDS if waiting else 0.0
     rows = view.rows + ([error_row] if error_row else [])
     yield SendUpdate(view.state, rows, view.title, notice=notice, restore_text=restore, done=True,
-                     error=error_row is not None)
+                     error=error_row is not None, label=view.label)
+
+
+def _drop_if_empty(ctx: Any, key: SessionKey) -> bool:
+    """Delete session ``key`` (just created by a send) if it holds no message; True if it did."""
+    try:
+        if ctx.manager.get(key).messages:
+            return False
+        ctx.manager.delete(key)
+    except AnycodeError as err:
+        log.warning("could not check the new session %s: %s", key.session_id, err)
+        return False
+    log.info("removed the new session %s: its first message was not stored", key.session_id)
+    return True
 
 
 def _runner_kwargs(ctx: Any, state: dict[str, Any], client: Any, model: str, config: Any,
@@ -663,9 +696,11 @@ def _runner_kwargs(ctx: Any, state: dict[str, Any], client: Any, model: str, con
     }
 
 
-def stop(ctx: Any, tab: str) -> bool:
-    """Stop the reply streaming in tab ``tab`` (the partial text is kept); False if none runs."""
-    return ctx.request_stop(tab)
+def stop(ctx: Any, tab: str, withdrawn: list[str] | None = None) -> bool:
+    """Stop the reply streaming in tab ``tab`` (the partial text is kept); False if none runs.
+    A message handed over whose send has not started yet is withdrawn; its text is added to
+    ``withdrawn`` (to put back in the input box)."""
+    return ctx.request_stop(tab, withdrawn)
 
 
 def restore_text(ctx: Any, tab: str, run_id: Any) -> str | None:
