@@ -9,11 +9,10 @@ from __future__ import annotations
 import html
 import json
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.export import UNTITLED, message_text
+from core.export import UNTITLED, message_text, session_label  # noqa: F401  (UNTITLED: re-exported for the UI)
 from webui.timefmt import GROUPS, group_label, relative_time
 
 log = logging.getLogger(__name__)
@@ -119,19 +118,6 @@ def chat_rows(messages: list[dict[str, Any]]) -> ChatView:
 
 
 # --- sidebar ---------------------------------------------------------------------------------
-
-
-def session_label(title: str | None, created_at: float | None) -> str:
-    """What a stored session is called: its title, else ``Session YYYY-MM-DD HH:MM`` (local time
-    it was created), so untitled sessions stay apart. (:data:`UNTITLED`, "New chat", is the
-    blank chat not saved yet.)"""
-    title = (title or "").strip()
-    if title:
-        return title
-    if not created_at:
-        return UNTITLED
-    return time.strftime("Session %Y-%m-%d %H:%M", time.localtime(created_at))
-
 
 
 @dataclass
