@@ -62,4 +62,13 @@ def store(request, tmp_path):
         if callable(close):
             close()
 
+@pytest.fixture
+def session(store, tmp_path):
+    """A new, empty session (header only) of ``store`` whose workspace is ``tmp_path / "ws"``."""
+    from core import SessionManager
+
+    (tmp_path / "ws").mkdir()
+    return SessionManager(store).create(tmp_path / "ws")
+
+
 from tests.fake_openai import _fake_openai_server, fake_openai  # noqa: F401  (issue 3: fake OpenAI server)

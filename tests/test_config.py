@@ -6,7 +6,7 @@ import socket
 import openai
 import pytest
 
-from core import LocalSessionStore, SessionManager
+from core import SessionManager
 from core.config import (DEFAULT_MODEL, ModelConfig, describe_api_error, list_models, make_client,
                          pick_model, probe_server)
 from core.errors import (ModelAuthError, ModelBadRequest, ModelError, ModelNotConfigured, ModelRateLimited,
@@ -91,18 +91,6 @@ class TestListModels:
         assert pick_model(client, ModelConfig(model="qwen2.5:7b")) == "qwen2.5:7b"
         fake_openai.models = ["gpt-4o-mini", "gpt-4o"]
         assert pick_model(client, ModelConfig()) == "gpt-4o-mini"
-
-
-@pytest.fixture
-def store(tmp_path, monkeypatch):
-    monkeypatch.setenv("ANYCODE_HOME", str(tmp_path / "home"))
-    return LocalSessionStore(tmp_path / "home")
-
-
-@pytest.fixture
-def session(store, tmp_path):
-    (tmp_path / "ws").mkdir()
-    return SessionManager(store).create(tmp_path / "ws")
 
 
 def drain(stream):

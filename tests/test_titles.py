@@ -8,7 +8,7 @@ import time
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from core import LocalSessionStore, SessionManager
+from core import SessionManager
 from core.prompts import TITLE_PROMPT
 from core.runner import TitleStarted, run_session_stream
 from core.titles import (clean_title, fallback_title, generate_title, start_title_generation,
@@ -24,18 +24,6 @@ CONVERSATION = [
     {"role": "tool", "tool_call_id": "c1", "content": "SECRET FILE CONTENT"},
     {"role": "assistant", "content": "Fixed: the password check was inverted."},
 ]
-
-
-@pytest.fixture
-def store(tmp_path, monkeypatch):
-    monkeypatch.setenv("ANYCODE_HOME", str(tmp_path / "home"))
-    return LocalSessionStore(tmp_path / "home")
-
-
-@pytest.fixture
-def session(store, tmp_path):
-    (tmp_path / "ws").mkdir()
-    return SessionManager(store).create(tmp_path / "ws")
 
 
 class TestCleanTitle:
