@@ -27,9 +27,9 @@ if __package__ in (None, ""):  # run as a script: make the repo root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench_store import LOAD_MESSAGES, LIST_WARM_MAX_S, Pool, machine_info, med, ms, pct, timed  # noqa: E402
-from core.entries import message_entry  # noqa: E402
-from core.keys import SessionKey, new_session_id  # noqa: E402
-from core.sql_store import SqlSessionStore, encode_entry  # noqa: E402
+from core.session.entries import message_entry  # noqa: E402
+from core.session.keys import SessionKey, new_session_id  # noqa: E402
+from core.stores.sql_store import SqlSessionStore, encode_entry  # noqa: E402
 
 PROJECT = "-home-dev-projects-anycode-demo-0123456789abcdef"
 

@@ -11,8 +11,8 @@ medians, and ratios to the floor), the index build (first list()), append p50/p9
 without fsync, load() of a 10,000-message session against bare ``json.loads`` per line, and
 pass/fail per target.
 
-The data is written directly as JSONL in the store's format (``core.entries`` helpers encoded by
-``core.jsonl_io.encode_entries``; a sample session is checked byte for byte against
+The data is written directly as JSONL in the store's format (``core.session.entries`` helpers encoded by
+``core.session.entries.encode_entries``; a sample session is checked byte for byte against
 ``encode_entries``), in a temp dir under /tmp that is removed at the end.
 """
 from __future__ import annotations
@@ -37,10 +37,10 @@ from typing import Any, Callable
 if __package__ in (None, ""):  # run as a script: make the repo root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.entries import SessionState, header_entry, message_entry, title_entry  # noqa: E402
-from core.jsonl_io import encode_entries  # noqa: E402
-from core.jsonl_store import LocalSessionStore  # noqa: E402
-from core.keys import SessionKey, new_session_id  # noqa: E402
+from core.session.entries import SessionState, header_entry, message_entry, title_entry  # noqa: E402
+from core.session.entries import encode_entries  # noqa: E402
+from core.stores.jsonl_store import LocalSessionStore  # noqa: E402
+from core.session.keys import SessionKey, new_session_id  # noqa: E402
 
 # Targets (seconds / ratios).
 LIST_WARM_MAX_S = 0.200

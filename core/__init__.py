@@ -1,15 +1,23 @@
 """anycode core: sessions that outlive the process, their storage, and the agent that fills them.
 
-No Gradio here. Everything public is importable from ``core``; the agent side and the optional
-SQL store are imported lazily, so ``import core`` stays light and works without optional extras.
+Three wings, imported one way only (``session`` ← ``stores`` ← ``agent``; ``webui`` on top):
+
+- :mod:`core.session` — the session model: keys, entries, models, the ``SessionStore`` protocol,
+  the manager, export. Imports nothing from the other wings.
+- :mod:`core.stores` — the backends (JSONL, SQL, mirror + outbox), the store factory, migrate.
+- :mod:`core.agent` — the model side: client config, the agent loop, tools, request repair,
+  prompts, the runner, titles.
+
+``core.errors`` and ``core.settings`` sit at the top and are used by every wing. No Gradio here.
+Everything public is importable from ``core``; the agent side and the optional SQL store are
+imported lazily, so ``import core`` stays light and works without optional extras.
 """
 from __future__ import annotations
 
 import importlib
 from typing import Any
 
-from .entries import header_entry, message_entry, title_entry
-from .errors import (
+from core.errors import (
     AmbiguousSessionId,
     AnycodeError,
     InvalidSessionKey,
@@ -27,39 +35,40 @@ from .errors import (
     SessionNotFound,
     StoreUnavailable,
 )
-from .jsonl_store import LocalSessionStore
-from .keys import SessionKey, new_session_id, normalize_path, project_key
-from .manager import SessionManager
-from .models import ProjectInfo, Session, SessionMeta
-from .store import SessionStore
+from core.session.entries import header_entry, message_entry, title_entry
+from core.session.keys import SessionKey, new_session_id, normalize_path, project_key
+from core.session.manager import SessionManager
+from core.session.models import ProjectInfo, Session, SessionMeta
+from core.session.store import SessionStore
+from core.stores.jsonl_store import LocalSessionStore
 
 # name -> module, imported on first use (PEP 562).
 _LAZY = {
-    "agent_loop": "core.agent",
-    "agent_loop_stream": "core.agent",
-    "run_session": "core.runner",
-    "run_session_stream": "core.runner",
-    "generate_title": "core.titles",
-    "ModelConfig": "core.config",
-    "make_client": "core.config",
-    "list_models": "core.config",
-    "pick_model": "core.config",
-    "describe_api_error": "core.config",
-    "Workspace": "core.tools",
-    "TOOL_SPECS": "core.tools",
-    "run_tool": "core.tools",
-    "TextDelta": "core.agent",
-    "ToolCallStarted": "core.agent",
-    "ToolCallFinished": "core.agent",
-    "RoundCompleted": "core.agent",
-    "UserMessageSaved": "core.runner",
-    "TitleStarted": "core.runner",
-    "prepare_request": "core.repair",
-    "fallback_title": "core.titles",
-    "clean_title": "core.titles",
-    "SqlSessionStore": "core.sql_store",
-    "MirroredSessionStore": "core.mirror",
-    "open_store": "core.store_factory",
+    "agent_loop": "core.agent.loop",
+    "agent_loop_stream": "core.agent.loop",
+    "run_session": "core.agent.runner",
+    "run_session_stream": "core.agent.runner",
+    "generate_title": "core.agent.titles",
+    "ModelConfig": "core.agent.config",
+    "make_client": "core.agent.config",
+    "list_models": "core.agent.config",
+    "pick_model": "core.agent.config",
+    "describe_api_error": "core.agent.config",
+    "Workspace": "core.agent.tools",
+    "TOOL_SPECS": "core.agent.tools",
+    "run_tool": "core.agent.tools",
+    "TextDelta": "core.agent.loop",
+    "ToolCallStarted": "core.agent.loop",
+    "ToolCallFinished": "core.agent.loop",
+    "RoundCompleted": "core.agent.loop",
+    "UserMessageSaved": "core.agent.runner",
+    "TitleStarted": "core.agent.runner",
+    "prepare_request": "core.agent.repair",
+    "fallback_title": "core.agent.titles",
+    "clean_title": "core.agent.titles",
+    "SqlSessionStore": "core.stores.sql_store",
+    "MirroredSessionStore": "core.stores.mirror",
+    "open_store": "core.stores.factory",
 }
 
 

@@ -1,6 +1,6 @@
 """Shared pytest fixtures.
 
-Store fixture: every :class:`core.store.SessionStore` implementation must pass the contract
+Store fixture: every :class:`core.session.store.SessionStore` implementation must pass the contract
 suite (``tests/test_store_contract.py``). Implementations are listed once, in
 ``STORE_FACTORIES``: name -> ``factory(tmp_path) -> store``. A factory may call ``pytest.skip``
 when its backend is unavailable (no database server); if the store it returns has a ``close()``
@@ -21,13 +21,13 @@ def _jsonl_store(tmp_path: Path) -> Any:
 
 
 def _sqlite_store(tmp_path: Path) -> Any:
-    from core.sql_store import SqlSessionStore
+    from core.stores.sql_store import SqlSessionStore
 
     return SqlSessionStore(f"sqlite:///{tmp_path / 'sessions.db'}")
 
 
 def _postgres_store(tmp_path: Path) -> Any:
-    from core.sql_store import SqlSessionStore
+    from core.stores.sql_store import SqlSessionStore
     from tests.pg_server import fresh_database_url
 
     return SqlSessionStore(fresh_database_url())  # skips with the reason when no server can start

@@ -25,7 +25,7 @@ import sys
 import time
 
 from core import LocalSessionStore, SessionConflict, SessionKey, message_entry
-from core.entries import messages_of
+from core.session.entries import messages_of
 
 
 def payload(writer: str, i: int, big: bool = False) -> str:

@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from core.agent import (RoundCompleted, TextDelta, ToolCallFinished, ToolCallStarted, agent_loop,
+from core.agent.loop import (RoundCompleted, TextDelta, ToolCallFinished, ToolCallStarted, agent_loop,
                         agent_loop_stream)
 from core.errors import ModelServerError
-from core.repair import INTERRUPTED_RESULT
-from core.tools import TOOL_SPECS, Workspace
+from core.agent.repair import INTERRUPTED_RESULT
+from core.agent.tools import TOOL_SPECS, Workspace
 
 MODEL = "gpt-4o-mini"
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from core.entries import header_entry, message_entry, title_entry
-from core.jsonl_store import LocalSessionStore
-from core.keys import SessionKey, new_session_id, project_key
+from core.session.entries import header_entry, message_entry, title_entry
+from core.stores.jsonl_store import LocalSessionStore
+from core.session.keys import SessionKey, new_session_id, project_key
 
 pytestmark = pytest.mark.browser
 

@@ -10,8 +10,8 @@ import re
 
 import pytest
 
-from core.jsonl_store import LocalSessionStore
-from core.keys import SessionKey, project_key
+from core.stores.jsonl_store import LocalSessionStore
+from core.session.keys import SessionKey, project_key
 from tests import test_browser_e2e as e2e
 from tests.test_browser_e2e import TIMEOUT_MS, _post, expect, send
 
@@ -165,7 +165,7 @@ class TestLostReply:
 
 def _sessions_on_disk(world) -> list[str]:
     store = LocalSessionStore(world["data"])
-    from core.manager import SessionManager
+    from core.session.manager import SessionManager
 
     return [m.id for m in SessionManager(store).list(project_key(str(world["proj"])))]
 

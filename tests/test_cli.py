@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from core.entries import header_entry, message_entry
-from core.jsonl_store import LocalSessionStore
-from core.keys import SessionKey, new_session_id, project_key
-from core.manager import SessionManager
+from core.session.entries import header_entry, message_entry
+from core.stores.jsonl_store import LocalSessionStore
+from core.session.keys import SessionKey, new_session_id, project_key
+from core.session.manager import SessionManager
 from webui import cli, preflight
 
 REPO = Path(__file__).resolve().parents[1]
@@ -179,7 +179,7 @@ class TestStoreOption:
         monkeypatch.delenv("ANYCODE_MIRROR", raising=False)
 
     def test_sqlite_store_receives_sessions_made_in_the_ui(self, tmp_path):
-        from core.sql_store import SqlSessionStore
+        from core.stores.sql_store import SqlSessionStore
         from webui import handlers
         from webui.context import WebContext
 
@@ -211,8 +211,8 @@ class TestStoreOption:
         assert (data / "sessions.db").exists() and not (tmp_path / "sessions.db").exists()
 
     def test_env_default_and_mirror(self, tmp_path, monkeypatch):
-        from core.mirror import MirroredSessionStore
-        from core.sql_store import SqlSessionStore
+        from core.stores.mirror import MirroredSessionStore
+        from core.stores.sql_store import SqlSessionStore
 
         monkeypatch.setenv("ANYCODE_STORE", f"sqlite:///{tmp_path / 'env.db'}")
         monkeypatch.setenv("ANYCODE_MIRROR", f"jsonl:{tmp_path / 'copy'}")
@@ -248,7 +248,7 @@ class TestStoreOption:
         line = [x for x in err.splitlines() if x.startswith("anycode: ")]
         assert len(line) == 1 and "unavailable" in line[0] and "s3cret" not in err
         assert "Traceback" not in err
-        assert not [r for r in caplog.records if r.name == "core.sql_store"]  # said once only
+        assert not [r for r in caplog.records if r.name == "core.stores.sql_store"]  # said once only
 
     def test_store_closed_when_the_launcher_stops_early(self, tmp_path, monkeypatch, capsys):
         opened = []
@@ -547,7 +547,7 @@ class TestStartupChecks:
         _assert_one_line_error(out, fragment)  # exactly one line: no "cleanup: …" log before it
 
     def test_model_line_never_shows_the_key(self):
-        from core.config import ModelConfig
+        from core.agent.config import ModelConfig
 
         line = cli.describe_model(ModelConfig(api_key="sk-very-secret", model="m1",
                                               base_url="http://me:pw@127.0.0.1:9/v1"))

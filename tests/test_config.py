@@ -7,11 +7,11 @@ import openai
 import pytest
 
 from core import SessionManager
-from core.config import (DEFAULT_MODEL, ModelConfig, describe_api_error, list_models, make_client,
+from core.agent.config import (DEFAULT_MODEL, ModelConfig, describe_api_error, list_models, make_client,
                          pick_model, probe_server)
 from core.errors import (ModelAuthError, ModelBadRequest, ModelError, ModelNotConfigured, ModelRateLimited,
                          ModelServerError, ModelTimeout, ModelUnreachable)
-from core.runner import TitleStarted, run_session_stream
+from core.agent.runner import TitleStarted, run_session_stream
 
 
 def closed_port_url() -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from core import LocalSessionStore, SessionKey, SessionManager, header_entry, message_entry, project_key
-from core.entries import messages_of
+from core.session.entries import messages_of
 
 PK = project_key("/home/user/my-project")
 SID = "0b8f7a52-2f6c-4d5e-9a51-6c1a3e0d9f10"

@@ -16,7 +16,7 @@ from pathlib import Path
 import platformdirs
 import pytest
 
-import core.jsonl_store
+import core.stores.jsonl_store
 from core import (
     LocalSessionStore,
     SessionKey,
@@ -27,7 +27,7 @@ from core import (
     project_key,
     settings,
 )
-from core.entries import messages_of
+from core.session.entries import messages_of
 from tests.helpers_proc import payload
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -162,10 +162,10 @@ class TestDurability:
                 real_write(fd, bytes(data[: len(data) // 2]))
             raise OSError(errno.ENOSPC, "No space left on device")
 
-        monkeypatch.setattr(core.jsonl_store.os, "write", half_then_enospc)
+        monkeypatch.setattr(core.stores.jsonl_store.os, "write", half_then_enospc)
         with pytest.raises(OSError):
             store.append(key, [message_entry(user("lost " * 50))])
-        monkeypatch.setattr(core.jsonl_store.os, "write", real_write)
+        monkeypatch.setattr(core.stores.jsonl_store.os, "write", real_write)
         assert path.read_bytes() == before  # the half line was cut off again
         assert store.append(key, [message_entry(user("after"))]) == 2
         assert [m["content"] for m in messages_of(store.load(key))] == ["kept", "after"]

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core import InvalidSessionKey, LocalSessionStore, SessionKey, message_entry, new_session_id, project_key
-from core.keys import normalize_path
+from core.session.keys import normalize_path
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,6 +1,6 @@
 """The list() metadata index: fast (unchanged sessions are not read), and never wrong for long.
 
-The index (``projects/<key>/.index.json``) is a cache. These tests spy on ``core.jsonl_io`` to see
+The index (``projects/<key>/.index.json``) is a cache. These tests spy on ``core.stores.jsonl_io`` to see
 which session files ``list()`` opens and how many lines it parses, and damage or bypass the index
 in the ways a user or another process would.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-import core.jsonl_io
+import core.stores.jsonl_io
 from core import (
     LocalSessionStore,
     SessionKey,
@@ -42,7 +42,7 @@ class Spy:
     def __init__(self, monkeypatch):
         self.opened: list[str] = []
         self.parsed = 0
-        real_open, real_parse = open, core.jsonl_io.parse_line
+        real_open, real_parse = open, core.stores.jsonl_io.parse_line
 
         def spy_open(path, *args, **kw):
             self.opened.append(os.fspath(path))
@@ -52,8 +52,8 @@ class Spy:
             self.parsed += 1
             return real_parse(raw, path, lineno)
 
-        monkeypatch.setattr(core.jsonl_io, "open", spy_open, raising=False)
-        monkeypatch.setattr(core.jsonl_io, "parse_line", spy_parse)
+        monkeypatch.setattr(core.stores.jsonl_io, "open", spy_open, raising=False)
+        monkeypatch.setattr(core.stores.jsonl_io, "parse_line", spy_parse)
 
     def reset(self) -> None:
         self.opened.clear()

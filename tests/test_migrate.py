@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from core import LocalSessionStore, SessionKey, SessionManager, message_entry
-from core.migrate import migrate_sessions, subpaths_of
-from core.sql_store import SqlSessionStore
+from core.stores.migrate import migrate_sessions, subpaths_of
+from core.stores.sql_store import SqlSessionStore
 from tests.pg_server import fresh_database_url
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from core import LocalSessionStore, SessionKey, SessionManager, header_entry, message_entry
-from core.mirror import MirroredSessionStore
-from core.sql_store import SqlSessionStore
+from core.stores.mirror import MirroredSessionStore
+from core.stores.sql_store import SqlSessionStore
 
 ROOT = Path(__file__).resolve().parent.parent
 PK = "-home-user-proj-0123456789abcdef"
@@ -251,8 +251,8 @@ class TestRefusedRecords:
 CHILD = textwrap.dedent("""
     import sys, time
     from core import LocalSessionStore, SessionKey, header_entry, message_entry
-    from core.mirror import MirroredSessionStore
-    from core.sql_store import SqlSessionStore
+    from core.stores.mirror import MirroredSessionStore
+    from core.stores.sql_store import SqlSessionStore
     base, url, outbox, mode, pk = sys.argv[1:6]
 
     def down():

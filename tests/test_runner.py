@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from core import LocalSessionStore, SessionManager
-from core.agent import RoundCompleted, TextDelta, ToolCallStarted
-from core.entries import message_entry
+from core.agent.loop import RoundCompleted, TextDelta, ToolCallStarted
+from core.session.entries import message_entry
 from core.errors import ModelNotConfigured, ModelServerError, SessionConflict
-from core.repair import INTERRUPTED_RESULT, closing_results, prepare_request
-from core.runner import TitleStarted, UserMessageSaved, run_session, run_session_stream
+from core.agent.repair import INTERRUPTED_RESULT, closing_results, prepare_request
+from core.agent.runner import TitleStarted, UserMessageSaved, run_session, run_session_stream
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL = "gpt-4o-mini"
@@ -130,8 +130,8 @@ class TestPerRoundPersistence:
 CHILD = textwrap.dedent("""
     import sys
     from core import LocalSessionStore, SessionKey
-    from core.agent import RoundCompleted, TextDelta
-    from core.runner import run_session_stream
+    from core.agent.loop import RoundCompleted, TextDelta
+    from core.agent.runner import run_session_stream
     import openai
     base_url, home, project, sid = sys.argv[1:5]
     client = openai.OpenAI(api_key="sk-test", base_url=base_url, max_retries=0, timeout=30)

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from core import LocalSessionStore, SessionKey, SessionManager, header_entry, project_key
-from core.sql_store import SqlSessionStore
-from core.export import session_label
+from core.stores.sql_store import SqlSessionStore
+from core.session.export import session_label
 from webui.sessions_cli import main
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -18,8 +18,8 @@ import pytest
 import sqlalchemy as sa
 
 from core import LocalSessionStore, SessionConflict, SessionKey, StoreUnavailable, header_entry, message_entry
-from core.sql_store import SqlSessionStore
-from core.store_factory import open_store, store_from_spec
+from core.stores.sql_store import SqlSessionStore
+from core.stores.factory import open_store, store_from_spec
 from tests.pg_server import fresh_database_url
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,7 +55,7 @@ def run_children(script: str, argvs: list[list[str]], timeout: float = 120) -> l
 APPENDER = textwrap.dedent("""
     import os, sys, time
     from core import SessionKey, message_entry
-    from core.sql_store import SqlSessionStore
+    from core.stores.sql_store import SqlSessionStore
     url, pk, sid, writer, n, go = sys.argv[1:7]
     store = SqlSessionStore(url)
     key = SessionKey(pk, sid)
@@ -71,7 +71,7 @@ APPENDER = textwrap.dedent("""
 CAS = textwrap.dedent("""
     import os, sys, time
     from core import SessionConflict, SessionKey, message_entry
-    from core.sql_store import SqlSessionStore
+    from core.stores.sql_store import SqlSessionStore
     url, pk, sid, writer, n, go = sys.argv[1:7]
     store = SqlSessionStore(url)
     key = SessionKey(pk, sid)
@@ -167,14 +167,14 @@ class TestSchema:
         return list(rows)
 
     def test_fresh_database_records_every_migration_once(self, db_url):
-        from core.sql_schema import LATEST, MIGRATIONS
+        from core.stores.sql_schema import LATEST, MIGRATIONS
 
         SqlSessionStore(db_url).close()
         SqlSessionStore(db_url).close()  # re-open: nothing applied twice
         assert self.versions(db_url) == [v for v, _, _ in MIGRATIONS] == list(range(1, LATEST + 1))
 
     def test_old_database_is_upgraded_and_keeps_data(self, tmp_path, monkeypatch):
-        from core import sql_schema
+        from core.stores import sql_schema
 
         url = sqlite_url(tmp_path)
         monkeypatch.setattr(sql_schema, "MIGRATIONS", sql_schema.MIGRATIONS[:1])
@@ -246,7 +246,7 @@ class TestFailures:
             SqlSessionStore(url)
 
     def test_sqlite_locked_past_timeout_is_unavailable(self, tmp_path, monkeypatch):
-        import core.sql_store as mod
+        import core.stores.sql_store as mod
 
         monkeypatch.setattr(mod, "BUSY_TIMEOUT", 0.2)
         url = sqlite_url(tmp_path)
@@ -379,7 +379,7 @@ class TestOpenStore:
             open_store("mongo")
 
     def test_mirror_env_wraps(self, tmp_path, monkeypatch):
-        from core.mirror import MirroredSessionStore
+        from core.stores.mirror import MirroredSessionStore
 
         monkeypatch.setenv("ANYCODE_MIRROR", sqlite_url(tmp_path))
         store = open_store("jsonl", tmp_path / "home")

@@ -1,6 +1,6 @@
 """The SessionStore contract, written once and run against every store in ``STORE_FACTORIES``.
 
-Covers the protocol (``core/store.py``) and the :class:`core.SessionManager` over it. Nothing here
+Covers the protocol (``core/session/store.py``) and the :class:`core.SessionManager` over it. Nothing here
 knows about files or SQL, except :func:`snapshot`, which compares a JSONL session byte for byte.
 """
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import core.entries
-import core.manager
+import core.session.entries
+import core.session.manager
 from core import (
     AmbiguousSessionId,
     InvalidTitle,
@@ -47,8 +47,8 @@ def clock(monkeypatch):
         return state["now"]
 
     fake = types.SimpleNamespace(time=tick)
-    monkeypatch.setattr(core.manager, "time", fake)
-    monkeypatch.setattr(core.entries, "time", fake)
+    monkeypatch.setattr(core.session.manager, "time", fake)
+    monkeypatch.setattr(core.session.entries, "time", fake)
 
     class Clock:
         @property

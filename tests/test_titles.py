@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from core import SessionManager
-from core.prompts import TITLE_PROMPT
-from core.runner import TitleStarted, run_session_stream
-from core.titles import (clean_title, fallback_title, generate_title, start_title_generation,
+from core.agent.prompts import TITLE_PROMPT
+from core.agent.runner import TitleStarted, run_session_stream
+from core.agent.titles import (clean_title, fallback_title, generate_title, start_title_generation,
                          title_request_messages)
 
 MODEL = "gpt-4o-mini"

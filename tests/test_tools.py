@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from core.tools import OUTPUT_CAP_BYTES, TOOL_SPECS, Workspace, cap_output, run_tool
+from core.agent.tools import OUTPUT_CAP_BYTES, TOOL_SPECS, Workspace, cap_output, run_tool
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from core.jsonl_store import LocalSessionStore
-from core.keys import SessionKey, project_key
-from core.manager import SessionManager
+from core.stores.jsonl_store import LocalSessionStore
+from core.session.keys import SessionKey, project_key
+from core.session.manager import SessionManager
 from webui import handlers, render
 from webui.context import WebContext
 from webui.timefmt import group_label, relative_time
@@ -45,7 +45,7 @@ def offline_ctx(store, project, monkeypatch):
     """No API key, no base URL and no local server: the "not configured" case."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    monkeypatch.setattr("core.config.probe_server", lambda *a, **k: None)
+    monkeypatch.setattr("core.agent.config.probe_server", lambda *a, **k: None)
     return make_ctx(store, project)
 
 
@@ -369,7 +369,7 @@ class TestMirrorLine:
         assert handlers.mirror_status_html(None) == ""
 
     def test_unreachable_mirror_turns_into_a_warning(self, tmp_path, project):
-        from core.mirror import MirroredSessionStore
+        from core.stores.mirror import MirroredSessionStore
 
         def unreachable():
             raise ConnectionError("mirror database is down")
@@ -396,7 +396,7 @@ class TestMirrorLine:
     def test_mirror_line_and_timer_exist_only_with_a_mirror(self, tmp_path, store, project):
         import gradio as gr
 
-        from core.mirror import MirroredSessionStore
+        from core.stores.mirror import MirroredSessionStore
         from webui.app import build_app
 
         def timers_and_lines(ctx):
@@ -528,13 +528,13 @@ class TestRunsInATab:
         assert ctx.manager.list(ctx.project_key) == []
 
     def test_failed_first_send_leaves_no_empty_session(self, ctx, monkeypatch):
-        import core.runner
+        import core.agent.runner
 
         def broken(*args, **kwargs):
             raise RuntimeError("boom")
             yield  # pragma: no cover
 
-        monkeypatch.setattr(core.runner, "run_session_stream", broken)
+        monkeypatch.setattr(core.agent.runner, "run_session_stream", broken)
         final = run_send(ctx, handlers.new_chat(ctx).state, "never stored")[-1]
         assert final.error and final.state["session"] is None
         assert final.restore_text == "never stored"

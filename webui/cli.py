@@ -152,7 +152,7 @@ def find_free_port(host: str, start: int, tries: int = PORT_SCAN) -> int:
 def check_data_dir(args: argparse.Namespace, data_dir: Path) -> None:
     """For the JSONL store, make sure its folder can be created and written now, not at the
     first message (a database store is checked by opening it). Raises :class:`CliError`."""
-    from core.store_factory import DEFAULT_SPEC, STORE_ENV
+    from core.stores.factory import DEFAULT_SPEC, STORE_ENV
     from webui import preflight
 
     spec = (args.store if args.store is not None else os.environ.get(STORE_ENV, "")).strip()
@@ -171,7 +171,7 @@ def check_data_dir(args: argparse.Namespace, data_dir: Path) -> None:
 def describe_model(config: Any) -> str:
     """The startup line's model part: the model and server in use (never the key), or that none
     is configured. Builds a client the way the UI will (which may probe a local Ollama)."""
-    from core.config import make_client
+    from core.agent.config import make_client
     from core.errors import ModelError
 
     try:
@@ -202,9 +202,9 @@ def make_store(args: argparse.Namespace) -> Any:
     Raises :class:`CliError` (one sentence) when it cannot be opened: an unknown spec, the
     ``anycode[sql]`` extra missing, an unreachable database, an unusable folder."""
     from core.errors import AnycodeError
-    from core.store_factory import open_store
+    from core.stores.factory import open_store
 
-    sql_log = logging.getLogger("core.sql_store")
+    sql_log = logging.getLogger("core.stores.sql_store")
     level = sql_log.level
     if not getattr(args, "verbose", False):
         # Its "open failed" warning repeats the error below with driver details: -v shows it.
@@ -223,7 +223,7 @@ def make_store(args: argparse.Namespace) -> Any:
 def store_spec_label(spec: str | None) -> str:
     """The effective store spec (``spec``, else ``$ANYCODE_STORE``, else ``jsonl``), any password
     masked."""
-    from core.store_factory import DEFAULT_SPEC, STORE_ENV, describe
+    from core.stores.factory import DEFAULT_SPEC, STORE_ENV, describe
 
     spec = (spec if spec is not None else os.environ.get(STORE_ENV, "")).strip() or DEFAULT_SPEC
     return describe(spec)
@@ -260,7 +260,7 @@ def close_store(store: Any) -> None:
 def describe_sessions(manager: Any, project: str, limit: int = 10) -> str:
     """A few lines listing the project's recent sessions (``id  title``) for error messages,
     ending with "… and N more" when there are more than ``limit``."""
-    from core.export import session_label
+    from core.session.export import session_label
 
     metas = manager.list(project)
     if not metas:
@@ -272,7 +272,7 @@ def describe_sessions(manager: Any, project: str, limit: int = 10) -> str:
 
 
 def _describe_candidates(manager: Any, project: str, ids: list[str], limit: int = 10) -> str:
-    from core.export import session_label
+    from core.session.export import session_label
 
     titles = {m.id: session_label(m.title, m.created_at)
               for m in manager.list(project) + manager.list(project, archived=True)}
@@ -288,7 +288,7 @@ def find_initial(manager: Any, project_path: str, args: argparse.Namespace) -> A
     ``--resume`` looks in the project first, then in every other project. Raises
     :class:`CliError` (listing the candidates once) for an empty, ambiguous or unknown id."""
     from core.errors import AmbiguousSessionId, SessionNotFound
-    from core.keys import project_key
+    from core.session.keys import project_key
 
     key = project_key(project_path)
     if args.cont:
@@ -393,7 +393,7 @@ def _run(args: argparse.Namespace) -> int:
     from webui import offline
 
     offline.apply()
-    from core.keys import normalize_path
+    from core.session.keys import normalize_path
 
     # Everything that can be checked without the store first: a bad option never runs cleanup.
     check_resume(args.resume)
@@ -405,7 +405,7 @@ def _run(args: argparse.Namespace) -> int:
     if not os.path.isdir(project_path):
         raise CliError(f"--project {project_path} is not a directory.")
     overrides = {k: v for k, v in (("model", args.model), ("base_url", args.base_url)) if v}
-    from core.config import ModelConfig
+    from core.agent.config import ModelConfig
 
     try:
         ModelConfig.from_env(**overrides)
@@ -428,8 +428,8 @@ def _run(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace, store: Any, project_path: str, data_dir: Path,
            auth: tuple[str, str] | None, overrides: dict[str, Any]) -> int:
     """Clean up, resolve the first session, launch the UI and block until Ctrl+C / SIGTERM."""
-    from core.keys import project_key
-    from core.manager import SessionManager
+    from core.session.keys import project_key
+    from core.session.manager import SessionManager
     from webui import preflight
 
     manager = SessionManager(store)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import ModelError
-from core.keys import normalize_path, project_key
+from core.session.keys import normalize_path, project_key
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 class WebContext:
     """Shared, read-mostly configuration of one running web UI.
 
-    ``manager``: a ``core.manager.SessionManager``; ``store``: its ``SessionStore`` (exports read
+    ``manager``: a ``core.session.manager.SessionManager``; ``store``: its ``SessionStore`` (exports read
     raw entries); ``project_path``: the default project's real path; ``data_dir``: where sessions
     live (shown at start); ``model_overrides``: ``ModelConfig.from_env`` keyword overrides from
     the command line (``model``, ``base_url``); ``initial_session``: a session id to open in a tab
@@ -51,15 +51,15 @@ class WebContext:
 
     @property
     def project_key(self) -> str:
-        """The default project's key (``core.keys.project_key(project_path)``)."""
+        """The default project's key (``core.session.keys.project_key(project_path)``)."""
         return project_key(self.project_path)
 
     # --- model ------------------------------------------------------------------------------
 
     def model_config(self) -> Any:
-        """The ``core.config.ModelConfig`` from the environment plus command-line overrides."""
+        """The ``core.agent.config.ModelConfig`` from the environment plus command-line overrides."""
         if "config" not in self._model_cache:
-            from core.config import ModelConfig
+            from core.agent.config import ModelConfig
 
             self._model_cache["config"] = ModelConfig.from_env(**self.model_overrides)
         return self._model_cache["config"]
@@ -67,7 +67,7 @@ class WebContext:
     def client(self) -> Any | None:
         """An ``openai.OpenAI`` client, or None when no model is configured (no API key)."""
         if "client" not in self._model_cache:
-            from core.config import make_client
+            from core.agent.config import make_client
 
             try:
                 self._model_cache["client"] = make_client(self.model_config())

@@ -1,5 +1,5 @@
 """Write a session's download files: Markdown (for reading) and JSONL (its stored entries, a valid
-session file). The formats are core's (``core.export``), shared with ``anycode sessions export``;
+session file). The formats are core's (``core.session.export``), shared with ``anycode sessions export``;
 this module only names and places the files for the UI's download buttons."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from core.export import session_to_jsonl, session_to_markdown
+from core.session.export import session_to_jsonl, session_to_markdown
 
 log = logging.getLogger(__name__)
 

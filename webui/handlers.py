@@ -28,7 +28,7 @@ from core.errors import (
     SessionConflict,
     SessionNotFound,
 )
-from core.keys import SessionKey
+from core.session.keys import SessionKey
 from webui import render
 from webui.export import write_exports
 from webui.timefmt import relative_time
@@ -85,7 +85,7 @@ def _key(state: dict[str, Any]) -> SessionKey:
 
 
 def view_of(session: Any, *, title_wait: float = 0.0, notice: str | None = None) -> SessionView:
-    """The view of a loaded ``core.models.Session``."""
+    """The view of a loaded ``core.session.models.Session``."""
     shown = [m for m in session.messages if m.get("role") != "system"]
     return SessionView(
         state=tab_state(session.project_key, session.id, len(session.messages), title_wait),
@@ -262,7 +262,7 @@ def rename(ctx: Any, state: dict[str, Any], title: str | None) -> SessionView:
 
 def _title_too_long(text: str) -> bool:
     """True when core will cut ``text`` (cleaned the way it cleans titles) to its maximum."""
-    from core.manager import MAX_TITLE_CHARS, TITLE_CONTROLS
+    from core.session.manager import MAX_TITLE_CHARS, TITLE_CONTROLS
 
     return len(" ".join(TITLE_CONTROLS.sub(" ", text).split())) > MAX_TITLE_CHARS
 
@@ -361,7 +361,7 @@ def model_choices(ctx: Any) -> tuple[list[str], str]:
         if cached and time.monotonic() - cached[0] < MODEL_LIST_TTL:
             names = list(cached[1])
         else:
-            from core.config import list_models
+            from core.agent.config import list_models
 
             try:
                 names = list(list_models(client, fallback))
@@ -390,7 +390,7 @@ MIRROR_POLL_SECONDS = 5.0  # how often the sidebar's mirror line is refreshed (o
 
 
 def has_mirror(ctx: Any) -> bool:
-    """True when the store reports mirror health (a ``core.mirror.MirroredSessionStore``)."""
+    """True when the store reports mirror health (a ``core.stores.mirror.MirroredSessionStore``)."""
     return callable(getattr(ctx.store, "status", None))
 
 
@@ -593,7 +593,7 @@ def send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, t
 
 def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, run: Any,
           now: float | None) -> Iterator[SendUpdate]:
-    from core.runner import run_session_stream
+    from core.agent.runner import run_session_stream
 
     retry = text is None
     text = (text or "").strip()

@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.export import UNTITLED, message_text, session_label  # noqa: F401  (UNTITLED: re-exported for the UI)
+from core.session.export import UNTITLED, message_text, session_label  # noqa: F401  (UNTITLED: re-exported for the UI)
 from webui.timefmt import GROUPS, group_label, relative_time
 
 log = logging.getLogger(__name__)

@@ -19,10 +19,10 @@ from typing import Any, Sequence
 
 from core import settings
 from core.errors import AmbiguousSessionId, AnycodeError, SessionNotFound
-from core.export import session_label, session_to_jsonl, session_to_markdown
-from core.keys import SessionKey, project_key
-from core.manager import DAY_SECONDS, SessionManager
-from core.models import SessionMeta
+from core.session.export import session_label, session_to_jsonl, session_to_markdown
+from core.session.keys import SessionKey, project_key
+from core.session.manager import DAY_SECONDS, SessionManager
+from core.session.models import SessionMeta
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     store = None
     try:
-        from core.store_factory import open_store
+        from core.stores.factory import open_store
 
         store = open_store(args.store, args.data_dir)
         return _COMMANDS[args.command](SessionManager(store), args)
@@ -286,8 +286,8 @@ def _cmd_cleanup(mgr: SessionManager, args: argparse.Namespace) -> int:
 
 
 def _cmd_migrate(mgr: SessionManager, args: argparse.Namespace) -> int:
-    from core.migrate import migrate_sessions
-    from core.store_factory import describe, store_from_spec
+    from core.stores.migrate import migrate_sessions
+    from core.stores.factory import describe, store_from_spec
 
     target = store_from_spec(args.to, args.data_dir)
     try:

@@ -15,17 +15,17 @@ from typing import Callable
 
 import openai
 
-from core.agent import AgentEvent, AgentRun, RoundCompleted
-from core.config import NOT_CONFIGURED_MESSAGE
+from core.agent.loop import AgentEvent, AgentRun, RoundCompleted
+from core.agent.config import NOT_CONFIGURED_MESSAGE
 from core.errors import ModelNotConfigured, SessionConflict
-from core.keys import SessionKey
-from core.manager import SessionManager
-from core.models import Session
-from core.prompts import system_prompt
-from core.repair import closing_results, sanitize_text
-from core.store import SessionStore
-from core.titles import start_title_generation
-from core.tools import TOOL_SPECS, ToolError, Workspace
+from core.session.keys import SessionKey
+from core.session.manager import SessionManager
+from core.session.models import Session
+from core.agent.prompts import system_prompt
+from core.agent.repair import closing_results, sanitize_text
+from core.session.store import SessionStore
+from core.agent.titles import start_title_generation
+from core.agent.tools import TOOL_SPECS, ToolError, Workspace
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def run_session_stream(
     path); "interrupted" tool results for calls left dangling at the tail (appended, never
     rewritten); then the user message — all in ONE append, checked against ``expected_count``
     (the message count the caller loaded; SessionConflict if someone appended since) — then
-    ``UserMessageSaved``. Then the agent loop's events (see core.agent); each RoundCompleted is
+    ``UserMessageSaved``. Then the agent loop's events (see core.agent.loop); each RoundCompleted is
     stored before it is yielded. Last, if the session has no title yet, ``TitleStarted``.
 
     ``user_input`` None re-runs the model on the stored history (a retry after an error) without

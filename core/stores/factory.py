@@ -6,7 +6,7 @@
   A relative SQLite path (``sqlite:///sessions.db``) is taken inside the data dir, not the
   current folder; ``sqlite:////abs/path.db`` is absolute.
 - ``ANYCODE_MIRROR`` (optional): a second store spec (usually a database URL) that receives a
-  copy of every write in the background (:class:`core.mirror.MirroredSessionStore`); the primary
+  copy of every write in the background (:class:`core.stores.mirror.MirroredSessionStore`); the primary
   stays the source of truth and a failing mirror never fails or slows a write.
 """
 from __future__ import annotations
@@ -16,10 +16,10 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from . import settings
-from .errors import StoreUnavailable
-from .jsonl_store import LocalSessionStore
-from .store import SessionStore
+from core import settings
+from core.errors import StoreUnavailable
+from core.stores.jsonl_store import LocalSessionStore
+from core.session.store import SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ def store_from_spec(spec: str, base_dir: str | os.PathLike[str] | None = None) -
     if spec.startswith("jsonl:") and "://" not in spec:
         return LocalSessionStore(Path(spec[len("jsonl:"):]).expanduser())
     if "://" in spec:
-        from .sql_store import SqlSessionStore
+        from core.stores.sql_store import SqlSessionStore
 
         return SqlSessionStore(_anchor_sqlite(spec, base_dir))
     raise StoreUnavailable(
@@ -86,7 +86,7 @@ def open_store(
     mirror: str | None = None,
 ) -> SessionStore:
     """The configured store: ``spec`` (default ``$ANYCODE_STORE``, else ``jsonl``), wrapped in a
-    :class:`~core.mirror.MirroredSessionStore` when ``mirror`` (default ``$ANYCODE_MIRROR``) is set.
+    :class:`~core.stores.mirror.MirroredSessionStore` when ``mirror`` (default ``$ANYCODE_MIRROR``) is set.
 
     ``base_dir``: the data dir (default :func:`core.settings.data_dir`), holding the JSONL files
     and the mirror's outbox. The mirror is opened in the background, so an unreachable mirror
@@ -98,7 +98,7 @@ def open_store(
     log.info("session store: %s", describe(spec))
     if not mirror:
         return primary
-    from .mirror import MirroredSessionStore
+    from core.stores.mirror import MirroredSessionStore
 
     data = Path(base_dir) if base_dir is not None else settings.data_dir()
     opener: Callable[[], Any] = lambda: store_from_spec(mirror, data / "mirror-jsonl")  # noqa: E731

@@ -1,7 +1,7 @@
 """Copy every session from one store to another (``anycode sessions migrate --to URL``).
 
 What is copied: every project's main and archived sessions with their sub-agent records, entry
-by entry, through the :class:`~core.store.SessionStore` protocol (plus :func:`subpaths_of` to
+by entry, through the :class:`~core.session.store.SessionStore` protocol (plus :func:`subpaths_of` to
 enumerate sub-agent records), then the archived flag. Safe to re-run:
 
 - a record the target already holds identically is skipped;
@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from .errors import AnycodeError, InvalidSessionKey
-from .keys import SessionKey
+from core.errors import AnycodeError, InvalidSessionKey
+from core.session.keys import SessionKey
 
 log = logging.getLogger(__name__)
 
@@ -67,12 +67,12 @@ def subpaths_of(store: Any, key: SessionKey) -> list[str]:
     """The subpaths of a session's sub-agent records (sorted), for any store.
 
     Uses ``store.list_subpaths(key)`` when the store has it (SQL, mirrored); for the JSONL store,
-    walks ``<project>/[archive/]<session id>/**.jsonl`` as documented in :mod:`core.jsonl_store`;
+    walks ``<project>/[archive/]<session id>/**.jsonl`` as documented in :mod:`core.stores.jsonl_store`;
     other stores: none (logged)."""
     lister = getattr(store, "list_subpaths", None)
     if callable(lister):
         return list(lister(key))
-    from .jsonl_store import ARCHIVE_DIR, SUFFIX, LocalSessionStore
+    from core.stores.jsonl_store import ARCHIVE_DIR, SUFFIX, LocalSessionStore
 
     if not isinstance(store, LocalSessionStore):
         log.warning("%r cannot enumerate sub-agent records; only main sessions are copied", store)

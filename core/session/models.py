@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .keys import SessionKey
+from core.session.keys import SessionKey
 
 
 @dataclass

@@ -11,8 +11,8 @@ import logging
 import time
 from typing import Any, Iterable
 
-from .jsonl_io import encode_entries
-from .models import Session
+from core.session.entries import encode_entries
+from core.session.models import Session
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ def _when(ts: float) -> str:
 
 
 def session_to_markdown(session: Session) -> str:
-    """Render a :class:`~core.models.Session` as Markdown: title, facts (id, times, project,
+    """Render a :class:`~core.session.models.Session` as Markdown: title, facts (id, times, project,
     branch origin), then every message in order (system included) with tool calls and results
     as fenced blocks. Returns the text, ending with one newline."""
     lines = [f"# {session.title or UNTITLED}", "", f"- Session: `{session.id}`",

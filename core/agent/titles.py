@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import openai
 
-from core.export import FALLBACK_TITLE_FORMAT, message_text
-from core.manager import TITLE_CONTROLS
-from core.prompts import TITLE_PROMPT
-from core.repair import sanitize
+from core.session.export import FALLBACK_TITLE_FORMAT, message_text
+from core.session.manager import TITLE_CONTROLS
+from core.agent.prompts import TITLE_PROMPT
+from core.agent.repair import sanitize
 
 if TYPE_CHECKING:
-    from core.keys import SessionKey
-    from core.manager import SessionManager
+    from core.session.keys import SessionKey
+    from core.session.manager import SessionManager
 
 log = logging.getLogger(__name__)
 

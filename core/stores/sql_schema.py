@@ -6,7 +6,7 @@ Tables (names prefixed ``anycode_`` so the store can share a database with other
 - ``anycode_sessions``: one row per session record (a main session, ``subpath = ''``, or one
   sub-agent record), holding the folded metadata ``list()`` shows, so listing never reads entries.
   ``entry_count`` is the next entry sequence number; ``state`` is the JSON of
-  :class:`core.entries.SessionState` so each append folds only its new entries.
+  :class:`core.session.entries.SessionState` so each append folds only its new entries.
 - ``anycode_entries(session_pk, seq, data)``: one entry per row as JSON text, exactly as encoded
   (JSON text, not JSONB, so keys keep their order and ``load`` returns what was appended).
 
@@ -38,7 +38,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.schema import CreateTable
 
-from .errors import StoreUnavailable
+from core.errors import StoreUnavailable
 
 log = logging.getLogger(__name__)
 

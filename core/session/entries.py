@@ -1,4 +1,4 @@
-"""Session entries: the records a :class:`~core.store.SessionStore` appends, and their fold.
+"""Session entries: the records a :class:`~core.session.store.SessionStore` appends, and their fold.
 
 Every store holds a session as an ordered list of entries (dicts). Types (``"type"`` key):
 
@@ -16,6 +16,8 @@ a file, and loading a session feeds it everything, so both agree by construction
 """
 from __future__ import annotations
 
+import json
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable
@@ -157,3 +159,33 @@ def messages_of(entries: Iterable[Any]) -> list[dict[str, Any]]:
         for e in entries
         if isinstance(e, dict) and e.get("type") == "message" and isinstance(e.get("message"), dict)
     ]
+
+
+# One encoder for every store (the JSONL lines, the SQL rows, exports), so a session is the
+# same bytes wherever it lives.
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def encode_entries(entries: Iterable[Any]) -> bytes:
+    """Serialise entries as JSONL bytes, one line each, ending with ``\\n``.
+
+    Raises ``ValueError`` for an entry that is not a dict or not JSON-serialisable (NaN and
+    infinities included, as they are not JSON); nothing is written then.
+    """
+    return b"".join(encode_entry(entry).encode("utf-8") + b"\n" for entry in entries)
+
+
+def encode_entry(entry: Any) -> str:
+    """One entry as its JSON line text (no newline), the same in every store: compact,
+    ``ensure_ascii=False``, lone surrogates replaced by U+FFFD so the text is valid UTF-8.
+
+    Raises ``ValueError`` for a non-dict or a value JSON cannot hold (NaN, infinities, objects)."""
+    if not isinstance(entry, dict):
+        raise ValueError(f"a session entry must be a dict, not {type(entry).__name__}")
+    try:
+        line = json.dumps(entry, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"session entry is not JSON-serialisable: {exc}") from exc
+    if _SURROGATES.search(line):
+        line = _SURROGATES.sub("\ufffd", line)
+    return line

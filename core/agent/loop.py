@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import openai
 
-from core.config import describe_api_error
-from core.repair import interrupted_result, prepare_request, sanitize_text
-from core.tools import Workspace, run_tool
+from core.agent.config import describe_api_error
+from core.agent.repair import interrupted_result, prepare_request, sanitize_text
+from core.agent.tools import Workspace, run_tool
 
 log = logging.getLogger(__name__)
 
@@ -270,12 +270,12 @@ def agent_loop_stream(messages: list[dict], *, client: openai.OpenAI, model: str
     """Run the agent loop over ``messages`` (not modified), yielding TextDelta, ToolCallStarted,
     ToolCallFinished and RoundCompleted events.
 
-    ``tools`` is the OpenAI ``tools=`` list (e.g. ``core.tools.TOOL_SPECS``; None/[] for none),
+    ``tools`` is the OpenAI ``tools=`` list (e.g. ``core.agent.tools.TOOL_SPECS``; None/[] for none),
     run inside ``workspace``. Requests use ``stream=True`` (chat completions streaming, tool-call
-    deltas accumulated by index) and are repaired first (:func:`core.repair.prepare_request`).
+    deltas accumulated by index) and are repaired first (:func:`core.agent.repair.prepare_request`).
     When ``cancel`` is set the loop stops at the next chunk or tool: the partial text becomes an
     assistant message and calls not yet run get "interrupted" results, in a last RoundCompleted.
-    Raises a typed ModelError (see :func:`core.config.describe_api_error`) when the model fails.
+    Raises a typed ModelError (see :func:`core.agent.config.describe_api_error`) when the model fails.
     """
     run = AgentRun(messages, client=client, model=model, tools=tools, max_iterations=max_iterations,
                    cancel=cancel, workspace=workspace)

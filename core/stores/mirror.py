@@ -6,7 +6,7 @@ mirrors never block the local write.
 
 How (and why):
 
-- A write goes to the primary; its *intent* is recorded in the durable :class:`core.outbox.Outbox`
+- A write goes to the primary; its *intent* is recorded in the durable :class:`core.stores.outbox.Outbox`
   just before and marked ready just after, so a crash at any point leaves a trace to redo.
 - A background thread delivers ready items in order. An append item is delivered by
   *reconciling* the record: the mirror's entry count ``n`` is its high-water mark, and the
@@ -33,11 +33,11 @@ from typing import Any, Callable
 
 import filelock
 
-from . import settings
-from .errors import SessionConflict, SessionNotFound
-from .keys import SessionKey
-from .models import ProjectInfo, SessionMeta
-from .outbox import Outbox, OutboxItem
+from core import settings
+from core.errors import SessionConflict, SessionNotFound
+from core.session.keys import SessionKey
+from core.session.models import ProjectInfo, SessionMeta
+from core.stores.outbox import Outbox, OutboxItem
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ DEFER_MAX = 1.0  # seconds a record's copy may wait for an append in flight to f
 
 
 class MirroredSessionStore:
-    """A :class:`~core.store.SessionStore` writing to ``primary`` and copying to ``mirror``.
+    """A :class:`~core.session.store.SessionStore` writing to ``primary`` and copying to ``mirror``.
 
     ``primary``: the source of truth (normally the JSONL store); every read is answered by it.
     ``mirror``: a store, or a zero-argument callable opening one (retried until it succeeds, so
@@ -161,7 +161,7 @@ class MirroredSessionStore:
 
     def list_subpaths(self, key: SessionKey) -> list[str]:
         """Sub-agent record subpaths of the session, from the primary."""
-        from .migrate import subpaths_of
+        from core.stores.migrate import subpaths_of
 
         return subpaths_of(self.primary, key)
 

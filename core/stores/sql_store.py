@@ -1,16 +1,16 @@
-"""The SQL session store: the same :class:`~core.store.SessionStore` contract over a database.
+"""The SQL session store: the same :class:`~core.session.store.SessionStore` contract over a database.
 
 ``SqlSessionStore(url)`` works with ``sqlite:///PATH`` and ``postgresql+psycopg://…`` through one
 implementation on SQLAlchemy 2 Core (the optional extra ``anycode[sql]``; without it, creating a
 store raises :class:`~core.errors.StoreUnavailable` saying what to install, and ``import core``
-still works). Tables and migrations are in :mod:`core.sql_schema`.
+still works). Tables and migrations are in :mod:`core.stores.sql_schema`.
 
 Why it is shaped this way:
 
 - Each append is one transaction that locks the session's row (PostgreSQL ``SELECT … FOR UPDATE``;
   SQLite ``BEGIN IMMEDIATE``, which takes the database write lock, with a busy timeout), checks
   ``expected_count``, inserts the entries with consecutive sequence numbers and folds them into
-  the row's metadata with :class:`core.entries.SessionState`. Appends from many processes
+  the row's metadata with :class:`core.session.entries.SessionState`. Appends from many processes
   therefore serialise per session, lose nothing and never interleave, and ``list()`` is one
   indexed query that never reads entries.
 - Entries are stored as the exact JSON text the JSONL store would write (one row each), so
@@ -28,12 +28,12 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from . import settings
-from .entries import SessionState
-from .errors import SessionConflict, SessionNotFound, StoreUnavailable
-from .jsonl_io import encode_entry as encode_entry_line
-from .keys import SessionKey, _check_project_key
-from .models import ProjectInfo, SessionMeta
+from core import settings
+from core.session.entries import SessionState
+from core.errors import SessionConflict, SessionNotFound, StoreUnavailable
+from core.session.entries import encode_entry as encode_entry_line
+from core.session.keys import SessionKey, _check_project_key
+from core.session.models import ProjectInfo, SessionMeta
 
 try:  # optional extra: anycode[sql]
     import sqlalchemy as sa
@@ -62,7 +62,7 @@ def encode_entry(entry: Any) -> tuple[str, dict[str, Any]]:
 
 
 class SqlSessionStore:
-    """:class:`~core.store.SessionStore` over SQLite or PostgreSQL (see the module docstring).
+    """:class:`~core.session.store.SessionStore` over SQLite or PostgreSQL (see the module docstring).
 
     ``url``: a SQLAlchemy URL: ``sqlite:///relative.db``, ``sqlite:////abs/path.db``,
     ``postgresql+psycopg://user:pass@host:5432/db`` (``postgresql://`` and ``postgres://`` are
@@ -82,7 +82,7 @@ class SqlSessionStore:
         self.engine = _make_engine(url, self._fsync)
         self.url = self.engine.url.render_as_string(hide_password=True)
         self.dialect = self.engine.dialect.name
-        from . import sql_schema
+        from core.stores import sql_schema
 
         self._t = sql_schema
         with self._errors("open"), self._write() as conn:

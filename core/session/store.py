@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-from .keys import SessionKey
-from .models import ProjectInfo, SessionMeta
+from core.session.keys import SessionKey
+from core.session.models import ProjectInfo, SessionMeta
 
 
 @runtime_checkable
 class SessionStore(Protocol):
-    """Append-only storage of session entries (see :mod:`core.entries` for their shapes)."""
+    """Append-only storage of session entries (see :mod:`core.session.entries` for their shapes)."""
 
     def append(
         self, key: SessionKey, entries: list[dict[str, Any]], *, expected_count: int | None = None

@@ -13,48 +13,21 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import zlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
-from .entries import SessionState
+from core.session.entries import SessionState
 
 log = logging.getLogger(__name__)
 
-_SURROGATES = re.compile("[\ud800-\udfff]")
 _JUNK = b" \t\r\n\x00"
 SIG_BYTES = 64  # bytes before the indexed offset that must be unchanged for an incremental read
 # One index record (FileScan.to_list): a flat list, cheap to decode and to turn into a SessionMeta.
 RECORD_FIELDS = ("size", "mtime_ns", "offset", "lines", "sig", "message_count", "created_at",
                  "last_message_at", "title", "title_source", "cwd", "forked_from", "has_header", "id",
                  "project_key")
-
-
-def encode_entries(entries: Iterable[Any]) -> bytes:
-    """Serialise entries as JSONL bytes, one line each, ending with ``\\n``.
-
-    Raises ``ValueError`` for an entry that is not a dict or not JSON-serialisable (NaN and
-    infinities included, as they are not JSON); nothing is written then.
-    """
-    return b"".join(encode_entry(entry).encode("utf-8") + b"\n" for entry in entries)
-
-
-def encode_entry(entry: Any) -> str:
-    """One entry as its JSON line text (no newline), the same in every store: compact,
-    ``ensure_ascii=False``, lone surrogates replaced by U+FFFD so the text is valid UTF-8.
-
-    Raises ``ValueError`` for a non-dict or a value JSON cannot hold (NaN, infinities, objects)."""
-    if not isinstance(entry, dict):
-        raise ValueError(f"a session entry must be a dict, not {type(entry).__name__}")
-    try:
-        line = json.dumps(entry, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"session entry is not JSON-serialisable: {exc}") from exc
-    if _SURROGATES.search(line):
-        line = _SURROGATES.sub("\ufffd", line)
-    return line
 
 
 # A session is loaded several times while it is open (view, send, title); the same damaged line

@@ -9,7 +9,7 @@ Layout under the base directory (``ANYCODE_HOME`` or the platformdirs user data 
     projects/<project_key>/archive/.index.json           the same for the archive
     projects/<project_key>/.locks/<session_id>.lock      per-session lock (filelock)
 
-Entry shapes are documented in :mod:`core.entries`. Writes only ever append: each
+Entry shapes are documented in :mod:`core.session.entries`. Writes only ever append: each
 :meth:`LocalSessionStore.append` is one ``write`` of whole lines under the session's
 ``filelock.FileLock``, then ``fsync`` (unless turned off), so concurrent writers never interleave
 and a crash loses at most the append in flight. If the file does not end in a newline (a torn
@@ -34,11 +34,12 @@ from typing import Any
 
 import filelock
 
-from . import settings
-from .errors import InvalidSessionKey, SessionConflict, SessionNotFound, StoreUnavailable
-from .jsonl_io import RECORD_FIELDS, FileScan, encode_entries, read_entries, scan_file
-from .keys import SessionKey, _check_project_key
-from .models import ProjectInfo, SessionMeta
+from core import settings
+from core.errors import InvalidSessionKey, SessionConflict, SessionNotFound, StoreUnavailable
+from core.session.entries import encode_entries
+from core.stores.jsonl_io import RECORD_FIELDS, FileScan, read_entries, scan_file
+from core.session.keys import SessionKey, _check_project_key
+from core.session.models import ProjectInfo, SessionMeta
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ _SORT_KEY = operator.attrgetter("updated_at", "created_at", "id")
 
 
 class LocalSessionStore:
-    """:class:`~core.store.SessionStore` over JSONL files (layout in the module docstring).
+    """:class:`~core.session.store.SessionStore` over JSONL files (layout in the module docstring).
 
     ``base_dir``: the data directory (default :func:`core.settings.data_dir`); ``fsync``: fsync
     after each append (default :func:`core.settings.fsync_enabled`). Files are created 0600 and

@@ -6,7 +6,7 @@ written *before* the primary write as intents (``ready = 0``) and marked ready a
 crash between the two still leaves a trace: an intent whose process is gone (or that is older
 than :data:`STALE_AFTER`) is treated as ready, and delivering it is harmless even if the primary
 write never happened, because delivery copies whatever the primary holds (see
-:mod:`core.mirror`). Standard-library ``sqlite3`` (no optional extra), WAL mode, shared safely by
+:mod:`core.stores.mirror`). Standard-library ``sqlite3`` (no optional extra), WAL mode, shared safely by
 every process using the same data dir.
 """
 from __future__ import annotations
@@ -19,8 +19,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import settings
-from .keys import SessionKey
+from core import settings
+from core.session.keys import SessionKey
 
 log = logging.getLogger(__name__)
 

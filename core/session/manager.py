@@ -1,4 +1,4 @@
-"""The session service: what users do with sessions, over any :class:`~core.store.SessionStore`.
+"""The session service: what users do with sessions, over any :class:`~core.session.store.SessionStore`.
 
 The web UI and the command line call this; it knows nothing of files or SQL. Rules it keeps:
 a fork never touches the original; a user's title is never overwritten by a generated one;
@@ -12,12 +12,12 @@ import re
 import time
 from typing import Any, Iterable
 
-from . import settings
-from .entries import SessionState, header_entry, message_entry, messages_of, title_entry
-from .errors import AmbiguousSessionId, InvalidTitle, SessionNotFound
-from .keys import SessionKey, new_session_id, normalize_path, project_key
-from .models import ProjectInfo, Session, SessionMeta
-from .store import SessionStore
+from core import settings
+from core.session.entries import SessionState, header_entry, message_entry, messages_of, title_entry
+from core.errors import AmbiguousSessionId, InvalidTitle, SessionNotFound
+from core.session.keys import SessionKey, new_session_id, normalize_path, project_key
+from core.session.models import ProjectInfo, Session, SessionMeta
+from core.session.store import SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def session_from_entries(key: SessionKey, entries: list[dict[str, Any]], *, arch
 class SessionManager:
     """Create, find, resume, fork, rename, archive, delete and expire sessions.
 
-    ``store``: any :class:`~core.store.SessionStore`. Methods taking a key raise
+    ``store``: any :class:`~core.session.store.SessionStore`. Methods taking a key raise
     :class:`SessionNotFound` when the session does not exist.
     """
 

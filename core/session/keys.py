@@ -14,7 +14,7 @@ import re
 import uuid
 from dataclasses import dataclass
 
-from .errors import InvalidSessionKey
+from core.errors import InvalidSessionKey
 
 # Names we create are ASCII only, so every filesystem (ext4, APFS, NTFS) accepts them and none
 # folds two of them together except by case, which the lowercase hex digest keeps apart.
