@@ -18,6 +18,7 @@ from core.errors import AmbiguousSessionId, InvalidTitle, SessionNotFound
 from core.session.keys import SessionKey, new_session_id, normalize_path, project_key
 from core.session.models import ProjectInfo, Session, SessionMeta
 from core.session.store import SessionStore
+from core.session.text import is_blank
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ def clean_user_title(title: str) -> str:
     if not isinstance(title, str):
         raise InvalidTitle("A title must be text.")
     cleaned = re.sub(r"\s+", " ", TITLE_CONTROLS.sub(" ", title)).strip()
-    if not cleaned:
+    if is_blank(cleaned):  # zero-width characters only show nothing either
         raise InvalidTitle("A title cannot be empty.")
     return cleaned[:MAX_TITLE_CHARS]
 
