@@ -115,7 +115,7 @@ class SqlSessionStore:
             # (pool_pre_ping), so the first call after the server is back works.
             raise StoreUnavailable(
                 f"The session database is unreachable ({self.url}: {reason}); check that it is "
-                "running, anycode reconnects by itself."
+                "running and reachable (anycode reconnects by itself once it is)."
             ) from e
 
     @contextlib.contextmanager
