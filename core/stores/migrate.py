@@ -172,7 +172,7 @@ def _copy_record(source: Any, target: Any, key: SessionKey, report: MigrationRep
         report.identical.append(str(key))
         return
     if have is None:
-        target.append(key, entries)
+        target.create_whole(key, entries)  # a migration killed mid-record leaves it absent
         outcome = report.copied
     elif len(have) < len(entries) and entries[: len(have)] == have:
         target.append(key, entries[len(have):])
