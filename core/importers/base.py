@@ -8,9 +8,10 @@ folder, sub-agent records and forks. :func:`import_sessions` writes them into an
 - **Idempotent.** A session's id is derived from its source and source id (UUID v5), and the
   header records ``"imported_from": {"source", "id", "file"}``, so a re-run finds the session
   already there (``store.exists``) and writes nothing twice.
-- **Whole or absent.** A session is written with all its entries in one append (the JSONL store
-  writes them with one ``write`` under the session's lock, the SQL store in one transaction) and
-  read back; a session that fails is removed again and reported, never left half-imported.
+- **Whole or absent.** Every record is created with ``store.create_whole`` (the JSONL store
+  writes it aside and puts it in place at once, the SQL store in one transaction) and read
+  back; sub-agent records go first and are removed again if the session fails, so a killed or
+  failed import never leaves a half-imported conversation, and a re-run completes it.
 - **Original times.** The header's ``created_at`` and each message entry's ``ts`` come from the
   source, so the sidebar orders imported sessions among the others by when they really happened.
 """
@@ -171,19 +172,13 @@ def _sub_entries(name: str, msgs: list[ImportedMessage], key: SessionKey, cwd: s
 
 
 def _write_whole(store: Any, key: SessionKey, entries: list[dict[str, Any]]) -> None:
-    """Write ``entries`` as a new record in one append, then read it back; on any failure remove
-    what may have been written, so a record is whole or absent. Raises the failure."""
-    try:
-        store.append(key, entries, expected_count=0)
-        if store.load(key) != entries:
-            raise AnycodeError(f"the record {key} did not read back as written")
-    except BaseException:
-        try:
-            if store.exists(key):
-                store.remove(key)
-        except Exception:  # noqa: BLE001 -- already failing: report the first error
-            log.exception("could not remove the half-written record %s", key)
-        raise
+    """Write ``entries`` as a new record, whole or absent (``store.create_whole``: written aside
+    and put in place at once, so no reader ever sees part of it), then read it back. Raises the
+    store's failure; a record that reads back wrong is removed again and reported."""
+    store.create_whole(key, entries)
+    if store.load(key) != entries:
+        store.remove(key)
+        raise AnycodeError(f"the record {key} did not read back as written")
 
 
 def import_sessions(
@@ -243,7 +238,7 @@ def import_sessions(
                     except Exception:  # noqa: BLE001
                         log.exception("could not remove %s", sub_key)
                 raise
-        except (AnycodeError, OSError, ValueError) as err:
+        except (AnycodeError, OSError, ValueError) as err:  # SessionExists: a racing import won
             log.warning("importing %s from %s failed: %s", imp.source_id, imp.file, err)
             report.failed.append((key.session_id, f"{imp.file}: {err}"))
             continue
