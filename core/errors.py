@@ -66,6 +66,11 @@ class StoreUnavailable(AnycodeError):
     """A configured store cannot be used (missing optional dependency, unreachable database)."""
 
 
+class BackupError(AnycodeError):
+    """A backup file that cannot be written or read (not an anycode backup, a damaged member,
+    an unwritable folder); ``str()`` is one sentence naming the file or member."""
+
+
 # --- the model server (OpenAI-compatible chat completions) ----------------------------------
 
 

@@ -837,3 +837,65 @@ class TestText:
         assert store.load(key)[1]["message"]["content"] == expected
         assert store.append(key, [message_entry(user("next"), ts=T0)]) == 2
 
+
+
+class TestCreateWhole:
+    """A multi-entry creation (fork, import, restore, migrated record) is whole or absent: a refused
+    one leaves nothing, and it never lands on a record someone else made."""
+
+    def _entries(self, key: SessionKey, n: int = 50) -> list[dict]:
+        return [header_entry(key.session_id, key.project_key, "/w", created_at=T0)] + [
+            message_entry(user(f"m{i}") if i % 2 == 0 else assistant(f"a{i}"), ts=T0 + i) for i in range(n)
+        ] + [title_entry("Imported", "user", ts=T0)]
+
+    def test_round_trip_and_listed_with_its_count(self, store):
+        key = new_key()
+        entries = self._entries(key)
+        assert store.create_whole(key, entries) == 50
+        assert store.load(key) == entries and store.exists(key)
+        [meta] = store.list(PK)
+        assert (meta.id, meta.message_count, meta.title) == (key.session_id, 50, "Imported")
+
+    def test_existing_session_is_refused_untouched(self, store):
+        from core import SessionExists
+
+        key = new_key()
+        make_session(store, key, messages=[user("original")])
+        before = snapshot(store, key)
+        with pytest.raises(SessionExists):
+            store.create_whole(key, self._entries(key))
+        assert snapshot(store, key) == before
+        store.archive(key)
+        with pytest.raises(SessionExists):  # an archived one is taken too
+            store.create_whole(key, self._entries(key))
+        assert store.list(PK) == [] and len(store.load(key)) == 2
+
+    @pytest.mark.parametrize("bad", ["empty", "no header", "bad entry"])
+    def test_refused_creation_leaves_nothing(self, store, bad):
+        key = new_key()
+        entries = {"empty": [], "no header": self._entries(key)[1:],
+                   "bad entry": self._entries(key) + [{"type": "message", "ts": float("nan"),
+                                                        "message": user("x")}]}[bad]
+        with pytest.raises(ValueError):
+            store.create_whole(key, entries)
+        assert not store.exists(key) and store.load(key) is None and store.list(PK) == []
+
+    def test_sub_agent_record_created_whole_and_not_listed(self, store):
+        from core import SessionExists
+
+        key = new_key()
+        make_session(store, key)
+        sub = SessionKey(key.project_key, key.session_id, "subagents/helper")
+        records = [message_entry(user("task"), ts=T0), message_entry(assistant("done"), ts=T0 + 1)]
+        assert store.create_whole(sub, records) == 2
+        assert store.load(sub) == records
+        assert [m.id for m in store.list(PK)] == [key.session_id]
+        with pytest.raises(SessionExists):
+            store.create_whole(sub, records)
+        assert store.load(sub) == records
+
+    def test_manager_create_whole_returns_the_session(self, manager, store):
+        key = new_key()
+        session = manager.create_whole(key, self._entries(key, 4))
+        assert session.title == "Imported" and len(session.messages) == 4
+        assert manager.get(key).messages == session.messages

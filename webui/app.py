@@ -20,7 +20,7 @@ from typing import Any
 import gradio as gr
 
 from core.errors import AnycodeError, SessionNotFound
-from webui import handlers
+from webui import handlers, import_panel
 from webui.context import WebContext
 from webui.handlers import SessionView
 
@@ -124,6 +124,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                 # Only with a mirrored store: without one there is no line and no polling.
                 mirror_line = (gr.HTML("", elem_id="ac-mirror")
                                if handlers.has_mirror(ctx) else None)
+                import_foot = gr.Column(elem_id="ac-import-foot")
 
         with gr.Column(elem_id="ac-main"):
             with gr.Row(elem_id="ac-topbar", equal_height=True):
@@ -440,6 +441,11 @@ def build_app(ctx: WebContext) -> gr.Blocks:
 
         timer.tick(on_tick, [state, search, show_archived], [title, sessions, timer, md_btn, jl_btn],
                    api_visibility="private", show_progress="hidden")
+
+        # --- import (ChatGPT, Claude Code, Codex files) --------------------------------------------
+        with import_foot:
+            import_panel.add_import(ctx, gr, state=state, search=search, show_archived=show_archived,
+                                    sessions=sessions, notify=_notify)
 
         # --- mirror state (a MirroredSessionStore only) ------------------------------------------
         if mirror_line is not None:

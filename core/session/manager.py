@@ -82,8 +82,20 @@ class SessionManager:
         entries = [header_entry(key.session_id, key.project_key, real, created_at=now)]
         if title is not None:
             entries.append(title_entry(clean_user_title(title), "user", ts=now))
-        self.store.append(key, entries)
+        # Whole or absent: a disk full at its first byte must not leave an empty file that lists.
+        self.store.create_whole(key, entries)
         log.info("created session %s in %s", key.session_id, real)
+        return session_from_entries(key, entries)
+
+    def create_whole(self, key: SessionKey, entries: list[dict[str, Any]]) -> Session:
+        """Store a new session (or sub-agent record) made of ``entries`` — an import, a restore, a
+        version — whole or not at all (:meth:`SessionStore.create_whole`), and return it.
+
+        ``entries`` are complete stored entries (a main session's first is its header; see
+        :mod:`core.session.entries`). Raises ``ValueError``, :class:`~core.errors.SessionExists`,
+        and the store's failures (``OSError``, :class:`~core.errors.StoreUnavailable`), in every
+        case with nothing stored."""
+        self.store.create_whole(key, entries)
         return session_from_entries(key, entries)
 
     def get(self, key: SessionKey) -> Session:
@@ -200,7 +212,8 @@ class SessionManager:
         if original.title:
             base = original.title[: MAX_TITLE_CHARS - len(BRANCH_SUFFIX)]
             new_entries.append(title_entry(base + BRANCH_SUFFIX, original.title_source or "user", ts=now))
-        self.store.append(new_key, new_entries)
+        # Whole or absent: a fork killed mid-write never lists as a short session.
+        self.store.create_whole(new_key, new_entries)
         log.info("forked %s at message %d into %s", key.session_id, message_index, new_key.session_id)
         return session_from_entries(new_key, new_entries)
 

@@ -28,6 +28,17 @@ class SessionStore(Protocol):
         session deleted meanwhile is never brought back headless."""
         ...
 
+    def create_whole(self, key: SessionKey, entries: list[dict[str, Any]]) -> int:
+        """Create the record ``key`` holding exactly ``entries``, whole or not at all, and return
+        its message count. For every multi-entry creation (a new session, a fork, an import, a
+        restore, a migrated record): a process killed or a disk filling up mid-way leaves the
+        record absent, and no reader (``load``, ``list``, ``exists``) ever sees part of it.
+        Raises ``ValueError`` (a bad entry, no entries, a main session whose first entry is not
+        its header; see :func:`check_new_record`), :class:`~core.errors.SessionExists` (the
+        record exists, archived or not; nothing written), and the store's own failures
+        (``OSError`` for files, :class:`~core.errors.StoreUnavailable`) with nothing written."""
+        ...
+
     def load(self, key: SessionKey) -> list[dict[str, Any]] | None:
         """Return every readable entry in order (archived sessions too), or None when missing.
         Damaged entries are skipped with a logged warning, never failing the whole session."""
@@ -60,3 +71,12 @@ class SessionStore(Protocol):
         """Move an archived session back to the main list. Idempotent;
         raises :class:`~core.errors.SessionNotFound` when the session does not exist."""
         ...
+
+
+def check_new_record(key: SessionKey, entries: list[dict[str, Any]]) -> None:
+    """The rule every store's :meth:`SessionStore.create_whole` keeps before writing: at least one
+    entry, and a main session (no subpath) starts with its header entry. Raises ``ValueError``."""
+    if not entries:
+        raise ValueError("A new session needs at least one entry.")
+    if key.subpath is None and not (isinstance(entries[0], dict) and entries[0].get("type") == "header"):
+        raise ValueError("A new session must start with its header entry.")

@@ -28,17 +28,18 @@ import operator
 import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import filelock
 
 from core import settings
-from core.errors import InvalidSessionKey, SessionConflict, SessionNotFound, StoreUnavailable
+from core.errors import InvalidSessionKey, SessionConflict, SessionExists, SessionNotFound, StoreUnavailable
 from core.session.entries import encode_entries
 from core.stores.jsonl_io import RECORD_FIELDS, FileScan, read_entries, scan_file
+from core.stores.whole_file import fsync_dir, is_part, place_whole, sweep_stale
 from core.session.keys import SessionKey, _check_project_key
+from core.session.store import check_new_record
 from core.session.models import ProjectInfo, SessionMeta
 
 log = logging.getLogger(__name__)
@@ -153,7 +154,7 @@ class LocalSessionStore:
         (lock timeout) and ``OSError`` (disk full: the entries are then not acknowledged).
         """
         payload = encode_entries(entries)  # fail before touching the file
-        added = sum(1 for e in entries if e.get("type") == "message" and isinstance(e.get("message"), dict))
+        added = _count_messages(entries)
         lock = self._locked(key)
         try:
             path = self._file(key, bool(self._is_archived(key.parent)))
@@ -171,11 +172,44 @@ class LocalSessionStore:
         finally:
             lock.release()
 
+    def create_whole(self, key: SessionKey, entries: list[dict[str, Any]]) -> int:
+        """Create the record ``key`` holding exactly ``entries``, whole or not at all; return its
+        message count.
+
+        The entries are written aside into a hidden temporary file and linked into place under
+        the session's lock (:func:`core.stores.whole_file.place_whole`), so no reader ever sees
+        a part of them, whether the process is killed or the disk fills up. Raises
+        ``ValueError`` (a bad entry, no entries, a main session not starting with its header),
+        :class:`SessionExists` (the record exists, archived or not; nothing written),
+        :class:`StoreUnavailable` (lock timeout) and ``OSError`` (disk full: nothing left behind).
+        """
+        check_new_record(key, entries)
+        payload = encode_entries(entries)
+        lock = self._locked(key)
+        try:
+            if key.subpath is None:
+                path = self._main_file(key, False)
+                taken = path.exists() or self._main_file(key, True).exists()
+            else:
+                path = self._file(key, bool(self._is_archived(key.parent)))
+                taken = path.exists()
+            if taken:
+                raise SessionExists(f"The session {key} already exists; nothing was written.")
+            self._mkdirs(path.parent)
+            try:
+                place_whole(path, payload, fsync=self.fsync)
+            except FileExistsError:
+                raise SessionExists(f"The session {key} already exists; nothing was written.") from None
+        finally:
+            lock.release()
+        return _count_messages(entries)
+
     def _write(self, path: Path, payload: bytes) -> None:
         created = not path.exists()
         if created:
             self._mkdirs(path.parent)
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        size = 0
         try:
             size = os.fstat(fd).st_size
             if size and os.pread(fd, 1, size - 1) != b"\n":
@@ -190,13 +224,17 @@ class LocalSessionStore:
             # the next append starts clean and nothing half-written is ever acknowledged.
             try:
                 os.ftruncate(fd, size)
+                if created:
+                    # A file this write made (a disk full at its first bytes) would list as an
+                    # empty session: it goes, as if the append never started.
+                    os.unlink(path)
             except OSError:
                 pass
             raise
         finally:
             os.close(fd)
         if created and self.fsync:
-            _fsync_dir(path.parent)
+            fsync_dir(path.parent)
 
     def _message_count(self, path: Path) -> int:
         try:
@@ -238,10 +276,13 @@ class LocalSessionStore:
             it = os.scandir(d)
         except (FileNotFoundError, NotADirectoryError):
             return []
+        debris: list[str] = []
         with it:
             for e in it:
                 name = e.name
                 if not name.endswith(SUFFIX) or not _ID_FILE.match(name):
+                    if is_part(name):
+                        debris.append(name)
                     continue
                 sid = name[: -len(SUFFIX)]
                 if sid not in records:
@@ -279,6 +320,8 @@ class LocalSessionStore:
             for sid in set(metas) - set(seen):
                 del metas[sid]
             self._write_index(d, seen, metas)
+        if debris:
+            sweep_stale(d, debris)  # left by a process killed mid-creation; never listed
         out.sort(key=_SORT_KEY, reverse=True)
         return out
 
@@ -312,11 +355,10 @@ class LocalSessionStore:
     def _write_index(self, d: Path, records: dict[str, list[Any]], metas: dict[str, SessionMeta]) -> None:
         data = {"version": INDEX_VERSION, "files": records}
         try:
-            fd, tmp = tempfile.mkstemp(prefix=".index.", suffix=".tmp", dir=d)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(data, f, separators=(",", ":"))
-            # Atomic replace: readers see the old or the new index, never half of one.
-            os.replace(tmp, d / INDEX_FILE)
+            # Atomic replace: readers see the old or the new index, never half of one; on a
+            # full disk the temporary file goes too (the index is only a cache).
+            place_whole(d / INDEX_FILE, json.dumps(data, separators=(",", ":")).encode(),
+                        fsync=False, replace=True)
             st = (d / INDEX_FILE).stat()
             stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
         except OSError as exc:
@@ -414,15 +456,6 @@ def _meta(sid: str, project_key: str, archived: bool, rec: list[Any]) -> Session
                        title_source=rec[9])
 
 
-def _fsync_dir(path: Path) -> None:
-    # Makes a new file's directory entry durable (POSIX); not possible on Windows.
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+def _count_messages(entries: list[dict[str, Any]]) -> int:
+    return sum(1 for e in entries if e.get("type") == "message" and isinstance(e.get("message"), dict))
+

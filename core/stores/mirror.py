@@ -34,7 +34,7 @@ from typing import Any, Callable
 import filelock
 
 from core import settings
-from core.errors import SessionConflict, SessionNotFound
+from core.errors import SessionConflict, SessionExists, SessionNotFound
 from core.session.keys import SessionKey
 from core.session.models import ProjectInfo, SessionMeta
 from core.stores.outbox import Outbox, OutboxItem
@@ -96,6 +96,11 @@ class MirroredSessionStore:
         return self._write("append", key, len(entries),
                            lambda: self.primary.append(key, entries, expected_count=expected_count))
 
+    def create_whole(self, key: SessionKey, entries: list[dict[str, Any]]) -> int:
+        """Create the record whole in the primary (its errors propagate), then queue the copy,
+        which the mirror receives in one write too (see :meth:`_reconcile`)."""
+        return self._write("append", key, len(entries), lambda: self.primary.create_whole(key, entries))
+
     def remove(self, key: SessionKey) -> None:
         """Remove from the primary, then from the mirror in the background."""
         self._write("remove", key, 0, lambda: self.primary.remove(key))
@@ -112,7 +117,7 @@ class MirroredSessionStore:
         item = self._outbox_call(self.outbox.add, op, key, count)
         try:
             result = do()
-        except (SessionConflict, SessionNotFound, ValueError):
+        except (SessionConflict, SessionExists, SessionNotFound, ValueError):
             # Refused before writing anything: nothing to mirror.
             if item is not None:
                 self._outbox_call(self.outbox.done, [item])
@@ -354,6 +359,13 @@ class MirroredSessionStore:
             return
         tail = source[have:]
         positioned = getattr(mirror, "append_at", None)
+        if have == 0 and not callable(positioned) and callable(getattr(mirror, "create_whole", None)):
+            try:
+                mirror.create_whole(key, tail)  # a JSONL mirror: a killed copy leaves no short record
+                return
+            except SessionExists:
+                have_now = len(mirror.load(key) or [])  # made meanwhile by someone else: top it up
+                tail = source[have_now:]
         if callable(positioned):
             positioned(key, tail, have)  # idempotent: skips entries the mirror already has
         else:

@@ -30,10 +30,11 @@ from typing import Any, Iterator
 
 from core import settings
 from core.session.entries import SessionState
-from core.errors import SessionConflict, SessionNotFound, StoreUnavailable
+from core.errors import SessionConflict, SessionExists, SessionNotFound, StoreUnavailable
 from core.session.entries import encode_entry as encode_entry_line
 from core.session.keys import SessionKey, _check_project_key
 from core.session.models import ProjectInfo, SessionMeta
+from core.session.store import check_new_record
 
 try:  # optional extra: anycode[sql]
     import sqlalchemy as sa
@@ -166,6 +167,18 @@ class SqlSessionStore:
         with self._errors("append"), self._write() as conn:
             return self._append_locked(conn, key, encoded, expected_count=expected_count)[0]
 
+    def create_whole(self, key: SessionKey, entries: list[dict[str, Any]]) -> int:
+        """Create the record ``key`` with exactly ``entries`` in one transaction (whole or absent:
+        readers never see an uncommitted row); return its message count.
+
+        Raises ``ValueError`` (see :func:`core.session.store.check_new_record`),
+        :class:`SessionExists` (the record exists, archived or not; nothing written),
+        :class:`StoreUnavailable`."""
+        check_new_record(key, entries)
+        encoded = [encode_entry(e) for e in entries]
+        with self._errors("create"), self._write() as conn:
+            return self._append_locked(conn, key, encoded, new=True)[0]
+
     def append_at(self, key: SessionKey, entries: list[dict[str, Any]], first_seq: int) -> int:
         """Idempotent positioned append (used by mirroring): ``entries[i]`` is the session's entry
         number ``first_seq + i`` (0-based). Entries the store already has are skipped, so
@@ -180,15 +193,20 @@ class SqlSessionStore:
 
     def _append_locked(
         self, conn: "sa.Connection", key: SessionKey, encoded: list[tuple[str, dict[str, Any]]], *,
-        expected_count: int | None = None, first_seq: int | None = None,
+        expected_count: int | None = None, first_seq: int | None = None, new: bool = False,
     ) -> tuple[int, int]:
         row = self._lock_row(conn, key)
+        if new and row is not None:
+            raise SessionExists(f"The session {key} already exists; nothing was written.")
         if row is None and encoded:
             if key.subpath is None and encoded[0][1].get("type") != "header":
                 # Only a header starts a session (the protocol's rule): a message for a session
                 # deleted meanwhile must not bring it back headless.
                 raise SessionNotFound(str(key))
             row = self._create_row(conn, key)
+            if new and row.entry_count:
+                # Another creator of the same key committed first while we waited on its row.
+                raise SessionExists(f"The session {key} already exists; nothing was written.")
         before = row.message_count if row is not None else 0
         have = row.entry_count if row is not None else 0
         if expected_count is not None and before != expected_count:

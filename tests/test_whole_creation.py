@@ -1,0 +1,160 @@
+"""Multi-entry creations killed at random points: whole or absent, never a short session that lists.
+
+A fork of a long session (and the reusable ``SessionStore.create_whole`` that imports, restores,
+migrations and versions write through) runs in a real child process that is SIGKILLed at a
+random moment of its run; afterwards the store lists the original untouched and either no new
+session or the new one complete. Bounded: a fixed number of kills per store.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from core import LocalSessionStore, SessionKey, new_session_id, project_key
+from core.stores.factory import store_from_spec
+from core.stores.whole_file import STALE_SECONDS, sweep_stale
+from tests.helpers_faults import big_entries
+
+ROOT = Path(__file__).resolve().parent.parent
+PK = project_key("/home/user/my-project")
+MESSAGES = 20_000  # ~6 MB: a write that takes long enough to be cut
+AT = MESSAGES - 10
+KILLS = 10  # per store and path; each costs a Python start-up plus a partial write
+
+
+def spec_for(kind: str, tmp: Path) -> str:
+    return f"jsonl:{tmp / 'home'}" if kind == "jsonl" else f"sqlite:///{tmp / 'sessions.db'}"
+
+
+def child(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "tests.helpers_faults", *args], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def run_to_end(*args: str) -> float:
+    """Run a child to completion; the seconds from its ``go`` to its ``done``."""
+    p = child(*args)
+    assert p.stdout.readline().strip() == "go"
+    t0 = time.monotonic()
+    line = p.stdout.readline()
+    took = time.monotonic() - t0
+    p.wait(timeout=60)
+    assert line.startswith("done"), p.stderr.read()
+    return took
+
+
+def kill_at_random(args: list[str], span: float, rng: random.Random) -> bool:
+    """Start a child, SIGKILL it a random time into its run; True if it finished first."""
+    p = child(*args)
+    try:
+        assert p.stdout.readline().strip() == "go", p.stderr.read()
+        time.sleep(rng.uniform(0.0, span))
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=30)
+        return p.returncode == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(timeout=30)
+
+
+def snapshot(store, key: SessionKey) -> str:
+    return json.dumps(store.load(key))
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory):
+    """One long session per store kind (made once: writing 20,000 messages takes a moment)."""
+    made = {}
+    for kind in ("jsonl", "sqlite"):
+        tmp = tmp_path_factory.mktemp(kind)
+        store = store_from_spec(spec_for(kind, tmp))
+        key = SessionKey(PK, new_session_id())
+        store.create_whole(key, big_entries(key, MESSAGES))
+        made[kind] = (tmp, key, snapshot(store, key))
+        getattr(store, "close", lambda: None)()
+    return made
+
+
+@pytest.mark.slow
+class TestKilledMidCreation:
+    """A fork or import killed mid-write used to list as a normal, silently short session."""
+
+    def check_whole_or_absent(self, store, original: SessionKey, before: str, expect_new: int) -> int:
+        """The original is untouched; every other listed session is complete. Returns how many
+        complete copies there are."""
+        assert snapshot(store, original) == before
+        metas = store.list(PK)
+        others = [m for m in metas if m.id != original.session_id]
+        for m in others:
+            assert m.message_count == expect_new, f"a short session lists: {m.message_count} messages"
+            assert len([e for e in store.load(m.key) if e.get("type") == "message"]) == expect_new
+        return len(others)
+
+    @pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+    def test_fork_killed_at_random_points(self, sources, kind):
+        tmp, key, before = sources[kind]
+        spec = spec_for(kind, tmp)
+        args = ["fork", spec, PK, key.session_id, str(AT)]
+        store = store_from_spec(spec)
+        try:
+            forks = self.check_whole_or_absent(store, key, before, AT + 1)
+            span = run_to_end(*args) * 1.2
+            rng = random.Random(f"fork-{kind}")
+            finished = 1
+            for _ in range(KILLS):
+                finished += kill_at_random(args, span, rng)
+            found = self.check_whole_or_absent(store, key, before, AT + 1)
+            # Every fork that finished is there; killed ones are there whole or not at all.
+            assert finished + forks <= found <= forks + 1 + KILLS
+        finally:
+            getattr(store, "close", lambda: None)()
+
+    @pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+    def test_create_whole_killed_at_random_points(self, tmp_path, kind):
+        spec = spec_for(kind, tmp_path)
+        store = store_from_spec(spec)
+        try:
+            span = run_to_end("create", spec, PK, new_session_id(), str(MESSAGES)) * 1.2
+            rng = random.Random(f"create-{kind}")
+            for _ in range(KILLS):
+                sid = new_session_id()
+                finished = kill_at_random(["create", spec, PK, sid, str(MESSAGES)], span, rng)
+                key = SessionKey(PK, sid)
+                entries = store.load(key)
+                if finished:
+                    assert entries is not None
+                if entries is not None:
+                    assert entries == big_entries(key, MESSAGES)
+                    assert store.exists(key)
+                else:
+                    assert not store.exists(key)
+            for m in store.list(PK):
+                assert m.message_count == MESSAGES
+        finally:
+            getattr(store, "close", lambda: None)()
+
+    def test_debris_of_killed_writers_is_swept_and_never_listed(self, sources):
+        tmp, key, before = sources["jsonl"]
+        store = LocalSessionStore(tmp / "home")
+        folder = store.projects_dir / PK
+        # A writer killed mid-fork leaves a hidden temporary file (made here for certain: a
+        # stale one of a dead writer), which lists as nothing and goes after STALE_SECONDS.
+        debris = folder / f".{new_session_id()}.jsonl.abc123.part"
+        debris.write_bytes(b'{"type":"header"')
+        listed = {m.id for m in store.list(PK)}
+        parts = [n for n in os.listdir(folder) if n.endswith(".part")]
+        assert debris.name in parts and key.session_id in listed
+        assert store.list(PK) and len(store.list(PK)) == len(listed)
+        later = time.time() + STALE_SECONDS + 1
+        sweep_stale(folder, parts, now=later)
+        assert [n for n in os.listdir(folder) if n.endswith(".part")] == []
+        assert {m.id for m in store.list(PK)} == listed
