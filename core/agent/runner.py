@@ -130,7 +130,7 @@ def run_session_stream(
                 # The first round is checked too: a retry (no prefix) or a reply racing another
                 # tab's must not land after someone else's answer (SessionConflict instead).
                 first = len(messages) if rounds == 0 and expected_count is not None else None
-                manager.add_messages(key, event.messages, expected_count=first)
+                manager.add_messages(key, event.messages, expected_count=first, end=event.end)
                 messages.extend(event.messages)
                 rounds += 1
             yield event
