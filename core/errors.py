@@ -66,6 +66,11 @@ class StoreUnavailable(AnycodeError):
     """A configured store cannot be used (missing optional dependency, unreachable database)."""
 
 
+class BackupError(AnycodeError):
+    """A backup file that cannot be written or read (not an anycode backup, a damaged member,
+    an unwritable folder); ``str()`` is one sentence naming the file or member."""
+
+
 # --- the model server (OpenAI-compatible chat completions) ----------------------------------
 
 
@@ -99,6 +104,16 @@ class ModelTimeout(ModelError):
 
 class ModelBadRequest(ModelError):
     """The server rejected the request (HTTP 400/404/422), e.g. an unknown model name."""
+
+
+class ModelEmptyReply(ModelError):
+    """The model answered with no text and no tool call (nothing to save); ``str(err)`` says why
+    (its output limit spent on reasoning, a content filter, a stream that just stopped) and that
+    the user can retry. ``end`` is how the reply ended (see ``core.agent.stream.Reply.end``)."""
+
+    def __init__(self, message: str, end: str = "complete"):
+        super().__init__(message)
+        self.end = end
 
 
 # --- operating-system failures (disk full, permissions, bad paths) ------------------------------

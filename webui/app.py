@@ -20,7 +20,7 @@ from typing import Any
 import gradio as gr
 
 from core.errors import AnycodeError, SessionNotFound
-from webui import handlers
+from webui import handlers, import_panel, search_panel
 from webui.context import WebContext
 from webui.handlers import SessionView
 
@@ -115,6 +115,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                                 variant="secondary", size="md")
             search = gr.Textbox(placeholder="Search chats", show_label=False, container=False,
                                 elem_id="ac-search")
+            search_slot = gr.Column(elem_id="ac-search-slot")  # message search results (search_panel)
             sessions = gr.HTML("", js_on_load=SESSION_LIST_JS, elem_id="ac-list")
             with gr.Column(elem_id="ac-sidebar-foot"):
                 show_archived = gr.Checkbox(label="Show archived", value=False,
@@ -124,6 +125,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                 # Only with a mirrored store: without one there is no line and no polling.
                 mirror_line = (gr.HTML("", elem_id="ac-mirror")
                                if handlers.has_mirror(ctx) else None)
+                import_foot = gr.Column(elem_id="ac-import-foot")
 
         with gr.Column(elem_id="ac-main"):
             with gr.Row(elem_id="ac-topbar", equal_height=True):
@@ -442,6 +444,16 @@ def build_app(ctx: WebContext) -> gr.Blocks:
 
         timer.tick(on_tick, [state, search, show_archived], [title, sessions, timer, md_btn, jl_btn],
                    api_visibility="private", show_progress="hidden")
+
+        # --- message search (results under the search box) ------------------------------------------
+        with search_slot:
+            search_panel.add_search(ctx, gr, state=state, search=search, show_archived=show_archived, tab=tab,
+                                    show=show, switching=switching, switch=switch, idle_box=idle_box)
+
+        # --- import (ChatGPT, Claude Code, Codex files) --------------------------------------------
+        with import_foot:
+            import_panel.add_import(ctx, gr, state=state, search=search, show_archived=show_archived,
+                                    sessions=sessions, notify=_notify)
 
         # --- mirror state (a MirroredSessionStore only) ------------------------------------------
         if mirror_line is not None:

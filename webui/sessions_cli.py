@@ -25,6 +25,7 @@ from core.session.keys import SessionKey, project_key
 from core.session.manager import DAY_SECONDS, SessionManager
 from core.session.models import SessionMeta
 from core.stores.whole_file import place_whole
+from webui import search_cli
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = cmd("cleanup", "delete unarchived sessions idle for more than N days (all projects)")
     p.add_argument("--days", type=float, default=None, help="default: $ANYCODE_CLEANUP_DAYS or 30; 0 disables")
     p.add_argument("--dry-run", action="store_true", help="only list what would be deleted")
+    search_cli.add_arguments(cmd("search", "find sessions by words said in them (titles and messages)"))
     p = cmd("migrate", "copy every session (all projects, archived, sub-agent records) to another store")
     p.add_argument("--to", required=True, metavar="SPEC", help="target store: a database URL or jsonl:FOLDER")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -332,7 +334,7 @@ def _cmd_migrate(mgr: SessionManager, args: argparse.Namespace) -> int:
 _COMMANDS = {
     "list": _cmd_list, "show": _cmd_show, "export": _cmd_export, "fork": _cmd_fork, "rename": _cmd_rename,
     "archive": _cmd_archive, "unarchive": _cmd_unarchive, "rm": _cmd_rm, "cleanup": _cmd_cleanup,
-    "migrate": _cmd_migrate,
+    "migrate": _cmd_migrate, "search": lambda mgr, args: search_cli.run(mgr, args),
 }
 
 if __name__ == "__main__":

@@ -119,9 +119,10 @@ def _clean_message(msg: Any) -> dict | None:
         calls = _clean_tool_calls(msg.get("tool_calls"))
         if calls:
             out["tool_calls"] = calls
-            if "content" in out and not _content_ok(out["content"]):
-                out["content"] = None
-            out.setdefault("content", None)
+            # "" rather than null: LM Studio and older llama.cpp servers refuse a null content
+            # (lmstudio-bug-tracker#261); OpenAI takes both.
+            if not _content_ok(out.get("content")):
+                out["content"] = ""
         else:
             out.pop("tool_calls", None)
             if not _content_ok(out.get("content")):

@@ -134,7 +134,8 @@ def run_session_stream(
                 first = len(messages) if rounds == 0 and expected_count is not None else None
                 # A store that fails (database killed, disk full) is retried and checked; if it
                 # gives up, the error carries the unsaved round (core.agent.persist).
-                store_messages(manager, key, event.messages, saved_count=len(messages), expected_count=first)
+                store_messages(manager, key, event.messages, saved_count=len(messages), expected_count=first,
+                               end=event.end)
                 messages.extend(event.messages)
                 rounds += 1
             yield event

@@ -33,7 +33,8 @@ class MigrationReport:
     ``identical``: already equal, skipped; ``archive_synced``: archived flag changed in the
     target; ``conflicts``/``errors``: ``(key, reason)`` pairs, target left as it was;
     ``missing``: records the final check did not find (in the target, or with the same archived
-    state); ``records``: how many source records were examined."""
+    state); ``newer``: the target holds the source's entries plus later ones (only with
+    ``newer_ok``; left as they are); ``records``: how many source records were examined."""
 
     records: int = 0
     copied: list[str] = field(default_factory=list)
@@ -43,6 +44,7 @@ class MigrationReport:
     conflicts: list[tuple[str, str]] = field(default_factory=list)
     errors: list[tuple[str, str]] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
+    newer: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -103,10 +105,13 @@ def _groups(source: Any) -> Iterator[_Group]:
                 yield _Group(meta.key, archived, tuple(subpaths_of(source, meta.key)))
 
 
-def migrate_sessions(source: Any, target: Any, *, progress: bool = False, out: Any = None) -> MigrationReport:
+def migrate_sessions(source: Any, target: Any, *, progress: bool = False, out: Any = None,
+                     newer_ok: bool = False) -> MigrationReport:
     """Copy every record of ``source`` into ``target`` (see the module docstring for the rules).
 
-    ``progress``: show a tqdm progress bar (on ``out``, default stderr). Per-record failures are
+    ``progress``: show a tqdm progress bar (on ``out``, default stderr). ``newer_ok``: a target
+    record that starts with all of the source's entries and has more (the user carried on after a
+    backup) is reported as ``newer`` instead of a conflict; both leave it untouched. Per-record failures are
     collected in the report, not raised; enumerating the source may raise the source's errors
     (e.g. :class:`~core.errors.StoreUnavailable`)."""
     groups = list(_groups(source))
@@ -118,7 +123,7 @@ def migrate_sessions(source: Any, target: Any, *, progress: bool = False, out: A
             for sub in (None,) + group.subpaths:
                 key = SessionKey(group.key.project_key, group.key.session_id, sub)
                 try:
-                    _copy_record(source, target, key, report)
+                    _copy_record(source, target, key, report, newer_ok)
                 except AnycodeError as e:
                     report.errors.append((str(key), str(e)))
                     ok = False
@@ -158,7 +163,7 @@ def _progress_bar(total: int, enabled: bool, out: Any) -> Any:
     return tqdm(total=total, unit="rec", desc="migrating", disable=not enabled, file=out, dynamic_ncols=True)
 
 
-def _copy_record(source: Any, target: Any, key: SessionKey, report: MigrationReport) -> None:
+def _copy_record(source: Any, target: Any, key: SessionKey, report: MigrationReport, newer_ok: bool = False) -> None:
     entries = source.load(key)
     if entries is None:
         return  # removed while migrating; the final check skips it too
@@ -172,6 +177,9 @@ def _copy_record(source: Any, target: Any, key: SessionKey, report: MigrationRep
     elif len(have) < len(entries) and entries[: len(have)] == have:
         target.append(key, entries[len(have):])
         outcome = report.extended
+    elif newer_ok and len(have) > len(entries) and have[: len(entries)] == entries:
+        report.newer.append(str(key))
+        return
     else:
         report.conflicts.append((str(key), f"the target holds a different version ({len(have)} entries, "
                                            f"the source {len(entries)}); left untouched"))
