@@ -6,7 +6,9 @@ One app (``python -m webui`` as a subprocess) for the module, its data dir on a 
 """
 from __future__ import annotations
 
+import contextlib
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -15,28 +17,36 @@ from tests.tiny_disk import TinyDisk
 
 pytestmark = pytest.mark.browser
 
-REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[1]
+
+
+@contextlib.contextmanager
+def running_app(tmp: Path, *store_args: str):
+    """The fake model server and ``python -m webui`` (store chosen by ``store_args``) as
+    subprocesses; yields ``{"url", "fake"}`` and stops both afterwards."""
+    proj = tmp / "proj"
+    proj.mkdir()
+    fake = Proc([sys.executable, "-m", "tests.fake_openai", "--port", "0"], _env(tmp / "home"), REPO)
+    base_url = fake.wait_for("READY").split()[-1]
+    port = _free_port()
+    proc = Proc([sys.executable, "-m", "webui", "--no-browser", "--port", str(port), "--project", str(proj),
+                 *store_args], _env(tmp / "home", OPENAI_API_KEY="sk-test", OPENAI_BASE_URL=base_url), tmp)
+    try:
+        proc.wait_for("anycode is running at")
+        yield {"url": f"http://127.0.0.1:{port}/", "fake": base_url.removesuffix("/v1")}
+    finally:
+        proc.stop()
+        fake.stop()
 
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("faults")
     disk = TinyDisk(tmp / "data", size_kib=2048).mount()
-    proj = tmp / "proj"
-    proj.mkdir()
-    env = _env(tmp / "home")
-    fake = Proc([sys.executable, "-m", "tests.fake_openai", "--port", "0"], env, REPO)
-    base_url = fake.wait_for("READY").split()[-1]
-    port = _free_port()
-    proc = Proc([sys.executable, "-m", "webui", "--no-browser", "--port", str(port), "--project", str(proj),
-                 "--data-dir", str(disk.path)],
-                _env(tmp / "home", OPENAI_API_KEY="sk-test", OPENAI_BASE_URL=base_url), tmp)
     try:
-        proc.wait_for("anycode is running at")
-        yield {"url": f"http://127.0.0.1:{port}/", "disk": disk}
+        with running_app(tmp, "--data-dir", str(disk.path)) as running:
+            yield {**running, "disk": disk}
     finally:
-        proc.stop()
-        fake.stop()
         disk.unmount()
 
 
@@ -123,22 +133,10 @@ def pg_app(tmp_path_factory):
     from tests.pg_server import own_server
 
     server = own_server()
-    tmp = tmp_path_factory.mktemp("pg-app")
-    proj = tmp / "proj"
-    proj.mkdir()
-    env = _env(tmp / "home")
-    fake = Proc([sys.executable, "-m", "tests.fake_openai", "--port", "0"], env, REPO)
-    base_url = fake.wait_for("READY").split()[-1]
-    port = _free_port()
-    proc = Proc([sys.executable, "-m", "webui", "--no-browser", "--port", str(port), "--project", str(proj),
-                 "--store", server.url],
-                _env(tmp / "home", OPENAI_API_KEY="sk-test", OPENAI_BASE_URL=base_url), tmp)
     try:
-        proc.wait_for("anycode is running at")
-        yield {"url": f"http://127.0.0.1:{port}/", "server": server, "fake": base_url.removesuffix("/v1")}
+        with running_app(tmp_path_factory.mktemp("pg-app"), "--store", server.url) as running:
+            yield {**running, "server": server}
     finally:
-        proc.stop()
-        fake.stop()
         server.stop()
 
 

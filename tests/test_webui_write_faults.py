@@ -14,16 +14,14 @@ import orjson
 import pytest
 
 from core import LocalSessionStore, SessionManager
-from tests.tiny_disk import TinyDisk
+from tests.tiny_disk import mounted
 from webui import handlers
 from webui.context import WebContext
 
 
 @pytest.fixture(scope="module")
 def disk(tmp_path_factory):
-    d = TinyDisk(tmp_path_factory.mktemp("ui-tiny") / "mnt", size_kib=1024).mount()
-    yield d
-    d.unmount()
+    yield from mounted(tmp_path_factory, "ui-tiny")
 
 
 @pytest.fixture
