@@ -29,6 +29,32 @@ Stop); ``"wait": 2.0`` seconds to sleep before answering at all (to test timeout
 ``"chunk": 3`` characters per streamed text/arguments piece (default 4); ``"drop_after": 2`` close
 the connection after that many streamed chunks (a server dying mid-reply).
 
+Quirk modes (``server.quirk = "<name>"``; one quirk at a time, reset after each test; otherwise the
+server stays as strict as the real API). Each imitates what a popular local server really sends:
+
+request side (answered with HTTP 400/422 as those servers do):
+``no_null_content``        refuses ``"content": null`` on an assistant message (LM Studio, old llama.cpp)
+``no_sampling``            refuses ``temperature``/``top_p`` (reasoning models), OpenAI-shaped ``param``
+``no_stream_options``      refuses ``stream_options`` (message only, no ``param``)
+``no_parallel_tool_calls`` refuses ``parallel_tool_calls`` with a 422 FastAPI ``detail`` (vLLM-style)
+``no_stream``              refuses ``stream: true`` (HTTP 400 naming ``stream``)
+reply side:
+``same_index``     parallel tool calls streamed with the same ``index`` 0, different ids (vLLM, SGLang)
+``no_index``       tool calls without ``index``, each whole in one delta (Ollama)
+``missing_ids``    tool calls without ``id``
+``repeated_ids``   every tool call of every reply has the id ``call_0``
+``object_arguments`` arguments sent as JSON objects, not strings
+``name_every_delta`` the id and name repeated in every argument delta
+``nulls``          null and unknown fields everywhere (``content: null``, ``tool_calls: null``,
+                   ``timings``, ``usage: null``, a chunk with ``choices: []``, ``delta: null``)
+``no_end``         the stream stops with no ``finish_reason`` and no ``[DONE]``
+``length``         ``finish_reason: "length"`` (output token limit)
+``content_filter`` ``finish_reason: "content_filter"``
+``json_body``      ignores ``stream: true`` and answers one JSON completion
+``reasoning_only`` streams only ``reasoning_content``, then ``finish_reason: "length"``
+``empty``          no text and no tool call, ``finish_reason: "stop"``
+``error_event``    the text, then a ``data: {"error": {...}}`` event, then the end of the body (llama.cpp)
+
 Auto mode (queue empty): a chat request is answered with the streamed text
 ``"You said: <last user message>"``; a title request with ``"Chat: <first words of the first user
 message>"``. So a browser test can run the app against this server without scripting anything.
@@ -275,6 +301,7 @@ class FakeOpenAI:
         self.models = ["gpt-4o-mini", "fake-large"]
         self.api_key: str | None = None
         self.allow_rejections = False
+        self.quirk: str | None = None  # see "Quirk modes" in the module docstring
         self.requests: list[dict] = []
         # Bumped by clear(): a slow request from an earlier test must not land in this test's log.
         self._generation = 0
@@ -322,6 +349,7 @@ class FakeOpenAI:
         self.clear()
         self.api_key = None
         self.allow_rejections = False
+        self.quirk = None
         self.models = ["gpt-4o-mini", "fake-large"]
 
     def chat_requests(self, kind: str | None = "chat") -> list[dict]:
@@ -411,6 +439,11 @@ class FakeOpenAI:
         if denied:
             self._log("/v1/chat/completions", body, 401, "auth")
             return denied
+        refusal = self._quirk_refusal(body)
+        if refusal is not None:
+            status, payload, message = refusal
+            self._log("/v1/chat/completions", body, status, message)
+            return JSONResponse(payload, status_code=status)
         try:
             validate_chat_request(body)
         except RequestInvalid as err:
@@ -438,9 +471,36 @@ class FakeOpenAI:
             self._log("/v1/chat/completions", body, status, message, generation)
             return JSONResponse(_error_body(message, etype, None, code), status_code=status)
         self._log("/v1/chat/completions", body, 200, None, generation)
-        if body.get("stream"):
+        if body.get("stream") and self.quirk != "json_body":
             return StreamingResponse(self._stream(body, reply), media_type="text/event-stream")
         return JSONResponse(self._completion(body, reply))
+
+    def _quirk_refusal(self, body: Any) -> tuple[int, dict, str] | None:
+        """(status, body, log message) when the current request-side quirk refuses ``body``."""
+        quirk = self.quirk
+        if not isinstance(body, dict) or quirk is None:
+            return None
+        if quirk == "no_null_content" and any(
+                isinstance(m, dict) and m.get("role") == "assistant" and "content" in m and m["content"] is None
+                for m in body.get("messages") or []):
+            message = "Invalid 'content': 'content' field must be a string or an array of objects."
+            return 400, {"error": message}, message  # LM Studio's shape: a bare string
+        if quirk == "no_sampling":
+            for name in ("temperature", "top_p"):
+                if name in body:
+                    message = (f"Unsupported parameter: '{name}' is not supported with this model.")
+                    return 400, _error_body(message, "invalid_request_error", name, "unsupported_parameter"), message
+        if quirk == "no_stream_options" and "stream_options" in body:
+            message = "Unrecognized request argument supplied: stream_options"
+            return 400, _error_body(message, "invalid_request_error"), message
+        if quirk == "no_parallel_tool_calls" and "parallel_tool_calls" in body:
+            detail = [{"type": "extra_forbidden", "loc": ["body", "parallel_tool_calls"],
+                       "msg": "Extra inputs are not permitted", "input": body["parallel_tool_calls"]}]
+            return 422, {"detail": detail}, "parallel_tool_calls: extra inputs are not permitted"
+        if quirk == "no_stream" and body.get("stream"):
+            message = "Unsupported value: 'stream' does not support true with this model. Supported values are: false."
+            return 400, _error_body(message, "invalid_request_error", "stream", "unsupported_value"), message
+        return None
 
     @staticmethod
     def _auto_reply(body: dict, kind: str) -> dict:
@@ -479,36 +539,81 @@ class FakeOpenAI:
             "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
         }
 
-    async def _stream(self, body: dict, reply: dict):
+    def _stream_pieces(self, body: dict, reply: dict) -> list[str]:
+        """The SSE events of a streamed reply, shaped by the current quirk."""
         cid = f"chatcmpl-{uuid.uuid4().hex}"
         created = int(time.time())
         size = max(1, int(reply.get("chunk", 4)))
-        delay = float(reply.get("delay", 0))
-        drop_after = reply.get("drop_after")
+        quirk = self.quirk
 
-        def chunk(delta: dict, finish: str | None = None) -> str:
+        def chunk(delta: dict | None, finish: str | None = None, **extra: Any) -> str:
             data = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": body["model"],
                     "system_fingerprint": "fp_fake",
-                    "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+                    "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}], **extra}
+            if quirk == "nulls":
+                data.update({"usage": None, "timings": {"predicted_n": 1}, "service_tier": None})
+                if isinstance(delta, dict):
+                    delta = {"role": None, "content": None, "tool_calls": None, "reasoning_content": None,
+                             "function_call": None, **delta}
+                    data["choices"][0]["delta"] = delta
             return f"data: {json.dumps(data)}\n\n"
 
         pieces = [chunk({"role": "assistant", "content": "", "refusal": None})]
-        text = reply.get("text") or ""
+        if quirk == "nulls":
+            pieces.append(chunk(None))
+            pieces.append("data: " + json.dumps({"id": cid, "object": "chat.completion.chunk", "created": created,
+                                                 "model": body["model"], "choices": []}) + "\n\n")
+        if quirk == "reasoning_only":
+            thought = "Let me think about this carefully. " * 3
+            pieces += [chunk({"reasoning_content": thought[i:i + size]}) for i in range(0, len(thought), size)]
+            pieces.append(chunk({}, "length"))
+            pieces.append("data: [DONE]\n\n")
+            return pieces
+        text = "" if quirk == "empty" else reply.get("text") or ""
         pieces += [chunk({"content": text[i:i + size]}) for i in range(0, len(text), size)]
+        if quirk == "error_event":
+            pieces.append("data: " + json.dumps({"error": {"code": 500, "message": "llama_decode failed: out of memory",
+                                                           "type": "server_error"}}) + "\n\n")
+            return pieces
         calls = self._calls(reply)
         for index, call in enumerate(calls):
-            pieces.append(chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
-                                                 "function": {"name": call["function"]["name"], "arguments": ""}}]}))
-            args = call["function"]["arguments"]
-            pieces += [chunk({"tool_calls": [{"index": index, "function": {"arguments": args[i:i + size]}}]})
-                       for i in range(0, len(args), size)]
-        pieces.append(chunk({}, "tool_calls" if calls else "stop"))
+            name, args = call["function"]["name"], call["function"]["arguments"]
+            call_id = None if quirk == "missing_ids" else "call_0" if quirk == "repeated_ids" else call["id"]
+            head: dict[str, Any] = {"index": 0 if quirk == "same_index" else index, "type": "function",
+                                    "function": {"name": name, "arguments": ""}}
+            if call_id is not None:
+                head["id"] = call_id
+            if quirk == "no_index":
+                whole = {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+                pieces.append(chunk({"tool_calls": [whole]}))
+                continue
+            if quirk == "object_arguments":
+                head["function"]["arguments"] = json.loads(args) if args.strip() else {}
+                pieces.append(chunk({"tool_calls": [head]}))
+                continue
+            pieces.append(chunk({"tool_calls": [head]}))
+            for i in range(0, len(args), size):
+                part: dict[str, Any] = {"index": head["index"], "function": {"arguments": args[i:i + size]}}
+                if quirk == "name_every_delta":
+                    part = {"index": head["index"], "id": call_id, "type": "function",
+                            "function": {"name": name, "arguments": args[i:i + size]}}
+                pieces.append(chunk({"tool_calls": [part]}))
+        if quirk == "no_end":
+            return pieces
+        finish = {"length": "length", "content_filter": "content_filter"}.get(
+            quirk or "", "tool_calls" if calls else "stop")
+        pieces.append(chunk({}, finish))
         if (body.get("stream_options") or {}).get("include_usage"):
             pieces.append("data: " + json.dumps({
                 "id": cid, "object": "chat.completion.chunk", "created": created, "model": body["model"],
                 "choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}) + "\n\n")
         pieces.append("data: [DONE]\n\n")
-        for n, piece in enumerate(pieces):
+        return pieces
+
+    async def _stream(self, body: dict, reply: dict):
+        delay = float(reply.get("delay", 0))
+        drop_after = reply.get("drop_after")
+        for n, piece in enumerate(self._stream_pieces(body, reply)):
             if drop_after is not None and n >= int(drop_after):
                 # An exception inside the body iterator makes uvicorn abort the connection, like a
                 # server process dying mid-reply.

@@ -20,7 +20,7 @@ from typing import Any
 import gradio as gr
 
 from core.errors import AnycodeError, SessionNotFound
-from webui import handlers, import_panel
+from webui import handlers, import_panel, search_panel
 from webui.context import WebContext
 from webui.handlers import SessionView
 
@@ -115,6 +115,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                                 variant="secondary", size="md")
             search = gr.Textbox(placeholder="Search chats", show_label=False, container=False,
                                 elem_id="ac-search")
+            search_slot = gr.Column(elem_id="ac-search-slot")  # message search results (search_panel)
             sessions = gr.HTML("", js_on_load=SESSION_LIST_JS, elem_id="ac-list")
             with gr.Column(elem_id="ac-sidebar-foot"):
                 show_archived = gr.Checkbox(label="Show archived", value=False,
@@ -257,11 +258,13 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                            upd.state["session"] or "", *[gr.skip()] * 6, gr.Row(visible=False))
                     continue
                 final = True
-                stored = handlers.reload(ctx, upd.state)
-                view = SessionView(state=upd.state, title=upd.title, rows=upd.rows,
+                stored = handlers.settled(ctx, upd.state)  # never raises (database down)
+                view = SessionView(state=upd.state, title=upd.title, rows=upd.rows or [],
                                    archived=stored.archived, notice=upd.notice,
                                    label=stored.label, needs_reply=stored.needs_reply)
                 out = list(show(view, query, archived))
+                if upd.rows is None:  # the store could not be read: leave the chat as it is
+                    out[2] = gr.skip()
                 if upd.title == started_title and st_session(st) in (None, upd.state.get("session")):
                     # The title did not change during the reply: leave what is in the field
                     # (the user may be typing a new one), update the placeholder only.
@@ -441,6 +444,11 @@ def build_app(ctx: WebContext) -> gr.Blocks:
 
         timer.tick(on_tick, [state, search, show_archived], [title, sessions, timer, md_btn, jl_btn],
                    api_visibility="private", show_progress="hidden")
+
+        # --- message search (results under the search box) ------------------------------------------
+        with search_slot:
+            search_panel.add_search(ctx, gr, state=state, search=search, show_archived=show_archived, tab=tab,
+                                    show=show, switching=switching, switch=switch, idle_box=idle_box)
 
         # --- import (ChatGPT, Claude Code, Codex files) --------------------------------------------
         with import_foot:

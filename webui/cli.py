@@ -396,6 +396,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl+C while starting: stop quietly, like once running
         print("anycode: stopped.", file=sys.stderr)
         return 130
+    except OSError as err:  # a full disk or an unusable folder met while starting: one sentence
+        from core.errors import os_error_message
+
+        logging.getLogger(__name__).debug("start-up failed", exc_info=True)
+        print(f"anycode: {os_error_message(err)}; anycode did not start.", file=sys.stderr)
+        return 1
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -13,11 +13,13 @@ import time
 from typing import Any, Iterable
 
 from core import settings
-from core.session.entries import SessionState, header_entry, message_entry, messages_of, title_entry
+from core.session.entries import (SessionState, header_entry, message_entry, messages_of, reply_ends_of,
+                                  title_entry)
 from core.errors import AmbiguousSessionId, InvalidTitle, SessionNotFound
 from core.session.keys import SessionKey, new_session_id, normalize_path, project_key
 from core.session.models import ProjectInfo, Session, SessionMeta
 from core.session.store import SessionStore
+from core.session.text import is_blank
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +38,7 @@ def clean_user_title(title: str) -> str:
     if not isinstance(title, str):
         raise InvalidTitle("A title must be text.")
     cleaned = re.sub(r"\s+", " ", TITLE_CONTROLS.sub(" ", title)).strip()
-    if not cleaned:
+    if is_blank(cleaned):  # zero-width characters only show nothing either
         raise InvalidTitle("A title cannot be empty.")
     return cleaned[:MAX_TITLE_CHARS]
 
@@ -55,6 +57,7 @@ def session_from_entries(key: SessionKey, entries: list[dict[str, Any]], *, arch
         forked_from=state.forked_from,
         title_source=state.title_source,
         archived=archived,
+        reply_ends=reply_ends_of(entries),
     )
 
 
@@ -142,15 +145,18 @@ class SessionManager:
     # --- write ------------------------------------------------------------------------------
 
     def add_messages(
-        self, key: SessionKey, messages: Iterable[dict[str, Any]], expected_count: int | None = None
+        self, key: SessionKey, messages: Iterable[dict[str, Any]], expected_count: int | None = None,
+        *, end: str | None = None,
     ) -> int:
         """Append OpenAI chat messages in one append; return the new message count.
 
         ``expected_count``: the count the caller loaded; :class:`~core.errors.SessionConflict`
-        if someone appended since. Raises :class:`SessionNotFound` for a missing main session,
+        if someone appended since. ``end``: the first message is an assistant reply the model did
+        not finish, ended this way (see :func:`~core.session.entries.message_entry`).
+        Raises :class:`SessionNotFound` for a missing main session,
         ``ValueError`` for a message without a role."""
         now = time.time()
-        entries = [message_entry(m, ts=now) for m in messages]
+        entries = [message_entry(m, ts=now, end=end if i == 0 else None) for i, m in enumerate(messages)]
         # The store refuses, under its lock, to start a main session without a header, so a
         # session deleted meanwhile raises SessionNotFound here instead of coming back.
         return self.store.append(key, entries, expected_count=expected_count)
