@@ -448,6 +448,11 @@ def _serve(args: argparse.Namespace, store: Any, project_path: str, data_dir: Pa
     from webui import preflight
 
     manager = SessionManager(store)
+    # Archive first: a session idle long enough to archive is kept, not cleaned up.
+    archived = manager.auto_archive()
+    if archived:
+        log.info("auto-archive moved %d idle sessions to the archive: %s", len(archived),
+                 ", ".join(k.session_id for k in archived))
     removed = manager.cleanup()
     if removed:
         log.info("cleanup removed %d expired sessions: %s", len(removed),
