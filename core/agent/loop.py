@@ -12,6 +12,7 @@ import queue
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import openai
 
@@ -79,8 +80,12 @@ class AgentRun:
 
     def __init__(self, messages: list[dict], *, client: openai.OpenAI, model: str,
                  tools: list[dict] | None, max_iterations: int = 20,
-                 cancel: threading.Event | None = None, workspace: Workspace | None = None):
+                 cancel: threading.Event | None = None, workspace: Workspace | None = None,
+                 context: Any = None):
         self.messages = list(messages)
+        # Optional window keeper (core.agent.compaction.ContextGuard): ``view(messages)`` is what
+        # is sent, ``before_request(messages)`` may compact first and yields its events.
+        self.context = context
         self.client = client
         self.model = model
         self.tools = list(tools or [])
@@ -181,7 +186,11 @@ class AgentRun:
 
         Raises ModelEmptyReply when the reply has neither text nor a tool call (nothing is
         saved: a blank answer would look like a finished one)."""
-        params = {"model": self.model, "messages": prepare_request(self.messages)}
+        history = self.context.view(self.messages) if self.context is not None else self.messages
+        # Usage in the stream (per the chat completions API) is the real token count the context
+        # meter and compaction rest on; a server refusing the option gets it dropped (stream.py).
+        params = {"model": self.model, "messages": prepare_request(history),
+                  "stream_options": {"include_usage": True}}
         if self.tools:
             params["tools"] = self.tools
         reader = ReplyReader(self._used_ids())
@@ -217,6 +226,10 @@ class AgentRun:
         for _ in range(self.max_iterations):
             if self._is_cancelled():
                 return
+            if self.context is not None:
+                yield from self.context.before_request(self.messages)
+                if self._is_cancelled():
+                    return
             yield from self._stream_reply()
             if self._assistant is None:  # cancelled while streaming: keep the text already shown
                 partial = self.interrupted_round()

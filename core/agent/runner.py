@@ -15,10 +15,11 @@ from typing import Callable
 
 import openai
 
+from core.agent.compaction import CompactionEvent, CompactionFinished, make_guard, overflow_of
 from core.agent.loop import AgentEvent, AgentRun, RoundCompleted
 from core.agent.persist import store_messages
 from core.agent.config import NOT_CONFIGURED_MESSAGE
-from core.errors import ModelNotConfigured, SessionConflict
+from core.errors import ModelContextExceeded, ModelError, ModelNotConfigured, SessionConflict
 from core.session.keys import SessionKey
 from core.session.text import is_blank
 from core.session.manager import SessionManager
@@ -49,7 +50,7 @@ class TitleStarted:
     thread: threading.Thread
 
 
-RunnerEvent = AgentEvent | UserMessageSaved | TitleStarted
+RunnerEvent = AgentEvent | CompactionEvent | UserMessageSaved | TitleStarted
 
 
 def _open_workspace(cwd: str | None) -> Workspace | None:
@@ -123,39 +124,71 @@ def run_session_stream(
     if client is None:
         raise ModelNotConfigured(NOT_CONFIGURED_MESSAGE)
 
-    run = AgentRun(messages, client=client, model=model, tools=TOOL_SPECS if tools is None else tools,
-                   max_iterations=max_iterations, cancel=cancel, workspace=workspace)
+    guard = make_guard(session, client=client, model=model, tools=TOOL_SPECS if tools is None else tools,
+                       cancel=cancel, append=lambda entry, count: manager.add_compaction(key, entry, count))
     rounds = 0
-    try:
-        for event in run.events():
-            if isinstance(event, RoundCompleted):
-                # The first round is checked too: a retry (no prefix) or a reply racing another
-                # tab's must not land after someone else's answer (SessionConflict instead).
-                first = len(messages) if rounds == 0 and expected_count is not None else None
-                # A store that fails (database killed, disk full) is retried and checked; if it
-                # gives up, the error carries the unsaved round (core.agent.persist).
-                store_messages(manager, key, event.messages, saved_count=len(messages), expected_count=first,
-                               end=event.end)
-                messages.extend(event.messages)
-                rounds += 1
-            yield event
-    except BaseException as original:
-        # Model error, generator closed (Stop), KeyboardInterrupt: keep what the user already saw.
-        partial = run.interrupted_round()
-        if partial:
-            try:
-                store_messages(manager, key, partial, saved_count=len(messages))
-                log.info("stored the interrupted round of %s (%d messages)", key.session_id, len(partial))
-            except Exception as err:  # noqa: BLE001 -- the original error matters more
-                log.warning("could not store the interrupted round of %s: %s", key.session_id, err)
-                if hasattr(err, "unsaved"):  # the caller keeps it on screen and stores it later
-                    original.unsaved, original.saved_count = err.unsaved, err.saved_count  # type: ignore[attr-defined]
-        raise
+    recovered = False
+    while True:
+        run = AgentRun(messages, client=client, model=model, tools=TOOL_SPECS if tools is None else tools,
+                       max_iterations=max_iterations - rounds, cancel=cancel, workspace=workspace,
+                       context=guard)
+        try:
+            for event in run.events():
+                if isinstance(event, RoundCompleted):
+                    # The first round is checked too: a retry (no prefix) or a reply racing another
+                    # tab's must not land after someone else's answer (SessionConflict instead).
+                    first = len(messages) if rounds == 0 and expected_count is not None else None
+                    # A store that fails (database killed, disk full) is retried and checked; if it
+                    # gives up, the error carries the unsaved round (core.agent.persist).
+                    store_messages(manager, key, event.messages, saved_count=len(messages), expected_count=first,
+                                   end=event.end)
+                    if run.last_reply is not None:
+                        guard.record(len(messages), messages, run.last_reply.usage)
+                    messages.extend(event.messages)
+                    rounds += 1
+                yield event
+            break
+        except ModelError as err:
+            # The request did not fit the window: compact harder and try once more, without
+            # adding anything (the user message is stored once). Never a loop.
+            overflow = None if recovered or run.interrupted_round() else overflow_of(err, guard)
+            if overflow is False or overflow is None:
+                _keep_partial(run, manager, key, messages, err)
+                raise
+            recovered = True
+            log.warning("session %s: the request did not fit the model's window (%s); compacting and retrying once",
+                        key.session_id, err)
+            done = False
+            for event in guard.recover(messages, overflow if isinstance(overflow, ModelContextExceeded) else None):
+                done = done or isinstance(event, CompactionFinished)
+                yield event
+            if not done:
+                raise
+        except BaseException as original:
+            # Generator closed (Stop), KeyboardInterrupt, a store failure: keep what the user saw.
+            _keep_partial(run, manager, key, messages, original)
+            raise
 
     if rounds and session.title_source is None:
         thread = start_title_generation(manager, key, messages, client=title_client or client,
                                         model=title_model or model, on_done=on_title)
         yield TitleStarted(thread)
+
+
+def _keep_partial(run: AgentRun, manager: SessionManager, key: SessionKey, messages: list[dict],
+                  original: BaseException) -> None:
+    """Store the round in flight (the partial text the user saw, closed tool calls) after ``original``
+    stopped the run; a failure to store is attached to ``original`` (``unsaved``/``saved_count``)."""
+    partial = run.interrupted_round()
+    if not partial:
+        return
+    try:
+        store_messages(manager, key, partial, saved_count=len(messages))
+        log.info("stored the interrupted round of %s (%d messages)", key.session_id, len(partial))
+    except Exception as err:  # noqa: BLE001 -- the original error matters more
+        log.warning("could not store the interrupted round of %s: %s", key.session_id, err)
+        if hasattr(err, "unsaved"):  # the caller keeps it on screen and stores it later
+            original.unsaved, original.saved_count = err.unsaved, err.saved_count  # type: ignore[attr-defined]
 
 
 def run_session(
