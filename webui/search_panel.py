@@ -138,16 +138,17 @@ def results_html(ctx: Any, project: str, query: str, *, all_projects: bool = Fal
     return render_hits(hits, query=query, now=now)
 
 
-def hit_row(ctx: Any, project: str, session_id: str, message_index: int | None) -> int | None:
-    """The chat row showing stored message ``message_index`` of the session (rows skip the system
-    message and fold tool results into their step), or None when there is none."""
+def hit_row(ctx: Any, project: str, session_id: str, message_index: int | None, start: int = 0) -> int | None:
+    """The chat row showing stored message ``message_index`` of the session when the chat shows
+    its messages from ``start`` on (rows skip the system message and fold tool results into
+    their step), or None when there is none."""
     if message_index is None or message_index < 0:
         return None
     try:
         session = ctx.manager.get(ctx.manager.find(project, session_id))
     except AnycodeError:
         return None
-    source = render.chat_rows(session.messages).source
+    source = render.chat_window(session.messages, start).source
     for row, idx in enumerate(source):
         if idx >= message_index:
             return row
@@ -182,8 +183,9 @@ def add_search(ctx: Any, gr: Any, *, state: Any, search: Any, show_archived: Any
         try:
             data = json.loads(evt.value)
             project, sid, idx = str(data["pk"]), str(data["sid"]), int(data.get("idx", -1))
-            view = handlers.open_session(ctx, project, sid)
-            row = hit_row(ctx, project, sid, idx)
+            # A hit far back in a long conversation: the chat opens from there on.
+            view = handlers.open_session(ctx, project, sid, include=idx if idx >= 0 else None)
+            row = hit_row(ctx, project, sid, idx, view.state.get("from", 0))
         except (ValueError, TypeError, KeyError) as err:
             log.warning("bad search result click %r: %s", evt.value, err)
             return (*show(handlers.reload(ctx, st), query, archived), idle_box(), gr.skip())
