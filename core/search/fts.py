@@ -1,7 +1,8 @@
 """SQLite FTS5 tables holding indexed documents, shared by the JSONL index file and the SQLite store.
 
-Two tables per prefix, kept in step by triggers (the external-content pattern of the FTS5
-documentation, https://sqlite.org/fts5.html#external_content_tables):
+Two tables per prefix, kept in step by :class:`FtsTables` in the same transaction (the
+external-content pattern of https://sqlite.org/fts5.html#external_content_tables, without
+triggers: one ``INSERT … SELECT`` per record is about three times faster than a row trigger):
 
 - ``<p>docs(id INTEGER PRIMARY KEY, owner, idx, ts, role, text)``: one row per document; ``owner``
   is the indexed record (a file of the JSONL store, a session row of the SQL store), indexed so a
@@ -58,10 +59,9 @@ class FtsTables:
             return
         conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {f} USING fts5(text, content='{d}', content_rowid='id', "
                      "tokenize='trigram')")
-        conn.execute(f"CREATE TRIGGER IF NOT EXISTS {d}_ai AFTER INSERT ON {d} BEGIN "
-                     f"INSERT INTO {f}(rowid, text) VALUES (new.id, new.text); END")
-        conn.execute(f"CREATE TRIGGER IF NOT EXISTS {d}_ad AFTER DELETE ON {d} BEGIN "
-                     f"INSERT INTO {f}({f}, rowid, text) VALUES ('delete', old.id, old.text); END")
+        # No triggers: a row-by-row trigger makes FTS5 inserts ~3x slower than one INSERT … SELECT.
+        conn.execute(f"DROP TRIGGER IF EXISTS {d}_ai")
+        conn.execute(f"DROP TRIGGER IF EXISTS {d}_ad")
 
     def drop(self, conn: sqlite3.Connection) -> None:
         """Remove the tables (for a rebuild)."""
@@ -72,12 +72,19 @@ class FtsTables:
     def add(self, conn: sqlite3.Connection, owner: int, docs: Iterable[Document]) -> int:
         """Insert ``docs`` of ``owner``; return how many."""
         rows = [(owner, d.idx, d.ts, d.role, d.text) for d in docs]
-        if rows:
-            conn.executemany(f"INSERT INTO {self.docs}(owner, idx, ts, role, text) VALUES (?,?,?,?,?)", rows)
+        if not rows:
+            return 0
+        last = conn.execute(f"SELECT max(id) FROM {self.docs}").fetchone()[0] or 0
+        conn.executemany(f"INSERT INTO {self.docs}(owner, idx, ts, role, text) VALUES (?,?,?,?,?)", rows)
+        if self.use_fts:
+            conn.execute(f"INSERT INTO {self.fts}(rowid, text) SELECT id, text FROM {self.docs} WHERE id > ?", (last,))
         return len(rows)
 
     def delete_owner(self, conn: sqlite3.Connection, owner: int) -> None:
-        """Drop every document of ``owner``."""
+        """Drop every document of ``owner`` (from the FTS index first: it needs the old text)."""
+        if self.use_fts:
+            conn.execute(f"INSERT INTO {self.fts}({self.fts}, rowid, text) SELECT 'delete', id, text "
+                         f"FROM {self.docs} WHERE owner = ?", (owner,))
         conn.execute(f"DELETE FROM {self.docs} WHERE owner = ?", (owner,))
 
     def candidates(self, conn: sqlite3.Connection, terms: list[str], scope_sql: str, scope_params: list[Any],
@@ -86,7 +93,9 @@ class FtsTables:
         on ``d.owner``), the newest document containing every term. Never raises for odd text."""
         long = [t for t in terms if len(t) >= MIN_INDEXED_TERM] if self.use_fts else []
         short = [t for t in terms if t not in long]
-        where, params = [f"({scope_sql})"], list(scope_params)
+        # "+" keeps SQLite from driving the scan through the owner index and sorting everything:
+        # walking ids newest first lets the scan stop as soon as enough owners are found.
+        where, params = [f"(+{scope_sql})"], list(scope_params)
         for t in short:
             where.append("d.text LIKE ? ESCAPE '\\'")
             params.append(like_pattern(t))

@@ -36,9 +36,10 @@ from core.stores.jsonl_io import SIG_BYTES, parse_line
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: no triggers
 INDEX_DIR = "search"
 INDEX_NAME = "index.sqlite3"
+BATCH_BYTES = 16 << 20  # bytes of session files read per index transaction while catching up
 BUSY_TIMEOUT = 30.0  # seconds another process's index update may hold the write lock
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*\Z")  # a session id (as the store's file names)
 _PROJECT = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*\Z")  # a project key (starts with "-" for "/…")
@@ -251,71 +252,78 @@ class JsonlSearchIndex:
             todo = still_todo
         # Oldest first: document ids then grow with recency, and results come newest first.
         todo.sort(key=lambda rec: rec.mtime_ns)
-        for rec in todo:
-            self._index_file(conn, rec)
+        # Several files per transaction while catching up (a first build of thousands of files),
+        # each transaction bounded; a crash rolls back one batch, redone on the next query.
+        i = 0
+        while i < len(todo):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                budget = BATCH_BYTES
+                while i < len(todo) and budget > 0:
+                    budget -= self._index_file(conn, todo[i])
+                    i += 1
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
         return len(todo)
 
-    def _index_file(self, conn: sqlite3.Connection, rec: _OnDisk) -> None:
+    def _index_file(self, conn: sqlite3.Connection, rec: _OnDisk) -> int:
+        """Index what is new in one file inside the caller's transaction; return the bytes read.
+        The row is re-read here, so a file another process indexed meanwhile is not doubled."""
         path = self.projects_dir / rec.rel
-        conn.execute("BEGIN IMMEDIATE")
+        row = conn.execute("SELECT fid, size, mtime_ns, offset, sig, messages, state FROM files WHERE rel = ?",
+                           (rec.rel,)).fetchone()
         try:
-            row = conn.execute("SELECT fid, size, mtime_ns, offset, sig, messages, state FROM files WHERE rel = ?",
-                               (rec.rel,)).fetchone()
-            try:
-                f = open(path, "rb")
-            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-                if row is not None:
-                    self._tables.delete_owner(conn, row[0])
-                    conn.execute("DELETE FROM files WHERE fid = ?", (row[0],))
-                conn.execute("COMMIT")
-                return
-            with f:
-                st = os.fstat(f.fileno())
-                if row is not None and (row[1], row[2]) == (st.st_size, st.st_mtime_ns):
-                    conn.execute("COMMIT")  # another process indexed it meanwhile
-                    return
-                offset, messages, state = 0, 0, SessionState()
-                if row is not None and row[1] < st.st_size and 0 < row[3] <= st.st_size:
-                    start = max(0, row[3] - SIG_BYTES)
-                    f.seek(start)
-                    if zlib.crc32(f.read(row[3] - start)) == row[4]:
-                        offset, messages = row[3], row[5]
-                        state = SessionState.from_dict(json.loads(row[6]))
-                if row is not None and offset == 0:
-                    self._tables.delete_owner(conn, row[0])  # edited or shrunk: read it all again
-                f.seek(offset)
-                data = f.read(st.st_size - offset)
-            entries, used = _complete_entries(data, path)
-            offset += used
-            docs = []
-            for messages, doc in entry_documents(_fed(state, entries), messages):
-                if doc is not None:
-                    docs.append(doc)
-            sig = 0
-            if offset:
-                with open(path, "rb") as f2:
-                    start = max(0, offset - SIG_BYTES)
-                    f2.seek(start)
-                    sig = zlib.crc32(f2.read(offset - start))
-            values = (rec.project_key, rec.session_id, rec.subpath, int(rec.archived), st.st_size, st.st_mtime_ns,
-                      offset, sig, messages, json.dumps(state.to_dict()), state.title, state.created_at,
-                      state.updated_at(default=st.st_mtime_ns / 1e9))
-            if row is None:
-                fid = conn.execute(
-                    "INSERT INTO files(rel, project_key, session_id, subpath, archived, size, mtime_ns, offset, sig, "
-                    "messages, state, title, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (rec.rel, *values)).lastrowid
-            else:
-                fid = row[0]
-                conn.execute(
-                    "UPDATE files SET project_key=?, session_id=?, subpath=?, archived=?, size=?, mtime_ns=?, "
-                    "offset=?, sig=?, messages=?, state=?, title=?, created_at=?, updated_at=? WHERE fid=?",
-                    (*values, fid))
-            self._tables.add(conn, fid, docs)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+            f = open(path, "rb")
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            if row is not None:
+                self._tables.delete_owner(conn, row[0])
+                conn.execute("DELETE FROM files WHERE fid = ?", (row[0],))
+            return 0
+        with f:
+            st = os.fstat(f.fileno())
+            if row is not None and (row[1], row[2]) == (st.st_size, st.st_mtime_ns):
+                return 0  # another process indexed it meanwhile
+            offset, messages, state = 0, 0, SessionState()
+            if row is not None and row[1] < st.st_size and 0 < row[3] <= st.st_size:
+                start = max(0, row[3] - SIG_BYTES)
+                f.seek(start)
+                if zlib.crc32(f.read(row[3] - start)) == row[4]:
+                    offset, messages = row[3], row[5]
+                    state = SessionState.from_dict(json.loads(row[6]))
+            if row is not None and offset == 0:
+                self._tables.delete_owner(conn, row[0])  # edited or shrunk: read it all again
+            f.seek(offset)
+            data = f.read(st.st_size - offset)
+        entries, used = _complete_entries(data, path)
+        tail = data[max(0, used - SIG_BYTES):used]
+        if used < SIG_BYTES and offset:
+            with open(path, "rb") as f2:  # the signature reaches back before this read
+                start = max(0, offset + used - SIG_BYTES)
+                f2.seek(start)
+                tail = f2.read(offset + used - start)
+        offset += used
+        docs = []
+        for messages, doc in entry_documents(_fed(state, entries), messages):
+            if doc is not None:
+                docs.append(doc)
+        values = (rec.project_key, rec.session_id, rec.subpath, int(rec.archived), st.st_size, st.st_mtime_ns,
+                  offset, zlib.crc32(tail) if offset else 0, messages, json.dumps(state.to_dict()), state.title,
+                  state.created_at, state.updated_at(default=st.st_mtime_ns / 1e9))
+        if row is None:
+            fid = conn.execute(
+                "INSERT INTO files(rel, project_key, session_id, subpath, archived, size, mtime_ns, offset, sig, "
+                "messages, state, title, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (rec.rel, *values)).lastrowid
+        else:
+            fid = row[0]
+            conn.execute(
+                "UPDATE files SET project_key=?, session_id=?, subpath=?, archived=?, size=?, mtime_ns=?, "
+                "offset=?, sig=?, messages=?, state=?, title=?, created_at=?, updated_at=? WHERE fid=?",
+                (*values, fid))
+        self._tables.add(conn, fid, docs)
+        return len(data)
 
     # --- queries ----------------------------------------------------------------------------
 
