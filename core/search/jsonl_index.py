@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from core.search.fts import FtsTables, has_trigram
-from core.search.text import SearchHit, entry_documents, make_snippet, matches_all, parse_query
+from core.search.text import SearchHit, collect_hits, entry_documents, parse_query
 from core.session.entries import SessionState
 from core.stores.jsonl_io import SIG_BYTES, parse_line
 
@@ -347,44 +347,12 @@ class JsonlSearchIndex:
         params: list[Any] = [] if everything else list(projects)
         if not archived:
             where += " AND archived = 0"
-        files = {r[0]: r for r in conn.execute(
+        files = conn.execute(
             f"SELECT fid, project_key, session_id, subpath, archived, title, created_at, updated_at FROM files "
-            f"WHERE {where}", params)}
-        mains = {(r[1], r[2]): r for r in files.values() if r[3] == ""}
-        hits: dict[tuple[str, str], SearchHit] = {}
-        # Titles: a few thousand short strings, matched exactly as messages are.
-        titled = sorted((r for r in mains.values() if r[5] and matches_all(r[5], terms)),
-                        key=lambda r: r[7] or 0, reverse=True)
-        for r in titled[:limit]:
-            snippet, marks = make_snippet(r[5], terms)
-            hits[(r[1], r[2])] = SearchHit(r[2], r[1], r[5], bool(r[4]), None, "title", r[7], snippet, marks,
-                                           None, r[6])
+            f"WHERE {where}", params).fetchall()
         scope = f"d.owner IN (SELECT fid FROM files WHERE {where})"
         found = self._tables.candidates(conn, terms, scope, params, limit)
-        docs = self._tables.fetch(conn, found.values())
-        best: dict[tuple[str, str], tuple[int, int]] = {}
-        for fid, doc_id in found.items():
-            r = files.get(fid)
-            if r is None:
-                continue
-            k = (r[1], r[2])
-            if k not in best or doc_id > best[k][1]:
-                best[k] = (fid, doc_id)
-        ordered = sorted(best.items(), key=lambda kv: kv[1][1], reverse=True)
-        for k, (fid, doc_id) in ordered:
-            r, main = files[fid], mains.get(k)
-            if doc_id not in docs or main is None:
-                continue  # a sub-agent record whose parent is gone or out of scope
-            idx, role, ts, text = docs[doc_id]
-            snippet, marks = make_snippet(text, terms)
-            sub = r[3] or None
-            hit = SearchHit(main[2], main[1], main[5], bool(main[4]), None if sub else idx, role, ts, snippet,
-                            marks, sub, main[6])
-            if k in hits:  # the title matched too: keep its rank, show the message
-                hits[k] = hit
-            elif len(hits) < limit:
-                hits[k] = hit
-        return list(hits.values())[:limit]
+        return collect_hits(files, found, self._tables.fetch(conn, found.values()), terms, limit)
 
 
 def _fed(state: SessionState, entries: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:

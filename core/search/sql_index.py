@@ -22,7 +22,7 @@ import logging
 from typing import Any
 
 from core.search.fts import FtsTables, has_trigram
-from core.search.text import SearchHit, entry_documents, like_pattern, make_snippet, matches_all, parse_query
+from core.search.text import SearchHit, collect_hits, entry_documents, like_pattern, parse_query
 
 log = logging.getLogger(__name__)
 
@@ -228,35 +228,7 @@ class SqlSearchIndex:
                 f"s.updated_at FROM anycode_sessions s WHERE {where}"), params).all()
             found = self._candidates(conn, terms, where, params, bound, limit)
             docs = self._fetch(conn, list(found.values()))
-        rows = {r[0]: r for r in sessions}
-        mains = {(r[1], r[2]): r for r in sessions if r[3] == ""}
-        hits: dict[tuple[str, str], SearchHit] = {}
-        titled = sorted((r for r in mains.values() if r[5] and matches_all(r[5], terms)),
-                        key=lambda r: r[7] or 0, reverse=True)
-        for r in titled[:limit]:
-            snippet, marks = make_snippet(r[5], terms)
-            hits[(r[1], r[2])] = SearchHit(r[2], r[1], r[5], bool(r[4]), None, "title", r[7], snippet, marks,
-                                           None, r[6])
-        best: dict[tuple[str, str], tuple[int, int]] = {}
-        for pk, doc_id in found.items():
-            r = rows.get(pk)
-            if r is None:
-                continue
-            k = (r[1], r[2])
-            if k not in best or doc_id > best[k][1]:
-                best[k] = (pk, doc_id)
-        for k, (pk, doc_id) in sorted(best.items(), key=lambda kv: kv[1][1], reverse=True):
-            r, main = rows[pk], mains.get(k)
-            if doc_id not in docs or main is None:
-                continue
-            idx, role, ts, text = docs[doc_id]
-            snippet, marks = make_snippet(text, terms)
-            sub = r[3] or None
-            hit = SearchHit(main[2], main[1], main[5], bool(main[4]), None if sub else idx, role, ts, snippet,
-                            marks, sub, main[6])
-            if k in hits or len(hits) < limit:
-                hits[k] = hit
-        return list(hits.values())[:limit]
+        return collect_hits(sessions, found, docs, terms, limit)
 
     def _candidates(self, conn: Any, terms: list[str], where: str, params: dict[str, Any], bound: Any,
                     limit: int) -> dict[int, int]:
