@@ -24,10 +24,10 @@ import os
 import re
 import sqlite3
 import threading
+import time
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 from core.search.fts import FtsTables, has_trigram
 from core.search.text import SearchHit, collect_hits, entry_documents, parse_query
@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 SCHEMA_VERSION = 2  # 2: no triggers
 INDEX_DIR = "search"
 INDEX_NAME = "index.sqlite3"
+FRESH_SECONDS = 1.0  # a project walked this recently is not walked again (unless written through this process)
 BATCH_BYTES = 16 << 20  # bytes of session files read per index transaction while catching up
 BUSY_TIMEOUT = 30.0  # seconds another process's index update may hold the write lock
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*\Z")  # a session id (as the store's file names)
@@ -47,8 +48,7 @@ SUFFIX = ".jsonl"
 ARCHIVE_DIR = "archive"
 
 
-@dataclass(frozen=True)
-class _OnDisk:
+class _OnDisk(NamedTuple):
     rel: str
     project_key: str
     session_id: str
@@ -112,6 +112,9 @@ class JsonlSearchIndex:
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._tables = FtsTables("")
+        self.fresh_seconds = FRESH_SECONDS
+        self._walked: dict[str, float] = {}  # project key -> time.monotonic() of its last walk
+        self._dirty: set[str] = set()  # projects written through a watched store since their walk
 
     def __repr__(self) -> str:
         return f"JsonlSearchIndex({str(self.path)!r})"
@@ -148,6 +151,7 @@ class JsonlSearchIndex:
             conn.close()
             raise
         self._conn = conn
+        self._walked.clear()  # a (re)opened file may be new or rebuilt: walk everything again
         return conn
 
     def _create(self, conn: sqlite3.Connection) -> None:
@@ -207,24 +211,44 @@ class JsonlSearchIndex:
 
     def update(self, project_keys: list[str] | None = None) -> int:
         """Bring the index up to date for ``project_keys`` (None: every project); return how many
-        files were (re-)read. Also called by every search, so calling it is never required."""
-        return self._retrying(self._sync, self._projects(project_keys), project_keys is None)
+        files were (re-)read. Every search does this first, so calling it is never required."""
+        return self._retrying(self._sync, self._projects(project_keys), project_keys is None, True)
 
-    def _sync(self, conn: sqlite3.Connection, projects: list[str], everything: bool) -> int:
+    def mark_written(self, project_key: str) -> None:
+        """Note that a session of ``project_key`` was written (by :func:`watch_writes`): the next
+        search walks that project even inside the freshness window."""
+        self._dirty.add(project_key)
+
+    def _sync(self, conn: sqlite3.Connection, projects: list[str], everything: bool, force: bool = False) -> int:
+        """Walk ``projects`` and index what changed. Without ``force``, a project walked less than
+        ``fresh_seconds`` ago and not written through this process since is skipped: while the user
+        types, one walk serves several keystrokes (writes by other processes and hand edits show
+        within that window; results are checked against their files before they are returned)."""
+        now = time.monotonic()
+        if not force:
+            projects = [pk for pk in projects if pk in self._dirty
+                        or now - self._walked.get(pk, -1e9) >= self.fresh_seconds]
+        if everything:
+            # Projects whose folder is gone entirely (their files are never walked again).
+            listed = set(self._projects(None))
+            for (pk,) in conn.execute("SELECT DISTINCT project_key FROM files").fetchall():
+                if pk not in listed:
+                    self._drop_project(conn, pk)
+        if not projects:
+            return 0
+        for pk in projects:
+            self._dirty.discard(pk)  # before the walk: a write during it marks the project again
         disk: dict[str, _OnDisk] = {}
         for pk in projects:
             for archived in (False, True):
                 for rec in _walk_records(self.projects_dir, pk, archived):
                     disk[rec.rel] = rec
-        if everything:
-            rows = conn.execute("SELECT fid, rel, project_key, session_id, subpath, size, mtime_ns FROM files").fetchall()
-        else:
-            rows = []
-            for i in range(0, len(projects), 500):
-                chunk = projects[i:i + 500]
-                rows += conn.execute(
-                    "SELECT fid, rel, project_key, session_id, subpath, size, mtime_ns FROM files "
-                    f"WHERE project_key IN ({','.join('?' * len(chunk))})", chunk).fetchall()
+        rows = []
+        for i in range(0, len(projects), 500):
+            chunk = projects[i:i + 500]
+            rows += conn.execute(
+                "SELECT fid, rel, project_key, session_id, subpath, size, mtime_ns FROM files "
+                f"WHERE project_key IN ({','.join('?' * len(chunk))})", chunk).fetchall()
         known = {r[1]: r for r in rows}
         gone = [r for rel, r in known.items() if rel not in disk]
         todo = [rec for rel, rec in disk.items()
@@ -266,7 +290,20 @@ class JsonlSearchIndex:
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+        for pk in projects:
+            self._walked[pk] = now
         return len(todo)
+
+    def _drop_project(self, conn: sqlite3.Connection, project_key: str) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for (fid,) in conn.execute("SELECT fid FROM files WHERE project_key = ?", (project_key,)).fetchall():
+                self._tables.delete_owner(conn, fid)
+            conn.execute("DELETE FROM files WHERE project_key = ?", (project_key,))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
 
     def _index_file(self, conn: sqlite3.Connection, rec: _OnDisk) -> int:
         """Index what is new in one file inside the caller's transaction; return the bytes read.
@@ -347,12 +384,56 @@ class JsonlSearchIndex:
         params: list[Any] = [] if everything else list(projects)
         if not archived:
             where += " AND archived = 0"
-        files = conn.execute(
-            f"SELECT fid, project_key, session_id, subpath, archived, title, created_at, updated_at FROM files "
-            f"WHERE {where}", params).fetchall()
-        scope = f"d.owner IN (SELECT fid FROM files WHERE {where})"
-        found = self._tables.candidates(conn, terms, scope, params, limit)
-        return collect_hits(files, found, self._tables.fetch(conn, found.values()), terms, limit)
+        for attempt in range(2):
+            files = conn.execute(
+                f"SELECT fid, project_key, session_id, subpath, archived, title, created_at, updated_at, rel, size, "
+                f"mtime_ns FROM files WHERE {where}", params).fetchall()
+            scope = f"d.owner IN (SELECT fid FROM files WHERE {where})"
+            found = self._tables.candidates(conn, terms, scope, params, limit)
+            hits = collect_hits(files, found, self._tables.fetch(conn, found.values()), terms, limit)
+            stale = self._stale(files, hits) if attempt == 0 else set()
+            if not stale:
+                return hits
+            # A result's file changed since the project was walked (inside the freshness window):
+            # walk those projects now and search again, so nothing deleted or edited is shown.
+            self._sync(conn, sorted(stale), False, True)
+        return hits
+
+    def _stale(self, files: list[tuple[Any, ...]], hits: list[SearchHit]) -> set[str]:
+        """Projects of ``hits`` whose session files (main or sub-agent) differ from their indexed stat."""
+        wanted = {(h.project_key, h.session_id) for h in hits}
+        stale: set[str] = set()
+        for r in files:
+            if (r[1], r[2]) not in wanted:
+                continue
+            try:
+                st = os.stat(self.projects_dir / r[8])
+            except OSError:
+                stale.add(r[1])
+                continue
+            if (st.st_size, st.st_mtime_ns) != (r[9], r[10]):
+                stale.add(r[1])
+        return stale
+
+
+def watch_writes(store: Any, index: JsonlSearchIndex) -> None:
+    """Make the writes of ``store`` (this process's :class:`~core.stores.jsonl_store.LocalSessionStore`)
+    mark their project in ``index``, so a search right after them walks it again. Wraps the
+    instance's own write methods; the store's behaviour is unchanged."""
+    for name in ("append", "remove", "archive", "unarchive", "create_whole"):
+        method = getattr(store, name, None)
+        if method is None or getattr(method, "_search_watched", False):
+            continue
+
+        def wrapped(key: Any, *args: Any, _method: Any = method, **kwargs: Any) -> Any:
+            try:
+                return _method(key, *args, **kwargs)
+            finally:
+                index.mark_written(key.project_key)
+
+        wrapped._search_watched = True  # type: ignore[attr-defined]
+        wrapped.__doc__ = method.__doc__
+        setattr(store, name, wrapped)
 
 
 def _fed(state: SessionState, entries: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
