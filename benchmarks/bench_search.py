@@ -132,26 +132,35 @@ def main(argv: list[str] | None = None) -> int:
             walk.append(time.perf_counter() - t0)
         out.append(f"## Queries ({args.runs} runs each, limit 50 sessions)")
         out.append("")
-        out.append(f"Every query first checks the project's {args.sessions:,} files for changes (scandir + stat): "
-                   f"{ms(med(walk))} of each figure below.")
+        out.append(f"Searching checks the project's {args.sessions:,} files for changes (scandir + stat, "
+                   f"{ms(med(walk))}) at most once a second (writes through the same process and changed results "
+                   "are seen at once): \"typing\" is a query within that second, as each keystroke is; "
+                   "\"first\" includes the check.")
         out.append("")
-        out.append("| query | example | sessions found | p50 | p95 |")
-        out.append("|---|---|---:|---:|---:|")
+        out.append("| query | example | sessions found | typing p50 | typing p95 | first p50 | first p95 |")
+        out.append("|---|---|---:|---:|---:|---:|---:|")
         common_p50 = []
         for label, q in QUERIES:
-            times = []
+            row = []
             n = 0
-            for _ in range(args.runs):
-                gc.collect()
-                t0 = time.perf_counter()
-                hits = idx.search(q, project_keys=[pk])
-                times.append(time.perf_counter() - t0)
-                n = len(hits)
-            out.append(f"| {label} | `{q}` | {n} | {ms(med(times))} | {ms(pct(times, 95))} |")
+            for fresh in (60.0, 0.0):
+                idx.fresh_seconds = fresh
+                times = []
+                for _ in range(args.runs):
+                    gc.collect()
+                    t0 = time.perf_counter()
+                    hits = idx.search(q, project_keys=[pk])
+                    times.append(time.perf_counter() - t0)
+                    n = len(hits)
+                row.append(times)
+            typing, first = row
+            out.append(f"| {label} | `{q}` | {n} | {ms(med(typing))} | {ms(pct(typing, 95))} | {ms(med(first))} | "
+                       f"{ms(pct(first, 95))} |")
             if "scan" not in label:
-                common_p50.append(med(times))
+                common_p50.append(med(typing))
+        idx.fresh_seconds = 1.0
         worst = max(common_p50)
-        checks.append(("query p50 < 50 ms (every indexed query)", worst < QUERY_P50_MAX, f"worst p50 {ms(worst)}"))
+        checks.append(("query p50 < 50 ms (every indexed query, typing)", worst < QUERY_P50_MAX, f"worst p50 {ms(worst)}"))
         out.append("")
 
         # --- appends: a chat goes on in a few sessions (the store's scan cache warm, as in the app) ---

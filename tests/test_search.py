@@ -105,6 +105,8 @@ class TestFindsWhatWasSaid:
         for q in ["f(x)", "-v", "100%", "a*b", "NEAR", '"NEAR the"']:
             assert _ids(idx.search(q, project_keys=[s.key.project_key])) == [s.id], q
         assert idx.search("100_", project_keys=[s.key.project_key]) == []  # LIKE wildcards are literal
+        assert idx.search("f_", project_keys=[s.key.project_key]) == []
+        assert _ids(idx.search("0%", project_keys=[s.key.project_key])) == [s.id]
 
 
 class TestScopeAndLifecycle:

@@ -36,7 +36,7 @@ from core.stores.jsonl_io import SIG_BYTES, parse_line
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2  # 2: no triggers
+SCHEMA_VERSION = 3  # 2: no triggers; 3: owner in the document id
 INDEX_DIR = "search"
 INDEX_NAME = "index.sqlite3"
 FRESH_SECONDS = 1.0  # a project walked this recently is not walked again (unless written through this process)
@@ -388,8 +388,7 @@ class JsonlSearchIndex:
             files = conn.execute(
                 f"SELECT fid, project_key, session_id, subpath, archived, title, created_at, updated_at, rel, size, "
                 f"mtime_ns FROM files WHERE {where}", params).fetchall()
-            scope = f"d.owner IN (SELECT fid FROM files WHERE {where})"
-            found = self._tables.candidates(conn, terms, scope, params, limit)
+            found = self._tables.candidates(conn, terms, {r[0] for r in files}, limit)
             hits = collect_hits(files, found, self._tables.fetch(conn, found.values()), terms, limit)
             stale = self._stale(files, hits) if attempt == 0 else set()
             if not stale:

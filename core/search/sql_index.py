@@ -58,6 +58,10 @@ class SqlSearchIndex:
             if self.dialect == "sqlite":
                 raw = conn.connection.driver_connection
                 self._tables = FtsTables(PREFIX, use_fts=has_trigram(raw))
+                cols = [r[1] for r in raw.execute(f"PRAGMA table_info({PREFIX}docs)")]
+                if "owner" in cols:  # the first layout (owner column, triggers): rebuilt
+                    self._tables.drop(raw)
+                    raw.execute(f"DROP TABLE IF EXISTS {PREFIX}state")
                 raw.execute(f"CREATE TABLE IF NOT EXISTS {PREFIX}state(session_pk INTEGER PRIMARY KEY, "
                             "session_id TEXT NOT NULL, subpath TEXT NOT NULL, entry_count INTEGER NOT NULL, "
                             "message_count INTEGER NOT NULL)")
@@ -226,19 +230,14 @@ class SqlSearchIndex:
             sessions = conn.execute(bound(
                 "SELECT s.pk, s.project_key, s.session_id, s.subpath, s.archived, s.title, s.created_at, "
                 f"s.updated_at FROM anycode_sessions s WHERE {where}"), params).all()
-            found = self._candidates(conn, terms, where, params, bound, limit)
+            found = self._candidates(conn, terms, where, params, bound, limit, {r[0] for r in sessions})
             docs = self._fetch(conn, list(found.values()))
         return collect_hits(sessions, found, docs, terms, limit)
 
     def _candidates(self, conn: Any, terms: list[str], where: str, params: dict[str, Any], bound: Any,
-                    limit: int) -> dict[int, int]:
+                    limit: int, allowed: set[int]) -> dict[int, int]:
         if self.dialect == "sqlite":
-            # The SQL store's scope condition, in positional form for the raw sqlite3 connection.
-            scope = "d.owner IN (SELECT s.pk FROM anycode_sessions s WHERE s.archived IN ({}){})".format(
-                "0" if "f" in params else "0,1",
-                (" AND s.project_key IN (" + ",".join("?" * len(params["pks"])) + ")") if "pks" in params else "")
-            return self._tables.candidates(conn.connection.driver_connection, terms, scope,
-                                           list(params.get("pks", [])), limit)
+            return self._tables.candidates(conn.connection.driver_connection, terms, allowed, limit)
         conds = []
         p = dict(params)
         for i, t in enumerate(terms):

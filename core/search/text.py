@@ -200,7 +200,7 @@ def collect_hits(records: Iterable[tuple[Any, ...]], found: dict[int, int],
     ``records``: the records in scope as ``(owner, project_key, session_id, subpath ('' for the main
     session), archived, title, created_at, updated_at)``; ``found``: ``{owner: newest matching
     document id}``; ``docs``: ``{document id: (idx, role, ts, text)}``. Sessions whose title matches
-    come first (most recently active first), then the others by their newest matching document; a
+    come first, then the others, each group most recently active first; a
     sub-agent record's match is reported on its parent; at most ``limit`` hits."""
     rows = {r[0]: r for r in records}
     mains = {(r[1], r[2]): r for r in rows.values() if r[3] == ""}
@@ -218,7 +218,11 @@ def collect_hits(records: Iterable[tuple[Any, ...]], found: dict[int, int],
         k = (r[1], r[2])
         if k not in best or doc_id > best[k][1]:
             best[k] = (owner, doc_id)
-    for k, (owner, doc_id) in sorted(best.items(), key=lambda kv: kv[1][1], reverse=True):
+    def recency(kv: tuple[tuple[str, str], tuple[int, int]]) -> tuple[float, int]:
+        main = mains.get(kv[0])
+        return ((main[7] or 0.0) if main is not None else 0.0), kv[1][1]
+
+    for k, (owner, doc_id) in sorted(best.items(), key=recency, reverse=True):
         r, main = rows[owner], mains.get(k)
         if doc_id not in docs or main is None:
             continue  # a sub-agent record whose parent is gone or out of scope
