@@ -258,11 +258,13 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                            upd.state["session"] or "", *[gr.skip()] * 6, gr.Row(visible=False))
                     continue
                 final = True
-                stored = handlers.reload(ctx, upd.state)
-                view = SessionView(state=upd.state, title=upd.title, rows=upd.rows,
+                stored = handlers.settled(ctx, upd.state)  # never raises (database down)
+                view = SessionView(state=upd.state, title=upd.title, rows=upd.rows or [],
                                    archived=stored.archived, notice=upd.notice,
                                    label=stored.label, needs_reply=stored.needs_reply)
                 out = list(show(view, query, archived))
+                if upd.rows is None:  # the store could not be read: leave the chat as it is
+                    out[2] = gr.skip()
                 if upd.title == started_title and st_session(st) in (None, upd.state.get("session")):
                     # The title did not change during the reply: leave what is in the field
                     # (the user may be typing a new one), update the placeholder only.

@@ -2,7 +2,8 @@
 sessions from a terminal. Plain argparse over :mod:`core`; no Gradio import.
 
 Exit status: 0 done; 1 the command failed (one sentence on stderr: session not found, ambiguous
-id prefix, database unreachable, deletion declined, migration with conflicts); 2 bad usage.
+id prefix, database unreachable, deletion declined, migration with conflicts, a disk full or an
+output path that cannot be written); 2 bad usage.
 Session ids accept unique prefixes; an id not found in the current project is looked up in
 every project.
 """
@@ -18,11 +19,12 @@ import sys
 from typing import Any, Sequence
 
 from core import settings
-from core.errors import AmbiguousSessionId, AnycodeError, SessionNotFound
+from core.errors import AmbiguousSessionId, AnycodeError, SessionNotFound, os_error_message
 from core.session.export import session_label, session_to_jsonl, session_to_markdown
 from core.session.keys import SessionKey, project_key
 from core.session.manager import DAY_SECONDS, SessionManager
 from core.session.models import SessionMeta
+from core.stores.whole_file import place_whole
 from webui import search_cli
 
 log = logging.getLogger(__name__)
@@ -104,6 +106,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except BrokenPipeError:  # `anycode sessions show … | head`
         return 0
+    except OSError as e:  # disk full, a folder that is a file, no permission: one sentence
+        log.info("%s failed", args.command, exc_info=True)
+        print(f"{PROG}: {os_error_message(e)}; nothing was saved.", file=sys.stderr)
+        return 1
     finally:
         close = getattr(store, "close", None)
         if callable(close):
@@ -204,8 +210,13 @@ def _cmd_export(mgr: SessionManager, args: argparse.Namespace) -> int:
             raise SessionNotFound(key.session_id)
         data = session_to_jsonl(entries)
     if args.output:
-        with open(args.output, "wb") as f:
-            f.write(data)
+        try:
+            # Whole or not at all (a full disk never leaves half an export), private (0600).
+            place_whole(args.output, data, replace=True)
+        except OSError as e:
+            # Name the file the user gave, not the hidden temporary one beside it.
+            print(f"{PROG}: {_name_output(e, args.output)}; nothing was written.", file=sys.stderr)
+            return 1
         print(f"Exported {key.session_id} to {args.output}", file=sys.stderr)
     else:
         sys.stdout.flush()
@@ -216,6 +227,11 @@ def _cmd_export(mgr: SessionManager, args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(data.decode("utf-8"))
     return 0
+
+
+def _name_output(err: OSError, output: str) -> str:
+    """The sentence for ``err`` about the export file ``output`` (``err`` may name its temporary)."""
+    return os_error_message(OSError(err.errno, err.strerror, output))
 
 
 def _cmd_fork(mgr: SessionManager, args: argparse.Namespace) -> int:

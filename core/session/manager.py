@@ -19,6 +19,7 @@ from core.errors import AmbiguousSessionId, InvalidTitle, SessionNotFound
 from core.session.keys import SessionKey, new_session_id, normalize_path, project_key
 from core.session.models import ProjectInfo, Session, SessionMeta
 from core.session.store import SessionStore
+from core.session.text import is_blank
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ def clean_user_title(title: str) -> str:
     if not isinstance(title, str):
         raise InvalidTitle("A title must be text.")
     cleaned = re.sub(r"\s+", " ", TITLE_CONTROLS.sub(" ", title)).strip()
-    if not cleaned:
+    if is_blank(cleaned):  # zero-width characters only show nothing either
         raise InvalidTitle("A title cannot be empty.")
     return cleaned[:MAX_TITLE_CHARS]
 
@@ -231,6 +232,29 @@ class SessionManager:
         """Delete the session and its sub-agent records for good. Raises :class:`SessionNotFound`."""
         self.store.remove(key)
         log.info("deleted session %s", key.session_id)
+
+    def auto_archive(self, max_age_days: float | None = None, now: float | None = None) -> list[SessionKey]:
+        """Archive sessions whose last activity is older than ``max_age_days`` (the design article's
+        rule for archiving: "超过 N 天未活跃"), in every project.
+
+        ``max_age_days`` defaults to ``ANYCODE_ARCHIVE_DAYS`` (off by default); 0 or less does
+        nothing. ``now`` in Unix seconds (default the current time). Returns the keys archived."""
+        days = settings.archive_days() if max_age_days is None else float(max_age_days)
+        if days <= 0:
+            return []
+        cutoff = (time.time() if now is None else now) - days * DAY_SECONDS
+        archived: list[SessionKey] = []
+        for project in self.store.list_projects():
+            for meta in self.store.list(project.project_key):
+                if meta.updated_at < cutoff:
+                    try:
+                        self.store.archive(meta.key)
+                    except SessionNotFound:
+                        continue  # removed by someone else meanwhile
+                    archived.append(meta.key)
+        if archived:
+            log.info("auto-archive moved %d sessions idle for over %g days", len(archived), days)
+        return archived
 
     def cleanup(self, max_age_days: float | None = None, now: float | None = None) -> list[SessionKey]:
         """Delete non-archived sessions whose last activity is older than ``max_age_days``.
