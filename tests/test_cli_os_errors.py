@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from core import LocalSessionStore, SessionManager
-from tests.tiny_disk import TinyDisk
+from tests.tiny_disk import mounted
 from webui.sessions_cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,9 +26,7 @@ PREFIX = "anycode sessions: "
 
 @pytest.fixture(scope="module")
 def disk(tmp_path_factory):
-    d = TinyDisk(tmp_path_factory.mktemp("cli-tiny") / "mnt", size_kib=1024).mount()
-    yield d
-    d.unmount()
+    yield from mounted(tmp_path_factory, "cli-tiny")
 
 
 @pytest.fixture

@@ -158,3 +158,29 @@ class TestKilledMidCreation:
         sweep_stale(folder, parts, now=later)
         assert [n for n in os.listdir(folder) if n.endswith(".part")] == []
         assert {m.id for m in store.list(PK)} == listed
+
+
+class TestMirroredCreation:
+    """A whole creation through a mirrored store reaches the mirror whole too, and a refused one
+    (the record exists) is not queued for it."""
+
+    @pytest.mark.parametrize("mirror_kind", ["sqlite", "jsonl"])
+    def test_created_whole_in_both(self, tmp_path, mirror_kind):
+        from core import SessionExists
+        from core.stores.mirror import MirroredSessionStore
+
+        primary = LocalSessionStore(tmp_path / "primary")
+        mirror = store_from_spec(spec_for(mirror_kind, tmp_path / "mirror"))
+        store = MirroredSessionStore(primary, mirror, outbox_path=tmp_path / "outbox.sqlite3")
+        try:
+            key = SessionKey(PK, new_session_id())
+            entries = big_entries(key, 500)
+            assert store.create_whole(key, entries) == 500
+            with pytest.raises(SessionExists):
+                store.create_whole(key, entries[:3])
+            assert store.flush(30)
+            assert mirror.load(key) == entries == primary.load(key)
+            assert store.status()["pending_items"] == 0
+        finally:
+            store.close()
+            getattr(mirror, "close", lambda: None)()

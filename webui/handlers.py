@@ -176,7 +176,7 @@ def initial_view(ctx: Any, query_params: dict[str, str] | None) -> SessionView:
         return new_chat(ctx)
     try:
         return view_of(ctx.manager.get(locate(ctx, wanted)))
-    except (SessionNotFound, AmbiguousSessionId, InvalidSessionKey) as err:
+    except (SessionNotFound, AmbiguousSessionId, InvalidSessionKey, StoreUnavailable) as err:
         log.info("cannot open session %r from the URL: %s", wanted, err)
         return new_chat(ctx, notice=str(err))
 
@@ -303,6 +303,9 @@ def rename(ctx: Any, state: dict[str, Any], title: str | None) -> SessionView:
             view = reload(ctx, state)
     except InvalidTitle as err:
         return replace(current, notice=str(err))
+    except (StoreUnavailable, OSError) as err:  # disk full, database down: the field keeps the text
+        log.warning("rename failed: %s", err)
+        return replace(current, title=text, notice=not_saved(err, "the title was not saved."))
     if shortened and view.notice is None:
         view = replace(view, notice=TITLE_SHORTENED_NOTICE, notice_level="info")
     return view
@@ -340,7 +343,11 @@ def branch(ctx: Any, state: dict[str, Any], row_index: int, now: float | None = 
     view = render.chat_window(session.messages, shown_from(session, state))
     if not 0 <= row_index < len(view.source):
         raise IndexError(f"There is no message {row_index + 1} in this conversation.")
-    fork = ctx.manager.fork(key, view.source[row_index])
+    try:
+        fork = ctx.manager.fork(key, view.source[row_index])
+    except (StoreUnavailable, OSError) as err:  # whole or absent: nothing was made
+        log.warning("branch of %s failed: %s", key.session_id, err)
+        return reload(ctx, state, notice=not_saved(err, "the branch was not made."))
     log.info("branched %s at message %d into %s", key.session_id, view.source[row_index], fork.id)
     result = view_of(ctx.manager.get(fork.key))
     result.state["branch_guard"] = [fork.id, row_index, now]
@@ -350,7 +357,12 @@ def branch(ctx: Any, state: dict[str, Any], row_index: int, now: float | None = 
 def set_archived(ctx: Any, state: dict[str, Any], archived: bool) -> SessionView:
     """Archive (``True``) or unarchive the tab's session; it stays open."""
     if state.get("session"):
-        (ctx.manager.archive if archived else ctx.manager.unarchive)(_key(state))
+        try:
+            (ctx.manager.archive if archived else ctx.manager.unarchive)(_key(state))
+        except (StoreUnavailable, OSError) as err:
+            log.warning("archive failed: %s", err)
+            what = "archived" if archived else "unarchived"
+            return reload(ctx, state, notice=not_saved(err, f"the conversation was not {what}."))
     return reload(ctx, state)
 
 
@@ -361,6 +373,9 @@ def delete(ctx: Any, state: dict[str, Any]) -> SessionView:
             ctx.manager.delete(_key(state))
         except SessionNotFound:
             pass  # already gone (another tab deleted it): the outcome the user asked for
+        except (StoreUnavailable, OSError) as err:
+            log.warning("delete failed: %s", err)
+            return reload(ctx, state, notice=not_saved(err, "the conversation was not deleted."))
     view = new_chat(ctx, state.get("project"), notice="The conversation was deleted.")
     view.notice_level = "info"
     return view
@@ -758,14 +773,20 @@ def storage_notice(err: BaseException, *, saved: bool) -> str:
     message); otherwise nothing of the send was, and the text goes back in the box. E.g. "The
     disk is full: your message was not sent and nothing was saved; it is back in the box." """
     if saved:
-        then = "the reply shown is not saved yet; it is saved with your next message once saving works again."
-    else:
-        then = "your message was not sent and nothing was saved; it is back in the box."
+        return not_saved(err, "the reply shown is not saved yet; it is saved with your next "
+                              "message once saving works again.")
+    return not_saved(err, "your message was not sent and nothing was saved; it is back in the box.")
+
+
+def not_saved(err: BaseException, consequence: str) -> str:
+    """``"<what failed>: <consequence>"`` for a store failure: "The disk is full: …", "The folder …
+    is read-only: …", or the store's own sentence ("The session database is unreachable …")
+    followed by the consequence as a sentence of its own."""
     if isinstance(err, StoreUnavailable):  # str(err) is a sentence: the database, and what to do
-        return f"{str(err).rstrip('.')}. {then[0].upper()}{then[1:]}"
+        return f"{str(err).rstrip('.')}. {consequence[0].upper()}{consequence[1:]}"
     if isinstance(err, OSError):
-        return f"{'The disk is full' if is_disk_full(err) else os_error_message(err)}: {then}"
-    return f"Saving failed ({type(err).__name__}): {then}"
+        return f"{'The disk is full' if is_disk_full(err) else os_error_message(err)}: {consequence}"
+    return f"Saving failed ({type(err).__name__}): {consequence}"
 
 
 def _store_pending(ctx: Any, key: SessionKey, pending: Any, state: dict[str, Any]) -> Any:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import html
 import json
 import logging
+import threading
 import time
 from typing import Any, Callable
 
@@ -155,6 +156,30 @@ def hit_row(ctx: Any, project: str, session_id: str, message_index: int | None, 
     return len(source) - 1 if source else None
 
 
+def warm_up(ctx: Any) -> threading.Thread | None:
+    """Bring the search index up to date for every project in a background thread, so the first
+    search after a long time (or ever: a first build reads every session) does not wait for it.
+    Returns the thread (None when the store has no search)."""
+    try:
+        index = open_search(ctx.store)
+    except TypeError:
+        return None
+
+    def run() -> None:
+        t0 = time.perf_counter()
+        try:
+            n = index.update()
+        except Exception as err:  # a cache: the next search tries again and reports
+            log.warning("search index warm-up failed: %s", err)
+            return
+        if n:
+            log.info("search index: %d session files indexed in %.1f s", n, time.perf_counter() - t0)
+
+    thread = threading.Thread(target=run, name="anycode-search-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
 def add_search(ctx: Any, gr: Any, *, state: Any, search: Any, show_archived: Any, tab: Any,
                show: Callable[..., tuple], switching: Callable[..., Any], switch: dict[str, Any],
                idle_box: Callable[[], Any]) -> Any:
@@ -194,6 +219,7 @@ def add_search(ctx: Any, gr: Any, *, state: Any, search: Any, show_archived: Any
         return (*show(view, query, archived), idle_box(),
                 json.dumps({"sid": sid, "row": row, "at": time.time()}))
 
+    warm_up(ctx)
     results.select(switching(on_hit), [tab, state, search, show_archived],
                    outputs=[*switch["outputs"], target], api_visibility="private")
     target.change(None, target, None, js=SCROLL_JS)
