@@ -12,7 +12,8 @@ Endpoints (all under ``/v1`` like the real API)
     A valid one is answered with the next scripted reply, or, when the queue is empty, the auto
     reply. Requests whose first message is the title system prompt (it starts with
     ``"Generate a concise title"``) take replies from a separate *title* queue, so background
-    title requests never steal a reply meant for the chat.
+    title requests never steal a reply meant for the chat. Memory extraction requests (first
+    message starts with ``"You maintain the long-term memory"``) likewise use a *memory* queue.
 ``GET /v1/models``
     ``{"object": "list", "data": [{"id": ..., "object": "model", ...}]}`` for ``FakeOpenAI.models``.
 
@@ -31,7 +32,10 @@ the connection after that many streamed chunks (a server dying mid-reply).
 
 Auto mode (queue empty): a chat request is answered with the streamed text
 ``"You said: <last user message>"``; a title request with ``"Chat: <first words of the first user
-message>"``. So a browser test can run the app against this server without scripting anything.
+message>"``; a memory request with ``{"add": [...], "remove": []}`` adding each sentence of the
+exchange's user message that starts with "Convention:" or "Remember that" (the JSON inside a
+```json fence, as real models often answer). So a browser test can run the app against this
+server without scripting anything.
 
 Control API (for a server running as a subprocess)
 --------------------------------------------------
@@ -55,6 +59,7 @@ import asyncio
 import collections
 import json
 import logging
+import re
 import socket
 import sys
 import threading
@@ -72,6 +77,7 @@ from starlette.routing import Route
 log = logging.getLogger(__name__)
 
 TITLE_PROMPT_PREFIX = "Generate a concise title"
+MEMORY_PROMPT_PREFIX = "You maintain the long-term memory"
 
 # Top-level request parameters of POST /v1/chat/completions (the real API rejects any other key
 # with "Unrecognized request argument supplied").
@@ -278,7 +284,8 @@ class FakeOpenAI:
         self.requests: list[dict] = []
         # Bumped by clear(): a slow request from an earlier test must not land in this test's log.
         self._generation = 0
-        self._queues: dict[str, collections.deque] = {"chat": collections.deque(), "title": collections.deque()}
+        self._queues: dict[str, collections.deque] = {"chat": collections.deque(), "title": collections.deque(),
+                                                      "memory": collections.deque()}
         self._lock = threading.Lock()
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -303,9 +310,9 @@ class FakeOpenAI:
         return openai.OpenAI(api_key=api_key, base_url=self.base_url, timeout=timeout, max_retries=max_retries)
 
     def push(self, *replies: dict, kind: str = "chat") -> None:
-        """Queue replies (see the module docstring for their shape) for chat or title requests."""
+        """Queue replies (see the module docstring for their shape) for chat, title or memory requests."""
         if kind not in self._queues:
-            raise ValueError(f"kind must be 'chat' or 'title', not {kind!r}")
+            raise ValueError(f"kind must be 'chat', 'title' or 'memory', not {kind!r}")
         with self._lock:
             self._queues[kind].extend(replies)
 
@@ -325,7 +332,7 @@ class FakeOpenAI:
         self.models = ["gpt-4o-mini", "fake-large"]
 
     def chat_requests(self, kind: str | None = "chat") -> list[dict]:
-        """Bodies of accepted chat completion requests; ``kind`` "chat", "title" or None for both."""
+        """Bodies of accepted chat completion requests; ``kind`` "chat", "title", "memory" or None for all."""
         with self._lock:
             out = [r["body"] for r in self.requests
                    if r["path"] == "/v1/chat/completions" and r["status"] == 200]
@@ -370,6 +377,8 @@ class FakeOpenAI:
         first = msgs[0] if msgs and isinstance(msgs[0], dict) else {}
         if first.get("role") == "system" and _text_of(first.get("content")).startswith(TITLE_PROMPT_PREFIX):
             return "title"
+        if first.get("role") == "system" and _text_of(first.get("content")).startswith(MEMORY_PROMPT_PREFIX):
+            return "memory"
         return "chat"
 
     def _log(self, path: str, body: Any, status: int, error: str | None = None,
@@ -450,6 +459,12 @@ class FakeOpenAI:
             words = first_user.split()[:5]
             return {"text": "Chat: " + " ".join(words) if words else "Chat"}
         last_user = next((_text_of(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
+        if kind == "memory":
+            exchange = last_user.split("Latest exchange:", 1)[-1]
+            said = " ".join(line[len("USER: "):] for line in exchange.splitlines() if line.startswith("USER: "))
+            facts = [p.strip() for p in re.split(r"(?<=[.!?])\s+", said)
+                     if p.strip().lower().startswith(("convention:", "remember that"))]
+            return {"text": "```json\n" + json.dumps({"add": facts, "remove": []}) + "\n```"}
         return {"text": f"You said: {last_user}"}
 
     @staticmethod
@@ -523,7 +538,8 @@ class FakeOpenAI:
         replies = data.get("replies", [])
         kind = data.get("kind", "chat")
         if not isinstance(replies, list) or kind not in self._queues:
-            return JSONResponse({"error": "body must be {'replies': [...], 'kind': 'chat'|'title'}"}, status_code=400)
+            return JSONResponse({"error": "body must be {'replies': [...], 'kind': 'chat'|'title'|'memory'}"},
+                                status_code=400)
         self.push(*replies, kind=kind)
         return JSONResponse({"queued": self.pending(kind)})
 

@@ -1,4 +1,4 @@
-"""The layout of ``core/``: three wings imported one way only (session ← stores ← agent ← webui).
+"""The layout of ``core/``: wings imported one way only (session ← stores ← memory ← agent ← webui).
 
 Guards against a module quietly reaching "upwards" (a session module importing a store, a store
 importing the agent), which would make the wings a folder naming and nothing more.
@@ -15,8 +15,9 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # wing -> wings it must never import
 FORBIDDEN = {
-    "core.session": ("core.stores", "core.agent", "webui", "gradio"),
-    "core.stores": ("core.agent", "webui", "gradio"),
+    "core.session": ("core.stores", "core.memory", "core.agent", "webui", "gradio"),
+    "core.stores": ("core.memory", "core.agent", "webui", "gradio"),
+    "core.memory": ("core.agent", "webui", "gradio"),
     "core.agent": ("webui", "gradio"),
 }
 

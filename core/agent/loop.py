@@ -77,8 +77,12 @@ class AgentRun:
 
     def __init__(self, messages: list[dict], *, client: openai.OpenAI, model: str,
                  tools: list[dict] | None, max_iterations: int = 20,
-                 cancel: threading.Event | None = None, workspace: Workspace | None = None):
+                 cancel: threading.Event | None = None, workspace: Workspace | None = None,
+                 tool_handlers: dict | None = None):
         self.messages = list(messages)
+        # Tools bound to the session rather than the workspace (e.g. ``remember``): name ->
+        # handler(raw_arguments) -> (result text, is_error).
+        self.tool_handlers = dict(tool_handlers or {})
         self.client = client
         self.model = model
         self.tools = list(tools or [])
@@ -251,7 +255,9 @@ class AgentRun:
                     result, is_error = interrupted_result(cid)["content"], True
                 else:
                     yield ToolCallStarted(cid, name, args)
-                    if self.workspace is None:
+                    if name in self.tool_handlers:
+                        result, is_error = self.tool_handlers[name](args)
+                    elif self.workspace is None:
                         result, is_error = "Error: no workspace is open, so tools cannot run.", True
                     else:
                         result, is_error = run_tool(self.workspace, name, args)
