@@ -15,7 +15,8 @@ from typing import Callable
 
 import openai
 
-from core.agent.loop import AgentEvent, AgentRun, RoundCompleted
+from core.agent.loop import AgentEvent, RoundCompleted
+from core.agent.subagents import TaskAgentRun, default_tools
 from core.agent.persist import store_messages
 from core.agent.config import NOT_CONFIGURED_MESSAGE
 from core.errors import ModelNotConfigured, SessionConflict
@@ -27,7 +28,7 @@ from core.agent.prompts import system_prompt
 from core.agent.repair import closing_results, sanitize_text
 from core.session.store import SessionStore
 from core.agent.titles import start_title_generation
-from core.agent.tools import TOOL_SPECS, ToolError, Workspace
+from core.agent.tools import ToolError, Workspace
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,8 @@ def run_session_stream(
     stored before it is yielded. Last, if the session has no title yet, ``TitleStarted``.
 
     ``user_input`` None re-runs the model on the stored history (a retry after an error) without
-    adding a message. ``tools`` defaults to TOOL_SPECS and ``workspace`` to the session's cwd.
+    adding a message. ``tools`` defaults to TOOL_SPECS plus the ``task`` tool (sub-agents,
+    :mod:`core.agent.subagents`) and ``workspace`` to the session's cwd.
     ``title_client``/``title_model`` default to ``client``/``model``; ``on_title(title, source,
     applied)`` is called from the title thread.
 
@@ -123,8 +125,10 @@ def run_session_stream(
     if client is None:
         raise ModelNotConfigured(NOT_CONFIGURED_MESSAGE)
 
-    run = AgentRun(messages, client=client, model=model, tools=TOOL_SPECS if tools is None else tools,
-                   max_iterations=max_iterations, cancel=cancel, workspace=workspace)
+    # TaskAgentRun: `task` calls run sub-agents recorded under this session (core.agent.subagents).
+    run = TaskAgentRun(messages, key=key, store=store, client=client, model=model,
+                       tools=default_tools() if tools is None else tools,
+                       max_iterations=max_iterations, cancel=cancel, workspace=workspace)
     rounds = 0
     try:
         for event in run.events():
