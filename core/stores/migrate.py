@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from core.errors import AnycodeError, InvalidSessionKey
+from core.errors import AnycodeError, InvalidSessionKey, os_error_message
 from core.session.keys import SessionKey
 
 log = logging.getLogger(__name__)
@@ -127,6 +127,10 @@ def migrate_sessions(source: Any, target: Any, *, progress: bool = False, out: A
                 except AnycodeError as e:
                     report.errors.append((str(key), str(e)))
                     ok = False
+                except OSError as e:  # disk full, read-only: a sentence, nothing of it written
+                    log.info("migrating %s failed: %s", key, e)  # reported in the report
+                    report.errors.append((str(key), f"{os_error_message(e)}; not copied."))
+                    ok = False
                 except Exception as e:  # one broken record must not stop the others
                     log.exception("migrating %s failed", key)
                     report.errors.append((str(key), f"{type(e).__name__}: {e}"))
@@ -201,8 +205,9 @@ def _sync_archived(target: Any, group: _Group, cache: dict[str, set[str]], repor
         return
     try:
         (target.archive if group.archived else target.unarchive)(group.key)
-    except AnycodeError as e:
-        report.errors.append((str(group.key), f"cannot set archived={group.archived}: {e}"))
+    except (AnycodeError, OSError) as e:
+        why = os_error_message(e) if isinstance(e, OSError) and not isinstance(e, AnycodeError) else str(e)
+        report.errors.append((str(group.key), f"cannot set archived={group.archived}: {why}"))
         return
     (cache[pk].add if group.archived else cache[pk].discard)(group.key.session_id)
     report.archive_synced.append(str(group.key))
