@@ -11,14 +11,12 @@ import pytest
 from core import LocalSessionStore, SessionManager
 from core.errors import is_disk_full, os_error_message
 from core.session.keys import project_key
-from tests.tiny_disk import TinyDisk
+from tests.tiny_disk import mounted
 
 
 @pytest.fixture(scope="module")
 def disk(tmp_path_factory):
-    d = TinyDisk(tmp_path_factory.mktemp("tiny") / "mnt").mount()
-    yield d
-    d.unmount()
+    yield from mounted(tmp_path_factory, "tiny")
 
 
 @pytest.fixture

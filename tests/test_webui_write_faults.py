@@ -14,16 +14,14 @@ import orjson
 import pytest
 
 from core import LocalSessionStore, SessionManager
-from tests.tiny_disk import TinyDisk
+from tests.tiny_disk import mounted
 from webui import handlers
 from webui.context import WebContext
 
 
 @pytest.fixture(scope="module")
 def disk(tmp_path_factory):
-    d = TinyDisk(tmp_path_factory.mktemp("ui-tiny") / "mnt", size_kib=1024).mount()
-    yield d
-    d.unmount()
+    yield from mounted(tmp_path_factory, "ui-tiny")
 
 
 @pytest.fixture
@@ -36,6 +34,7 @@ def ctx(disk, request, tmp_path, fake_openai):
     yield WebContext(manager=SessionManager(store), store=store, project_path=str(project),
                      model_overrides={"api_key": "sk-test", "base_url": fake_openai.base_url,
                                       "max_retries": 0}, export_dir=tmp_path / "exports")
+    disk.read_only(False)
     disk.free()
 
 
@@ -79,6 +78,37 @@ class TestSendOnAFullDisk:
         assert again.notice is None and not again.error  # no false "changed elsewhere"
 
 
+class TestActionsTheStoreRefuses:
+    """Rename, branch, archive and delete on a disk that refuses writes: a sentence, the session
+    unchanged, never an unexplained "Error" on the page."""
+
+    def test_branch_on_a_full_disk(self, ctx, disk):
+        first = send(ctx, handlers.tab_state(ctx.project_key), "hello")
+        disk.fill()
+        view = handlers.branch(ctx, first.state, 0)
+        assert view.notice == "The disk is full: the branch was not made."
+        assert view.session_id == first.state["session"] and len(ctx.manager.list(ctx.project_key)) == 1
+
+    def test_read_only_data_dir(self, ctx, disk):
+        first = send(ctx, handlers.tab_state(ctx.project_key), "hello")
+        before = ctx.manager.get(ctx.manager.find(ctx.project_key, first.state["session"]))
+        disk.read_only()
+        view = handlers.rename(ctx, first.state, "My title")
+        assert view.notice.endswith("is read-only: the title was not saved.") and view.title == "My title"
+        view = handlers.set_archived(ctx, first.state, True)
+        assert view.notice.endswith("the conversation was not archived.") and not view.archived
+        view = handlers.delete(ctx, first.state)
+        assert view.notice.endswith("the conversation was not deleted.")
+        assert view.session_id == first.state["session"]
+        view = handlers.branch(ctx, first.state, 0)
+        assert view.notice.endswith("the branch was not made.")
+        end = send(ctx, first.state, "one more")
+        assert "read-only: your message was not sent" in end.notice and end.restore_text == "one more"
+        after = ctx.manager.get(before.key)
+        assert (after.messages, after.archived) == (before.messages, False)
+        assert after.title != "My title"  # (a generated title may have landed before the remount)
+
+
 class TestBrowserInput:
     """Text a browser can send: lone surrogates and zero-width characters."""
 
@@ -106,3 +136,12 @@ class TestBrowserInput:
         view = handlers.rename(ctx, first.state, "half an emoji \udc00")
         assert view.title == "half an emoji \ufffd"
         json.dumps(view.title).encode()  # valid text for the page
+
+    def test_lone_surrogate_in_the_search_boxes(self, ctx):
+        from webui.search_panel import results_html
+
+        send(ctx, handlers.tab_state(ctx.project_key), "find the half emoji \ud83d here")
+        panel = results_html(ctx, ctx.project_key, "emoji \ud83d")  # raised UnicodeEncodeError
+        orjson.dumps(panel)
+        assert "half emoji" in panel
+        orjson.dumps(handlers.session_list_html(ctx, ctx.project_key, query="x \udfff"))

@@ -70,3 +70,13 @@ class TinyDisk:
                 if rel != FILLER and not rel.endswith(".lock"):
                     out.append(rel)
         return sorted(out)
+
+
+def mounted(tmp_path_factory, name: str, size_kib: int = 1024):
+    """Generator for a module-scoped fixture: a :class:`TinyDisk` mounted under a fresh temporary
+    folder, unmounted afterwards (``yield from mounted(tmp_path_factory, "x")``)."""
+    disk = TinyDisk(tmp_path_factory.mktemp(name) / "mnt", size_kib=size_kib).mount()
+    try:
+        yield disk
+    finally:
+        disk.unmount()

@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from core.errors import AnycodeError
+from core.errors import AnycodeError, os_error_message
 from core.session.keys import SessionKey
 
 log = logging.getLogger(__name__)
@@ -102,6 +102,10 @@ def migrate_sessions(source: Any, target: Any, *, progress: bool = False, out: A
                 except AnycodeError as e:
                     report.errors.append((str(key), str(e)))
                     ok = False
+                except OSError as e:  # disk full, read-only: a sentence, nothing of it written
+                    log.info("migrating %s failed: %s", key, e)  # reported in the report
+                    report.errors.append((str(key), f"{os_error_message(e)}; not copied."))
+                    ok = False
                 except Exception as e:  # one broken record must not stop the others
                     log.exception("migrating %s failed", key)
                     report.errors.append((str(key), f"{type(e).__name__}: {e}"))
@@ -176,8 +180,9 @@ def _sync_archived(target: Any, group: _Group, cache: dict[str, set[str]], repor
         return
     try:
         (target.archive if group.archived else target.unarchive)(group.key)
-    except AnycodeError as e:
-        report.errors.append((str(group.key), f"cannot set archived={group.archived}: {e}"))
+    except (AnycodeError, OSError) as e:
+        why = os_error_message(e) if isinstance(e, OSError) and not isinstance(e, AnycodeError) else str(e)
+        report.errors.append((str(group.key), f"cannot set archived={group.archived}: {why}"))
         return
     (cache[pk].add if group.archived else cache[pk].discard)(group.key.session_id)
     report.archive_synced.append(str(group.key))
