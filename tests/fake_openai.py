@@ -12,8 +12,13 @@ Endpoints (all under ``/v1`` like the real API)
     A valid one is answered with the next scripted reply, or, when the queue is empty, the auto
     reply. Requests whose first message is the title system prompt (it starts with
     ``"Generate a concise title"``) take replies from a separate *title* queue, so background
-    title requests never steal a reply meant for the chat. Memory extraction requests (first
-    message starts with ``"You maintain the long-term memory"``) likewise use a *memory* queue.
+    title requests never steal a reply meant for the chat. Requests of a sub-agent (first message
+    the sub-agent system prompt: it starts with ``"You are a sub-agent of anycode"``) take replies
+    from the *subagent* queues: first a queue scripted for a task (``task="alpha"``: the sub-agent
+    whose task text contains ``alpha``), else the common sub-agent queue; so parallel sub-agents
+    each get their own script whatever order their requests arrive in.
+    Memory extraction requests (first message starts with ``"You maintain the long-term
+    memory"``) likewise take replies from a *memory* queue.
 ``GET /v1/models``
     ``{"object": "list", "data": [{"id": ..., "object": "model", ...}]}`` for ``FakeOpenAI.models``.
 
@@ -30,17 +35,45 @@ Stop); ``"wait": 2.0`` seconds to sleep before answering at all (to test timeout
 ``"chunk": 3`` characters per streamed text/arguments piece (default 4); ``"drop_after": 2`` close
 the connection after that many streamed chunks (a server dying mid-reply).
 
+Quirk modes (``server.quirk = "<name>"``; one quirk at a time, reset after each test; otherwise the
+server stays as strict as the real API). Each imitates what a popular local server really sends:
+
+request side (answered with HTTP 400/422 as those servers do):
+``no_null_content``        refuses ``"content": null`` on an assistant message (LM Studio, old llama.cpp)
+``no_sampling``            refuses ``temperature``/``top_p`` (reasoning models), OpenAI-shaped ``param``
+``no_stream_options``      refuses ``stream_options`` (message only, no ``param``)
+``no_parallel_tool_calls`` refuses ``parallel_tool_calls`` with a 422 FastAPI ``detail`` (vLLM-style)
+``no_stream``              refuses ``stream: true`` (HTTP 400 naming ``stream``)
+reply side:
+``same_index``     parallel tool calls streamed with the same ``index`` 0, different ids (vLLM, SGLang)
+``no_index``       tool calls without ``index``, each whole in one delta (Ollama)
+``missing_ids``    tool calls without ``id``
+``repeated_ids``   every tool call of every reply has the id ``call_0``
+``object_arguments`` arguments sent as JSON objects, not strings
+``name_every_delta`` the id and name repeated in every argument delta
+``nulls``          null and unknown fields everywhere (``content: null``, ``tool_calls: null``,
+                   ``timings``, ``usage: null``, a chunk with ``choices: []``, ``delta: null``)
+``no_end``         the stream stops with no ``finish_reason`` and no ``[DONE]``
+``length``         ``finish_reason: "length"`` (output token limit)
+``content_filter`` ``finish_reason: "content_filter"``
+``json_body``      ignores ``stream: true`` and answers one JSON completion
+``reasoning_only`` streams only ``reasoning_content``, then ``finish_reason: "length"``
+``empty``          no text and no tool call, ``finish_reason: "stop"``
+``error_event``    the text, then a ``data: {"error": {...}}`` event, then the end of the body (llama.cpp)
+
 Auto mode (queue empty): a chat request is answered with the streamed text
 ``"You said: <last user message>"``; a title request with ``"Chat: <first words of the first user
 message>"``; a memory request with ``{"add": [...], "remove": []}`` adding each sentence of the
 exchange's user message that starts with "Convention:" or "Remember that" (the JSON inside a
-```json fence, as real models often answer). So a browser test can run the app against this
-server without scripting anything.
+```json fence, as real models often answer); a sub-agent request with ``"Sub-agent report: <first words of its task>"``. To call the
+``task`` tool, script a chat reply ``{"tool_calls": [{"name": "task", "arguments": {"description":
+"...", "prompt": "..."}}]}``. So a browser test can run the app against this server without scripting anything.
 
 Control API (for a server running as a subprocess)
 --------------------------------------------------
-``POST /_script``   body ``{"replies": [reply, ...], "kind": "chat" | "title"}`` appends replies to a
-                    queue (``kind`` defaults to ``"chat"``); answers ``{"queued": n}``.
+``POST /_script``   body ``{"replies": [reply, ...], "kind": "chat" | "title" | "subagent", "task": "alpha"}``
+                    appends replies to a queue (``kind`` defaults to ``"chat"``; ``task`` only for
+                    sub-agents, optional); answers ``{"queued": n}``.
 ``GET /_requests``  every request received so far: ``[{"path", "body", "status", "error"}]``.
 ``POST /_reset``    empties the queues and the request log (keeps ``--api-key``).
 ``GET /_health``    ``{"ok": true}``.
@@ -77,6 +110,7 @@ from starlette.routing import Route
 log = logging.getLogger(__name__)
 
 TITLE_PROMPT_PREFIX = "Generate a concise title"
+SUBAGENT_PROMPT_PREFIX = "You are a sub-agent of anycode"  # core.agent.prompts.SUBAGENT_PROMPT_START
 MEMORY_PROMPT_PREFIX = "You maintain the long-term memory"
 
 # Top-level request parameters of POST /v1/chat/completions (the real API rejects any other key
@@ -281,10 +315,13 @@ class FakeOpenAI:
         self.models = ["gpt-4o-mini", "fake-large"]
         self.api_key: str | None = None
         self.allow_rejections = False
+        self.quirk: str | None = None  # see "Quirk modes" in the module docstring
         self.requests: list[dict] = []
         # Bumped by clear(): a slow request from an earlier test must not land in this test's log.
         self._generation = 0
+        # "subagent:<text>" queues serve the sub-agent whose task contains <text>.
         self._queues: dict[str, collections.deque] = {"chat": collections.deque(), "title": collections.deque(),
+                                                      "subagent": collections.deque(),
                                                       "memory": collections.deque()}
         self._lock = threading.Lock()
         self._server: uvicorn.Server | None = None
@@ -309,16 +346,20 @@ class FakeOpenAI:
 
         return openai.OpenAI(api_key=api_key, base_url=self.base_url, timeout=timeout, max_retries=max_retries)
 
-    def push(self, *replies: dict, kind: str = "chat") -> None:
-        """Queue replies (see the module docstring for their shape) for chat, title or memory requests."""
-        if kind not in self._queues:
-            raise ValueError(f"kind must be 'chat', 'title' or 'memory', not {kind!r}")
+    def push(self, *replies: dict, kind: str = "chat", task: str | None = None) -> None:
+        """Queue replies (see the module docstring for their shape) for chat, title, memory or
+        sub-agent requests; ``task`` (sub-agents only): for the sub-agent whose task text contains it."""
+        if kind not in ("chat", "title", "memory", "subagent") or (task is not None and (kind != "subagent" or not task)):
+            raise ValueError(f"kind must be 'chat', 'title', 'memory' or 'subagent' (task only for sub-agents), not {kind!r}")
+        name = f"subagent:{task}" if task else kind
         with self._lock:
-            self._queues[kind].extend(replies)
+            self._queues.setdefault(name, collections.deque()).extend(replies)
 
     def clear(self) -> None:
         """Forget queued replies and logged requests (what ``POST /_reset`` does)."""
         with self._lock:
+            for name in [n for n in self._queues if n.startswith("subagent:")]:
+                del self._queues[name]
             for q in self._queues.values():
                 q.clear()
             self.requests.clear()
@@ -329,6 +370,7 @@ class FakeOpenAI:
         self.clear()
         self.api_key = None
         self.allow_rejections = False
+        self.quirk = None
         self.models = ["gpt-4o-mini", "fake-large"]
 
     def chat_requests(self, kind: str | None = "chat") -> list[dict]:
@@ -345,10 +387,10 @@ class FakeOpenAI:
         with self._lock:
             return [r for r in self.requests if r["status"] == 400]
 
-    def pending(self, kind: str = "chat") -> int:
-        """How many scripted replies of ``kind`` are still queued."""
+    def pending(self, kind: str = "chat", task: str | None = None) -> int:
+        """How many scripted replies of ``kind`` (and ``task``, see :meth:`push`) are still queued."""
         with self._lock:
-            return len(self._queues[kind])
+            return len(self._queues.get(f"subagent:{task}" if task else kind, ()))
 
     def start(self) -> "FakeOpenAI":
         config = uvicorn.Config(self.app, host=self.host, port=self.port, log_level="warning",
@@ -377,9 +419,20 @@ class FakeOpenAI:
         first = msgs[0] if msgs and isinstance(msgs[0], dict) else {}
         if first.get("role") == "system" and _text_of(first.get("content")).startswith(TITLE_PROMPT_PREFIX):
             return "title"
+        if first.get("role") == "system" and _text_of(first.get("content")).startswith(SUBAGENT_PROMPT_PREFIX):
+            return "subagent"
         if first.get("role") == "system" and _text_of(first.get("content")).startswith(MEMORY_PROMPT_PREFIX):
             return "memory"
         return "chat"
+
+    def _next_reply(self, body: dict, kind: str) -> dict | None:
+        with self._lock:
+            if kind == "subagent":
+                task = next((_text_of(m.get("content")) for m in body["messages"] if m.get("role") == "user"), "")
+                for name, q in self._queues.items():
+                    if name.startswith("subagent:") and q and name[len("subagent:"):] in task:
+                        return q.popleft()
+            return self._queues[kind].popleft() if self._queues[kind] else None
 
     def _log(self, path: str, body: Any, status: int, error: str | None = None,
              generation: int | None = None) -> None:
@@ -420,6 +473,11 @@ class FakeOpenAI:
         if denied:
             self._log("/v1/chat/completions", body, 401, "auth")
             return denied
+        refusal = self._quirk_refusal(body)
+        if refusal is not None:
+            status, payload, message = refusal
+            self._log("/v1/chat/completions", body, status, message)
+            return JSONResponse(payload, status_code=status)
         try:
             validate_chat_request(body)
         except RequestInvalid as err:
@@ -427,8 +485,7 @@ class FakeOpenAI:
             self._log("/v1/chat/completions", body, 400, err.message)
             return JSONResponse(_error_body(err.message, "invalid_request_error", err.param), status_code=400)
         kind = self._kind(body)
-        with self._lock:
-            reply = self._queues[kind].popleft() if self._queues[kind] else None
+        reply = self._next_reply(body, kind)
         if reply is None:
             reply = self._auto_reply(body, kind)
         if reply.get("wait"):
@@ -447,9 +504,36 @@ class FakeOpenAI:
             self._log("/v1/chat/completions", body, status, message, generation)
             return JSONResponse(_error_body(message, etype, None, code), status_code=status)
         self._log("/v1/chat/completions", body, 200, None, generation)
-        if body.get("stream"):
+        if body.get("stream") and self.quirk != "json_body":
             return StreamingResponse(self._stream(body, reply), media_type="text/event-stream")
         return JSONResponse(self._completion(body, reply))
+
+    def _quirk_refusal(self, body: Any) -> tuple[int, dict, str] | None:
+        """(status, body, log message) when the current request-side quirk refuses ``body``."""
+        quirk = self.quirk
+        if not isinstance(body, dict) or quirk is None:
+            return None
+        if quirk == "no_null_content" and any(
+                isinstance(m, dict) and m.get("role") == "assistant" and "content" in m and m["content"] is None
+                for m in body.get("messages") or []):
+            message = "Invalid 'content': 'content' field must be a string or an array of objects."
+            return 400, {"error": message}, message  # LM Studio's shape: a bare string
+        if quirk == "no_sampling":
+            for name in ("temperature", "top_p"):
+                if name in body:
+                    message = (f"Unsupported parameter: '{name}' is not supported with this model.")
+                    return 400, _error_body(message, "invalid_request_error", name, "unsupported_parameter"), message
+        if quirk == "no_stream_options" and "stream_options" in body:
+            message = "Unrecognized request argument supplied: stream_options"
+            return 400, _error_body(message, "invalid_request_error"), message
+        if quirk == "no_parallel_tool_calls" and "parallel_tool_calls" in body:
+            detail = [{"type": "extra_forbidden", "loc": ["body", "parallel_tool_calls"],
+                       "msg": "Extra inputs are not permitted", "input": body["parallel_tool_calls"]}]
+            return 422, {"detail": detail}, "parallel_tool_calls: extra inputs are not permitted"
+        if quirk == "no_stream" and body.get("stream"):
+            message = "Unsupported value: 'stream' does not support true with this model. Supported values are: false."
+            return 400, _error_body(message, "invalid_request_error", "stream", "unsupported_value"), message
+        return None
 
     @staticmethod
     def _auto_reply(body: dict, kind: str) -> dict:
@@ -458,6 +542,9 @@ class FakeOpenAI:
             first_user = next((_text_of(m.get("content")) for m in messages if m.get("role") == "user"), "")
             words = first_user.split()[:5]
             return {"text": "Chat: " + " ".join(words) if words else "Chat"}
+        if kind == "subagent":
+            task = next((_text_of(m.get("content")) for m in messages if m.get("role") == "user"), "")
+            return {"text": "Sub-agent report: " + " ".join(task.split()[:8])}
         last_user = next((_text_of(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
         if kind == "memory":
             exchange = last_user.split("Latest exchange:", 1)[-1]
@@ -494,36 +581,81 @@ class FakeOpenAI:
             "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
         }
 
-    async def _stream(self, body: dict, reply: dict):
+    def _stream_pieces(self, body: dict, reply: dict) -> list[str]:
+        """The SSE events of a streamed reply, shaped by the current quirk."""
         cid = f"chatcmpl-{uuid.uuid4().hex}"
         created = int(time.time())
         size = max(1, int(reply.get("chunk", 4)))
-        delay = float(reply.get("delay", 0))
-        drop_after = reply.get("drop_after")
+        quirk = self.quirk
 
-        def chunk(delta: dict, finish: str | None = None) -> str:
+        def chunk(delta: dict | None, finish: str | None = None, **extra: Any) -> str:
             data = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": body["model"],
                     "system_fingerprint": "fp_fake",
-                    "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+                    "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}], **extra}
+            if quirk == "nulls":
+                data.update({"usage": None, "timings": {"predicted_n": 1}, "service_tier": None})
+                if isinstance(delta, dict):
+                    delta = {"role": None, "content": None, "tool_calls": None, "reasoning_content": None,
+                             "function_call": None, **delta}
+                    data["choices"][0]["delta"] = delta
             return f"data: {json.dumps(data)}\n\n"
 
         pieces = [chunk({"role": "assistant", "content": "", "refusal": None})]
-        text = reply.get("text") or ""
+        if quirk == "nulls":
+            pieces.append(chunk(None))
+            pieces.append("data: " + json.dumps({"id": cid, "object": "chat.completion.chunk", "created": created,
+                                                 "model": body["model"], "choices": []}) + "\n\n")
+        if quirk == "reasoning_only":
+            thought = "Let me think about this carefully. " * 3
+            pieces += [chunk({"reasoning_content": thought[i:i + size]}) for i in range(0, len(thought), size)]
+            pieces.append(chunk({}, "length"))
+            pieces.append("data: [DONE]\n\n")
+            return pieces
+        text = "" if quirk == "empty" else reply.get("text") or ""
         pieces += [chunk({"content": text[i:i + size]}) for i in range(0, len(text), size)]
+        if quirk == "error_event":
+            pieces.append("data: " + json.dumps({"error": {"code": 500, "message": "llama_decode failed: out of memory",
+                                                           "type": "server_error"}}) + "\n\n")
+            return pieces
         calls = self._calls(reply)
         for index, call in enumerate(calls):
-            pieces.append(chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
-                                                 "function": {"name": call["function"]["name"], "arguments": ""}}]}))
-            args = call["function"]["arguments"]
-            pieces += [chunk({"tool_calls": [{"index": index, "function": {"arguments": args[i:i + size]}}]})
-                       for i in range(0, len(args), size)]
-        pieces.append(chunk({}, "tool_calls" if calls else "stop"))
+            name, args = call["function"]["name"], call["function"]["arguments"]
+            call_id = None if quirk == "missing_ids" else "call_0" if quirk == "repeated_ids" else call["id"]
+            head: dict[str, Any] = {"index": 0 if quirk == "same_index" else index, "type": "function",
+                                    "function": {"name": name, "arguments": ""}}
+            if call_id is not None:
+                head["id"] = call_id
+            if quirk == "no_index":
+                whole = {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+                pieces.append(chunk({"tool_calls": [whole]}))
+                continue
+            if quirk == "object_arguments":
+                head["function"]["arguments"] = json.loads(args) if args.strip() else {}
+                pieces.append(chunk({"tool_calls": [head]}))
+                continue
+            pieces.append(chunk({"tool_calls": [head]}))
+            for i in range(0, len(args), size):
+                part: dict[str, Any] = {"index": head["index"], "function": {"arguments": args[i:i + size]}}
+                if quirk == "name_every_delta":
+                    part = {"index": head["index"], "id": call_id, "type": "function",
+                            "function": {"name": name, "arguments": args[i:i + size]}}
+                pieces.append(chunk({"tool_calls": [part]}))
+        if quirk == "no_end":
+            return pieces
+        finish = {"length": "length", "content_filter": "content_filter"}.get(
+            quirk or "", "tool_calls" if calls else "stop")
+        pieces.append(chunk({}, finish))
         if (body.get("stream_options") or {}).get("include_usage"):
             pieces.append("data: " + json.dumps({
                 "id": cid, "object": "chat.completion.chunk", "created": created, "model": body["model"],
                 "choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}) + "\n\n")
         pieces.append("data: [DONE]\n\n")
-        for n, piece in enumerate(pieces):
+        return pieces
+
+    async def _stream(self, body: dict, reply: dict):
+        delay = float(reply.get("delay", 0))
+        drop_after = reply.get("drop_after")
+        for n, piece in enumerate(self._stream_pieces(body, reply)):
             if drop_after is not None and n >= int(drop_after):
                 # An exception inside the body iterator makes uvicorn abort the connection, like a
                 # server process dying mid-reply.
@@ -537,11 +669,15 @@ class FakeOpenAI:
         data = await request.json()
         replies = data.get("replies", [])
         kind = data.get("kind", "chat")
-        if not isinstance(replies, list) or kind not in self._queues:
-            return JSONResponse({"error": "body must be {'replies': [...], 'kind': 'chat'|'title'|'memory'}"},
+        task = data.get("task")
+        if not isinstance(replies, list) or not isinstance(task, (str, type(None))):
+            return JSONResponse({"error": "body must be {'replies': [...], 'kind': 'chat'|'title'|'memory'|'subagent'}"},
                                 status_code=400)
-        self.push(*replies, kind=kind)
-        return JSONResponse({"queued": self.pending(kind)})
+        try:
+            self.push(*replies, kind=kind, task=task)
+        except ValueError as err:
+            return JSONResponse({"error": str(err)}, status_code=400)
+        return JSONResponse({"queued": self.pending(kind, task)})
 
     async def _requests(self, request: Request):
         with self._lock:

@@ -15,8 +15,10 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # wing -> wings it must never import
 FORBIDDEN = {
-    "core.session": ("core.stores", "core.memory", "core.agent", "webui", "gradio"),
-    "core.stores": ("core.memory", "core.agent", "webui", "gradio"),
+    "core.session": ("core.stores", "core.importers", "core.search", "core.memory", "core.agent", "webui", "gradio"),
+    "core.stores": ("core.importers", "core.search", "core.memory", "core.agent", "webui", "gradio"),
+    "core.importers": ("core.agent", "webui", "gradio"),
+    "core.search": ("core.agent", "webui", "gradio"),
     "core.memory": ("core.agent", "webui", "gradio"),
     "core.agent": ("webui", "gradio"),
 }

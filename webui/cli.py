@@ -28,7 +28,13 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7860
 PORT_SCAN = 100  # how many ports after --port to try when it is taken
 CLOSE_GRACE = 1.5  # seconds open browser tabs get to let go when stopping
-SUBCOMMANDS = {"sessions": "webui.sessions_cli"}  # argv[0] -> module with main(argv) -> int
+# argv[0] -> "module" with main(argv) -> int, or "module:function" with the same signature.
+SUBCOMMANDS = {
+    "sessions": "webui.sessions_cli",
+    "import": "webui.transfer_cli:import_main",
+    "backup": "webui.transfer_cli:backup_main",
+    "restore": "webui.transfer_cli:restore_main",
+}
 
 
 class CliError(Exception):
@@ -45,7 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
                "server). Sessions: JSONL files under --data-dir (default $ANYCODE_HOME or the "
                "user data directory), or the store chosen with --store; set ANYCODE_MIRROR to a "
                "database URL to copy every write there in the background. "
-               "'anycode sessions --help' manages sessions from the shell.",
+               "'anycode sessions --help' manages sessions from the shell; 'anycode import "
+               "--help' brings in ChatGPT, Claude Code and Codex history; 'anycode backup FILE.zip' "
+               "and 'anycode restore FILE.zip' save and bring back everything.",
     )
     p.add_argument("--project", metavar="PATH", default=None,
                    help="the project (workspace) directory; default: the current directory")
@@ -352,9 +360,10 @@ def session_project(manager: Any, key: Any, fallback: str) -> str:
 
 
 def _dispatch_subcommand(argv: list[str]) -> int | None:
-    module_name = SUBCOMMANDS.get(argv[0]) if argv else None
-    if module_name is None:
+    target = SUBCOMMANDS.get(argv[0]) if argv else None
+    if target is None:
         return None
+    module_name, _, func = target.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as err:
@@ -363,7 +372,7 @@ def _dispatch_subcommand(argv: list[str]) -> int | None:
         print(f"anycode: the '{argv[0]}' command is not available in this version.",
               file=sys.stderr)
         return 2
-    return int(module.main(argv[1:]) or 0)
+    return int(getattr(module, func or "main")(argv[1:]) or 0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -387,6 +396,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl+C while starting: stop quietly, like once running
         print("anycode: stopped.", file=sys.stderr)
         return 130
+    except OSError as err:  # a full disk or an unusable folder met while starting: one sentence
+        from core.errors import os_error_message
+
+        logging.getLogger(__name__).debug("start-up failed", exc_info=True)
+        print(f"anycode: {os_error_message(err)}; anycode did not start.", file=sys.stderr)
+        return 1
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -433,6 +448,11 @@ def _serve(args: argparse.Namespace, store: Any, project_path: str, data_dir: Pa
     from webui import preflight
 
     manager = SessionManager(store)
+    # Archive first: a session idle long enough to archive is kept, not cleaned up.
+    archived = manager.auto_archive()
+    if archived:
+        log.info("auto-archive moved %d idle sessions to the archive: %s", len(archived),
+                 ", ".join(k.session_id for k in archived))
     removed = manager.cleanup()
     if removed:
         log.info("cleanup removed %d expired sessions: %s", len(removed),

@@ -10,21 +10,20 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import openai
 
-from core.agent.config import describe_api_error
+from core.errors import ModelEmptyReply
 from core.agent.repair import interrupted_result, prepare_request, sanitize_text
+from core.agent.stream import END_FILTER, END_LENGTH, END_MISSING, Reply, ReplyReader, open_reply
 from core.agent.tools import Workspace, run_tool
 
 log = logging.getLogger(__name__)
 
 # How often a silent model call checks the cancel flag (seconds).
 _POLL_SECONDS = 0.1
-_STARTED = object()  # the server answered with headers: failures from now on are mid-reply
 _END = object()
 
 
@@ -61,6 +60,9 @@ class RoundCompleted:
     tool call), ready to be persisted together."""
 
     messages: list[dict]
+    # How the round's assistant reply ended when the model did not finish it: "length",
+    # "content_filter" or "no_end" (see core.agent.stream.Reply.end); None when it finished.
+    end: str | None = None
 
 
 AgentEvent = TextDelta | ToolCallStarted | ToolCallFinished | RoundCompleted
@@ -90,12 +92,14 @@ class AgentRun:
         self.cancel = cancel
         self.workspace = workspace
         self.cancelled = False
+        self.last_reply: Reply | None = None  # the last reply read whole (its usage, how it ended)
         self._reset_round()
 
     def _reset_round(self) -> None:
         self._text: list[str] = []
         self._assistant: dict | None = None
         self._results: list[dict] = []
+        self._end: str | None = None
 
     def _is_cancelled(self) -> bool:
         if self.cancel is not None and self.cancel.is_set():
@@ -112,43 +116,39 @@ class AgentRun:
         return [{"role": "assistant", "content": text}] if text else []
 
     def _finish_round(self, new: list[dict]) -> RoundCompleted:
+        end = self._end
         self.messages.extend(new)
         self._reset_round()  # before yielding: a caller closing us now must not persist it twice
-        return RoundCompleted(messages=new)
+        return RoundCompleted(messages=new, end=end)
 
-    def _direct_chunks(self, kwargs: dict) -> Iterator:
+    def _direct_chunks(self, params: dict) -> Iterator:
+        opened = open_reply(self.client, params)
         try:
-            stream = self.client.chat.completions.create(**kwargs)
-        except openai.OpenAIError as exc:
-            raise describe_api_error(exc) from exc
-        try:
-            yield from stream
-        except openai.OpenAIError as exc:
-            raise describe_api_error(exc, mid_reply=True) from exc
+            yield from opened.chunks()
         finally:
-            stream.close()
+            opened.close()
 
-    def _chunks(self, kwargs: dict) -> Iterator:
-        """The chunks of one streamed reply; ends early, without error, once cancelled.
+    def _chunks(self, params: dict) -> Iterator:
+        """The JSON chunks of one reply (``"[DONE]"`` for the sentinel; see
+        :mod:`core.agent.stream`); ends early, without error, once cancelled.
 
         With a cancel flag, the HTTP request runs in a daemon thread so Stop takes effect within
         ~0.1 s even while the server is silent (a local model loading, a long time to first
         token); the abandoned request is closed as soon as it yields again. Raises ModelError.
         """
         if self.cancel is None:
-            yield from self._direct_chunks(kwargs)
+            yield from self._direct_chunks(params)
             return
         items: queue.Queue = queue.Queue()
         stop = threading.Event()
 
         def produce() -> None:
-            stream = None
+            opened = None
             try:
-                stream = self.client.chat.completions.create(**kwargs)
+                opened = open_reply(self.client, params)
                 if stop.is_set():
                     return  # Stop was pressed while we waited for the server
-                items.put(_STARTED)
-                for chunk in stream:
+                for chunk in opened.chunks():
                     if stop.is_set():
                         return
                     items.put(chunk)
@@ -156,11 +156,10 @@ class AgentRun:
             except BaseException as exc:  # noqa: BLE001 -- handed to the consumer thread
                 items.put(exc)
             finally:
-                if stream is not None:
-                    stream.close()
+                if opened is not None:
+                    opened.close()
 
         threading.Thread(target=produce, name="model-stream", daemon=True).start()
-        started = False
         try:
             while True:
                 try:
@@ -171,68 +170,51 @@ class AgentRun:
                     continue
                 if item is _END:
                     return
-                if item is _STARTED:
-                    started = True
-                elif isinstance(item, openai.OpenAIError):
-                    raise describe_api_error(item, mid_reply=started) from item
-                elif isinstance(item, BaseException):
+                if isinstance(item, BaseException):
                     raise item
-                else:
-                    yield item
+                yield item
         finally:
             stop.set()
 
+    def _used_ids(self) -> set[str]:
+        return {c["id"] for m in self.messages if isinstance(m, dict)
+                for c in (m.get("tool_calls") or []) if isinstance(c, dict) and isinstance(c.get("id"), str)}
+
     def _stream_reply(self) -> Iterator[TextDelta]:
-        """Stream one model reply into the round state; stops early when cancelled."""
-        kwargs = {"model": self.model, "messages": prepare_request(self.messages), "stream": True}
+        """Stream one model reply into the round state; stops early when cancelled.
+
+        Raises ModelEmptyReply when the reply has neither text nor a tool call (nothing is
+        saved: a blank answer would look like a finished one)."""
+        params = {"model": self.model, "messages": prepare_request(self.messages)}
         if self.tools:
-            kwargs["tools"] = self.tools
-        calls: dict[int, dict] = {}
-        chunks = self._chunks(kwargs)
+            params["tools"] = self.tools
+        reader = ReplyReader(self._used_ids())
+        chunks = self._chunks(params)
         try:
             for chunk in chunks:
                 if self._is_cancelled():
                     return
-                if not chunk.choices:
-                    continue  # e.g. a usage-only chunk
-                delta = chunk.choices[0].delta
-                if delta is None:
+                if chunk == "[DONE]":
+                    reader.done()
                     continue
-                if delta.content:
-                    self._text.append(delta.content)
-                    yield TextDelta(delta.content)
-                for part in delta.tool_calls or []:
-                    # Per the streaming API, tool calls arrive as deltas keyed by `index`; the
-                    # id and name come first, the arguments in pieces. Some servers omit `index`
-                    # and send whole calls: treat each new id as a new call.
-                    index = part.index
-                    if index is None:
-                        index = len(calls) if (part.id and all(c["id"] != part.id for c in calls.values())) \
-                            else max(calls, default=0)
-                    call = calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
-                    if part.id:
-                        call["id"] = part.id
-                    if part.function is not None:
-                        # Some servers repeat the full name in every delta; don't double it.
-                        if part.function.name and part.function.name != call["name"]:
-                            call["name"] += part.function.name
-                        if part.function.arguments:
-                            call["arguments"] += part.function.arguments
+                for text in reader.feed(chunk):
+                    self._text.append(text)
+                    yield TextDelta(text)
         finally:
             chunks.close()  # releases the HTTP response now, not at garbage collection
         if self._is_cancelled():
             return
-        text = sanitize_text("".join(self._text))
-        tool_calls = [
-            {"id": c["id"] or f"call_{uuid.uuid4().hex[:24]}", "type": "function",
-             "function": {"name": c["name"], "arguments": sanitize_text(c["arguments"])}}
-            for _, c in sorted(calls.items()) if c["name"]
-        ]
-        if tool_calls:
-            # Per the API, content is null when an assistant message only calls tools.
-            self._assistant = {"role": "assistant", "content": text or None, "tool_calls": tool_calls}
+        reply = reader.reply()
+        self.last_reply = reply
+        if reply.empty:
+            raise empty_reply_error(reply)
+        if reply.tool_calls:
+            # Content "" rather than null: LM Studio and older llama.cpp refuse a null content
+            # (lmstudio-bug-tracker#261); the API takes both.
+            self._assistant = {"role": "assistant", "content": reply.text, "tool_calls": reply.tool_calls}
         else:
-            self._assistant = {"role": "assistant", "content": text}
+            self._assistant = {"role": "assistant", "content": reply.text}
+        self._end = reply.end if reply.cut_off else None
 
     def events(self) -> Iterator[AgentEvent]:
         """Run the loop, yielding events; raises a typed ModelError when the model call fails."""
@@ -255,12 +237,7 @@ class AgentRun:
                     result, is_error = interrupted_result(cid)["content"], True
                 else:
                     yield ToolCallStarted(cid, name, args)
-                    if name in self.tool_handlers:
-                        result, is_error = self.tool_handlers[name](args)
-                    elif self.workspace is None:
-                        result, is_error = "Error: no workspace is open, so tools cannot run.", True
-                    else:
-                        result, is_error = run_tool(self.workspace, name, args)
+                    result, is_error = yield from self._call_tool(cid, name, args)
                     result = sanitize_text(result)
                 self._results.append({"role": "tool", "tool_call_id": cid, "content": result})
                 yield ToolCallFinished(cid, name, result, is_error)
@@ -268,6 +245,16 @@ class AgentRun:
             if self.cancelled:
                 return
         log.warning("agent loop stopped after %d iterations with tool calls still pending", self.max_iterations)
+
+    def _call_tool(self, cid: str, name: str, args: str) -> Iterator[AgentEvent]:
+        """Run one tool call; returns ``(result, is_error)``. A generator so that a tool running a
+        while can report progress as events (core.agent.subagents: the ``task`` tool)."""
+        if name in self.tool_handlers:
+            return self.tool_handlers[name](args)
+        if self.workspace is None:
+            return "Error: no workspace is open, so tools cannot run.", True
+        return run_tool(self.workspace, name, args)
+        yield  # noqa -- unreachable: makes this a generator
 
 
 def agent_loop_stream(messages: list[dict], *, client: openai.OpenAI, model: str, tools: list[dict] | None,
@@ -300,3 +287,24 @@ def agent_loop(messages: list[dict], *, client: openai.OpenAI, model: str, tools
     for _ in run.events():
         pass
     return run.messages
+
+
+def empty_reply_error(reply: Reply) -> ModelEmptyReply:
+    """The error for a reply with no text and no tool call, saying why when the server told us."""
+    if reply.reasoning.strip() and reply.end == END_LENGTH:
+        why = ("The model spent its whole output budget reasoning and wrote no answer. Try again, ask "
+               "for something shorter, or raise the server's output token limit.")
+    elif reply.reasoning.strip():
+        why = "The model only reasoned and wrote no answer; try again."
+    elif reply.end == END_LENGTH:
+        why = ("The model reached its output token limit before writing anything (the conversation may "
+               "fill its context window); try again, or start a new chat.")
+    elif reply.end == END_FILTER:
+        why = "The model server's content filter withheld the reply; rephrase and try again."
+    elif reply.end == END_MISSING:
+        why = ("The model server ended the reply without sending anything (no text, no end marker); "
+               "try again, and check the server's log if it keeps happening.")
+    else:
+        why = (f"The model sent an empty reply (finish_reason {reply.finish_reason or 'none'}); nothing "
+               "was saved. Try again, or pick another model.")
+    return ModelEmptyReply(why, reply.end)

@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 from core.agent.prompts import MEMORY_PROMPT, REMEMBER_TOOL_DESCRIPTION
 from core.agent.repair import sanitize
+from core.agent.stream import read_reply
 from core.errors import AnycodeError, InvalidMemory
 from core.memory.context import SessionContext, session_context
 from core.memory.mode import memory_mode
@@ -167,8 +168,9 @@ def extract_memories(memory: MemoryStore, project_key: str, session_id: str, mes
         current = memory.list(project_key)
         request = memory_request_messages(exchange, current)
         try:
-            resp = client.chat.completions.create(model=model, messages=request, temperature=MEMORY_TEMPERATURE)
-            answer = resp.choices[0].message.content if resp.choices else None
+            # The compatible reader (as titles): a model refusing `temperature` is asked again
+            # without it, and a server streaming anyway is still understood.
+            answer = read_reply(client, {"model": model, "messages": request, "temperature": MEMORY_TEMPERATURE}).text
         except Exception as err:  # noqa: BLE001 -- any failure: skip this exchange
             log.warning("memory extraction for session %s failed: %s", session_id, err)
             result.skipped = True

@@ -26,6 +26,23 @@ def system_prompt(workspace_path: str) -> str:
     )
 
 
+# The fake test server recognises sub-agent requests by this start (tests/fake_openai.py).
+SUBAGENT_PROMPT_START = "You are a sub-agent of anycode"
+
+
+def subagent_system_prompt(workspace_path: str) -> str:
+    """A sub-agent's instructions (the first message of its record; the task follows as the user
+    message). ``workspace_path``: the absolute folder its tools are confined to."""
+    return (
+        f"{SUBAGENT_PROMPT_START}: another agent handed you one task and sees only your final "
+        "answer, not your steps.\n"
+        f"Workspace: {workspace_path}\n"
+        "Use the tools (paths are relative to the workspace and cannot leave it) to do the task, "
+        "then reply with a complete, self-contained answer: what you found or did, with the file "
+        "paths and details the other agent needs. Do not ask questions; do what you can."
+    )
+
+
 # The memory extraction request (issue 14). The fake server recognises it by its first words.
 MEMORY_PROMPT = (
     "You maintain the long-term memory of a coding assistant: short facts worth knowing in the user's "

@@ -15,19 +15,22 @@ from typing import Callable
 
 import openai
 
-from core.agent.loop import AgentEvent, AgentRun, RoundCompleted
+from core.agent.loop import AgentEvent, RoundCompleted
 from core.agent.memory_job import REMEMBER_SPEC, SessionMemory
+from core.agent.subagents import TaskAgentRun, default_tools
+from core.agent.persist import store_messages
 from core.memory.context import session_context
 from core.agent.config import NOT_CONFIGURED_MESSAGE
 from core.errors import ModelNotConfigured, SessionConflict
 from core.session.keys import SessionKey
+from core.session.text import is_blank
 from core.session.manager import SessionManager
 from core.session.models import Session
 from core.agent.prompts import system_prompt
 from core.agent.repair import closing_results, sanitize_text
 from core.session.store import SessionStore
 from core.agent.titles import start_title_generation
-from core.agent.tools import TOOL_SPECS, ToolError, Workspace
+from core.agent.tools import ToolError, Workspace
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +103,8 @@ def run_session_stream(
     Unless ``ANYCODE_MEMORY=off``, the model also gets the ``remember`` tool.
 
     ``user_input`` None re-runs the model on the stored history (a retry after an error) without
-    adding a message. ``tools`` defaults to TOOL_SPECS and ``workspace`` to the session's cwd.
+    adding a message. ``tools`` defaults to TOOL_SPECS plus the ``task`` tool (sub-agents,
+    :mod:`core.agent.subagents`) and ``workspace`` to the session's cwd.
     ``title_client``/``title_model`` default to ``client``/``model``; ``on_title(title, source,
     applied)`` is called from the title thread.
 
@@ -109,7 +113,7 @@ def run_session_stream(
     fails — after storing what was done, including partial reply text. Cancel (``cancel`` set, or
     this generator closed) stores the partial text the user saw and closes unfinished tool calls.
     """
-    if user_input is not None and (not isinstance(user_input, str) or not user_input.strip()):
+    if user_input is not None and (not isinstance(user_input, str) or is_blank(user_input)):
         raise ValueError("The message is empty.")
     manager = SessionManager(store)
     session = manager.get(key)
@@ -129,7 +133,7 @@ def run_session_stream(
     if user_input is not None:
         prefix.append({"role": "user", "content": sanitize_text(user_input)})
     if prefix:
-        count = manager.add_messages(key, prefix, expected_count=expected_count)
+        count = store_messages(manager, key, prefix, saved_count=len(messages), expected_count=expected_count)
     elif expected_count is not None and expected_count != len(messages):
         raise SessionConflict(expected_count, len(messages))
     else:
@@ -142,12 +146,14 @@ def run_session_stream(
     if client is None:
         raise ModelNotConfigured(NOT_CONFIGURED_MESSAGE)
 
-    tools = TOOL_SPECS if tools is None else tools
+    tools = default_tools() if tools is None else tools
+    handlers = None
     if memory is not None and key.subpath is None:
-        tools = [*tools, REMEMBER_SPEC]
-    run = AgentRun(messages, client=client, model=model, tools=tools, max_iterations=max_iterations,
-                   cancel=cancel, workspace=workspace,
-                   tool_handlers=memory.tool_handlers() if memory is not None and key.subpath is None else None)
+        tools, handlers = [*tools, REMEMBER_SPEC], memory.tool_handlers()
+    # TaskAgentRun: `task` calls run sub-agents recorded under this session (core.agent.subagents).
+    run = TaskAgentRun(messages, key=key, store=store, client=client, model=model, tools=tools,
+                       max_iterations=max_iterations, cancel=cancel, workspace=workspace,
+                       tool_handlers=handlers)
     rounds = 0
     try:
         for event in run.events():
@@ -155,19 +161,24 @@ def run_session_stream(
                 # The first round is checked too: a retry (no prefix) or a reply racing another
                 # tab's must not land after someone else's answer (SessionConflict instead).
                 first = len(messages) if rounds == 0 and expected_count is not None else None
-                manager.add_messages(key, event.messages, expected_count=first)
+                # A store that fails (database killed, disk full) is retried and checked; if it
+                # gives up, the error carries the unsaved round (core.agent.persist).
+                store_messages(manager, key, event.messages, saved_count=len(messages), expected_count=first,
+                               end=event.end)
                 messages.extend(event.messages)
                 rounds += 1
             yield event
-    except BaseException:
+    except BaseException as original:
         # Model error, generator closed (Stop), KeyboardInterrupt: keep what the user already saw.
         partial = run.interrupted_round()
         if partial:
             try:
-                manager.add_messages(key, partial)
+                store_messages(manager, key, partial, saved_count=len(messages))
                 log.info("stored the interrupted round of %s (%d messages)", key.session_id, len(partial))
-            except Exception:  # noqa: BLE001 -- the original error matters more
-                log.exception("could not store the interrupted round of %s", key.session_id)
+            except Exception as err:  # noqa: BLE001 -- the original error matters more
+                log.warning("could not store the interrupted round of %s: %s", key.session_id, err)
+                if hasattr(err, "unsaved"):  # the caller keeps it on screen and stores it later
+                    original.unsaved, original.saved_count = err.unsaved, err.saved_count  # type: ignore[attr-defined]
         raise
 
     if rounds and memory is not None and key.subpath is None and not run.cancelled:

@@ -19,6 +19,7 @@ from core.session.export import FALLBACK_TITLE_FORMAT, message_text
 from core.session.manager import TITLE_CONTROLS
 from core.agent.prompts import TITLE_PROMPT
 from core.agent.repair import sanitize
+from core.agent.stream import read_reply
 
 if TYPE_CHECKING:
     from core.session.keys import SessionKey
@@ -115,8 +116,10 @@ def request_title(messages: list[dict], *, client: openai.OpenAI, model: str) ->
     if len(request) == 1:
         return None  # nothing to summarize
     try:
-        resp = client.chat.completions.create(model=model, messages=request, temperature=TITLE_TEMPERATURE)
-        content = resp.choices[0].message.content if resp.choices else None
+        # Through the compatible reader: a model refusing `temperature` (reasoning models) gets
+        # the request again without it, and a server streaming anyway is still understood.
+        reply = read_reply(client, {"model": model, "messages": request, "temperature": TITLE_TEMPERATURE})
+        content = reply.text
     except Exception as err:  # noqa: BLE001 -- any failure means "use the fallback"
         log.info("title generation failed: %s", err)
         return None

@@ -4,8 +4,9 @@ Every store holds a session as an ordered list of entries (dicts). Types (``"typ
 
 - ``header``: ``{"type": "header", "version": 1, "id": str, "project_key": str, "cwd": str,
   "created_at": float, "forked_from"?: {"session_id": str, "message_index": int}}`` — first entry.
-- ``message``: ``{"type": "message", "ts": float, "message": {...}}`` — ``message`` is the OpenAI
-  chat message exactly as sent to the API (no extra keys inside it).
+- ``message``: ``{"type": "message", "ts": float, "message": {...}, "end"?: str}`` — ``message`` is the
+  OpenAI chat message exactly as sent to the API (no extra keys inside it); ``end`` marks an
+  assistant reply the model did not finish (``"length"``, ``"content_filter"``, ``"no_end"``).
 - ``title``: ``{"type": "title", "ts": float, "title": str, "source": "llm" | "user" | "fallback"}``.
 
 Unknown types are kept by the store and ignored by the fold, so a newer version's entries never
@@ -48,14 +49,20 @@ def header_entry(
     return entry
 
 
-def message_entry(message: dict[str, Any], *, ts: float | None = None) -> dict[str, Any]:
+def message_entry(message: dict[str, Any], *, ts: float | None = None, end: str | None = None) -> dict[str, Any]:
     """Wrap an OpenAI chat message (a dict with ``role``) as a message entry.
 
+    ``end``: for an assistant reply the model did not finish, how it ended (``"length"``,
+    ``"content_filter"``, ``"no_end"``); stored beside the message (``"end"`` key of the entry), never
+    inside it, so the message stays exactly what the API takes.
     Raises ``ValueError`` when ``message`` is not a dict with a string ``role``.
     """
     if not isinstance(message, dict) or not isinstance(message.get("role"), str):
         raise ValueError("a message must be a dict with a 'role' (per the OpenAI chat API)")
-    return {"type": "message", "ts": time.time() if ts is None else ts, "message": message}
+    entry = {"type": "message", "ts": time.time() if ts is None else ts, "message": message}
+    if end:
+        entry["end"] = end
+    return entry
 
 
 def title_entry(title: str, source: str, *, ts: float | None = None) -> dict[str, Any]:
@@ -77,7 +84,7 @@ class SessionState:
     """The metadata a fold of entries yields (no messages kept, so memory stays small).
 
     ``created_at`` is None until a header (or, lacking one, the first timestamped entry) is seen;
-    ``last_message_at`` is the ts of the newest message entry.
+    ``last_message_at`` is the ts of the last message entry (in file order).
     """
 
     id: str | None = None
@@ -102,7 +109,10 @@ class SessionState:
             self.message_count += 1
             ts = _number(entry.get("ts"))
             if ts is not None:
-                self.last_message_at = ts if self.last_message_at is None else max(self.last_message_at, ts)
+                # The last message's time, in file order (not the largest): a clock that jumped
+                # ahead and back does not pin the session to the top of the list, and a reader
+                # that looks only at the last message line agrees with one that reads them all.
+                self.last_message_at = ts
                 if self.created_at is None:
                     self.created_at = ts
             return True
@@ -150,6 +160,19 @@ class SessionState:
         except TypeError:
             known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
             return cls(**known)
+
+
+def reply_ends_of(entries: Iterable[Any]) -> dict[int, str]:
+    """``{message index: end}`` for the message entries of ``entries`` carrying an ``end`` mark
+    (replies the model did not finish), indexes counted like :func:`messages_of`."""
+    ends: dict[int, str] = {}
+    n = 0
+    for e in entries:
+        if isinstance(e, dict) and e.get("type") == "message" and isinstance(e.get("message"), dict):
+            if isinstance(e.get("end"), str) and e["end"]:
+                ends[n] = e["end"]
+            n += 1
+    return ends
 
 
 def messages_of(entries: Iterable[Any]) -> list[dict[str, Any]]:

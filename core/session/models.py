@@ -19,7 +19,8 @@ class Session:
     ``title``: the effective title or None when none was set or generated yet;
     ``title_source``: ``"user"``, ``"llm"`` or ``"fallback"`` (None without a title).
     ``created_at``/``updated_at``: Unix seconds; ``updated_at`` is the later of creation and the
-    last message. ``cwd``: the workspace's real path. ``forked_from``:
+    last message. ``reply_ends``: ``{message index: "length" | "content_filter" | "no_end"}`` for
+    replies that were cut off. ``cwd``: the workspace's real path. ``forked_from``:
     ``{"session_id": str, "message_index": int}`` for a fork, else None.
     """
 
@@ -32,6 +33,9 @@ class Session:
     forked_from: dict[str, Any] | None = None
     title_source: str | None = None
     archived: bool = False
+    # {message index: how it ended} for assistant replies the model did not finish ("length",
+    # "content_filter", "no_end"); see core.session.entries.message_entry.
+    reply_ends: dict[int, str] = field(default_factory=dict)
 
     @property
     def id(self) -> str:

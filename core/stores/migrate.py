@@ -15,13 +15,11 @@ enumerate sub-agent records), then the archived flag. Safe to re-run:
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterator
 
-from core.errors import AnycodeError, InvalidSessionKey
+from core.errors import AnycodeError, os_error_message
 from core.session.keys import SessionKey
 
 log = logging.getLogger(__name__)
@@ -35,7 +33,8 @@ class MigrationReport:
     ``identical``: already equal, skipped; ``archive_synced``: archived flag changed in the
     target; ``conflicts``/``errors``: ``(key, reason)`` pairs, target left as it was;
     ``missing``: records the final check did not find (in the target, or with the same archived
-    state); ``records``: how many source records were examined."""
+    state); ``newer``: the target holds the source's entries plus later ones (only with
+    ``newer_ok``; left as they are); ``records``: how many source records were examined."""
 
     records: int = 0
     copied: list[str] = field(default_factory=list)
@@ -45,6 +44,7 @@ class MigrationReport:
     conflicts: list[tuple[str, str]] = field(default_factory=list)
     errors: list[tuple[str, str]] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
+    newer: list[str] = field(default_factory=list)
     memory_entries: int = 0  # memory log entries copied (the target lacked them)
 
     @property
@@ -67,36 +67,13 @@ class _Group:
 
 
 def subpaths_of(store: Any, key: SessionKey) -> list[str]:
-    """The subpaths of a session's sub-agent records (sorted), for any store.
-
-    Uses ``store.list_subpaths(key)`` when the store has it (SQL, mirrored); for the JSONL store,
-    walks ``<project>/[archive/]<session id>/**.jsonl`` as documented in :mod:`core.stores.jsonl_store`;
-    other stores: none (logged)."""
+    """The subpaths of a session's sub-agent records (sorted), for any store: ``store.list_subpaths(key)``
+    (JSONL, SQL, mirrored, backup archives); a store without it has none (logged)."""
     lister = getattr(store, "list_subpaths", None)
     if callable(lister):
         return list(lister(key))
-    from core.stores.jsonl_store import ARCHIVE_DIR, SUFFIX, LocalSessionStore
-
-    if not isinstance(store, LocalSessionStore):
-        log.warning("%r cannot enumerate sub-agent records; only main sessions are copied", store)
-        return []
-    found: set[str] = set()
-    project = Path(store.projects_dir) / key.project_key
-    for folder in (project / key.session_id, project / ARCHIVE_DIR / key.session_id):
-        if not folder.is_dir():
-            continue
-        for dirpath, _dirs, files in os.walk(folder):
-            for name in files:
-                if not name.endswith(SUFFIX):
-                    continue
-                rel = (Path(dirpath) / name[: -len(SUFFIX)]).relative_to(folder).as_posix()
-                try:
-                    SessionKey(key.project_key, key.session_id, rel)
-                except InvalidSessionKey:
-                    log.warning("%s: not a valid sub-agent record name; not copied", Path(dirpath) / name)
-                    continue
-                found.add(rel)
-    return sorted(found)
+    log.warning("%r cannot enumerate sub-agent records; only main sessions are copied", store)
+    return []
 
 
 def _groups(source: Any) -> Iterator[_Group]:
@@ -106,10 +83,13 @@ def _groups(source: Any) -> Iterator[_Group]:
                 yield _Group(meta.key, archived, tuple(subpaths_of(source, meta.key)))
 
 
-def migrate_sessions(source: Any, target: Any, *, progress: bool = False, out: Any = None) -> MigrationReport:
+def migrate_sessions(source: Any, target: Any, *, progress: bool = False, out: Any = None,
+                     newer_ok: bool = False) -> MigrationReport:
     """Copy every record of ``source`` into ``target`` (see the module docstring for the rules).
 
-    ``progress``: show a tqdm progress bar (on ``out``, default stderr). Per-record failures are
+    ``progress``: show a tqdm progress bar (on ``out``, default stderr). ``newer_ok``: a target
+    record that starts with all of the source's entries and has more (the user carried on after a
+    backup) is reported as ``newer`` instead of a conflict; both leave it untouched. Per-record failures are
     collected in the report, not raised; enumerating the source may raise the source's errors
     (e.g. :class:`~core.errors.StoreUnavailable`)."""
     groups = list(_groups(source))
@@ -121,9 +101,13 @@ def migrate_sessions(source: Any, target: Any, *, progress: bool = False, out: A
             for sub in (None,) + group.subpaths:
                 key = SessionKey(group.key.project_key, group.key.session_id, sub)
                 try:
-                    _copy_record(source, target, key, report)
+                    _copy_record(source, target, key, report, newer_ok)
                 except AnycodeError as e:
                     report.errors.append((str(key), str(e)))
+                    ok = False
+                except OSError as e:  # disk full, read-only: a sentence, nothing of it written
+                    log.info("migrating %s failed: %s", key, e)  # reported in the report
+                    report.errors.append((str(key), f"{os_error_message(e)}; not copied."))
                     ok = False
                 except Exception as e:  # one broken record must not stop the others
                     log.exception("migrating %s failed", key)
@@ -162,7 +146,7 @@ def _progress_bar(total: int, enabled: bool, out: Any) -> Any:
     return tqdm(total=total, unit="rec", desc="migrating", disable=not enabled, file=out, dynamic_ncols=True)
 
 
-def _copy_record(source: Any, target: Any, key: SessionKey, report: MigrationReport) -> None:
+def _copy_record(source: Any, target: Any, key: SessionKey, report: MigrationReport, newer_ok: bool = False) -> None:
     entries = source.load(key)
     if entries is None:
         return  # removed while migrating; the final check skips it too
@@ -176,6 +160,9 @@ def _copy_record(source: Any, target: Any, key: SessionKey, report: MigrationRep
     elif len(have) < len(entries) and entries[: len(have)] == have:
         target.append(key, entries[len(have):])
         outcome = report.extended
+    elif newer_ok and len(have) > len(entries) and have[: len(entries)] == entries:
+        report.newer.append(str(key))
+        return
     else:
         report.conflicts.append((str(key), f"the target holds a different version ({len(have)} entries, "
                                            f"the source {len(entries)}); left untouched"))
@@ -197,8 +184,9 @@ def _sync_archived(target: Any, group: _Group, cache: dict[str, set[str]], repor
         return
     try:
         (target.archive if group.archived else target.unarchive)(group.key)
-    except AnycodeError as e:
-        report.errors.append((str(group.key), f"cannot set archived={group.archived}: {e}"))
+    except (AnycodeError, OSError) as e:
+        why = os_error_message(e) if isinstance(e, OSError) and not isinstance(e, AnycodeError) else str(e)
+        report.errors.append((str(group.key), f"cannot set archived={group.archived}: {why}"))
         return
     (cache[pk].add if group.archived else cache[pk].discard)(group.key.session_id)
     report.archive_synced.append(str(group.key))

@@ -1,0 +1,248 @@
+"""Back up every session of a store into one zip file, and restore such a file into a store.
+
+**The backup** (``anycode backup FILE.zip``) holds every project's sessions, archived ones and
+sub-agent records, each as the JSONL lines its entries encode to (the same bytes the JSONL store
+writes), plus ``manifest.json``::
+
+    {"format": "anycode-backup", "version": 1, "created_at": <Unix seconds>,
+     "records": [{"path": "sessions/<project key>/<session id>.jsonl", "project_key": …,
+                  "session_id": …, "subpath": null | "subagents/…", "archived": bool,
+                  "entries": N, "bytes": N, "sha256": "<hex>"}, …],
+     "extra_files": [{"path": …, "bytes": N, "sha256": …}, …]}
+
+``extra_files`` are other data-dir files worth keeping (e.g. memory logs), stored under
+``data/``. The zip is written beside its target and renamed into place when complete (a crash
+leaves no half backup under the name), mode 0600.
+
+**The restore** (``anycode restore FILE.zip``) checks every member against its checksum, then
+copies the records into the store with :func:`core.stores.migrate.migrate_sessions`: sessions
+the store already holds identically are skipped, a session the store holds differently is
+reported as a conflict and left untouched — nothing is overwritten; one the store holds with
+more entries after the backup's (the user carried on) is reported as newer and left as it is —
+and every copied record is read back and compared.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import os
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from core.errors import BackupError
+from core.session.entries import SessionState, encode_entries
+from core.session.keys import SessionKey
+from core.session.models import ProjectInfo, SessionMeta
+from core.stores.migrate import MigrationReport, migrate_sessions, subpaths_of
+
+log = logging.getLogger(__name__)
+
+FORMAT = "anycode-backup"
+VERSION = 1
+MANIFEST = "manifest.json"
+
+
+@dataclass
+class BackupReport:
+    """What :func:`backup_store` wrote: ``path``, ``sessions`` (main sessions), ``records`` (with
+    sub-agent records), ``bytes`` of session data, ``extra_files`` count."""
+
+    path: str
+    sessions: int = 0
+    records: int = 0
+    bytes: int = 0
+    extra_files: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+
+def _record_path(key: SessionKey) -> str:
+    base = f"sessions/{key.project_key}/{key.session_id}"
+    return f"{base}/{key.subpath}.jsonl" if key.subpath else f"{base}.jsonl"
+
+
+def backup_store(store: Any, path: str | os.PathLike[str], *, extra_files: Iterable[tuple[str, str]] = ()) -> BackupReport:
+    """Write every record of ``store`` into the zip file ``path`` (format in the module docstring).
+
+    ``extra_files``: ``(absolute path, name inside data/)`` pairs copied as they are (missing ones
+    skipped). Raises :class:`BackupError` when the file cannot be written (one sentence); the
+    store's own errors (e.g. :class:`~core.errors.StoreUnavailable`) pass through."""
+    path = os.path.abspath(os.fspath(path))
+    folder = os.path.dirname(path)
+    report = BackupReport(path=path)
+    records: list[dict[str, Any]] = []
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".anycode-backup-", suffix=".tmp", dir=folder)
+    except OSError as err:
+        raise BackupError(f"The backup cannot be written to {folder} ({err.strerror or err}).") from err
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "wb") as fh, zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+            for project in store.list_projects():
+                for archived in (False, True):
+                    for meta in store.list(project.project_key, archived=archived):
+                        report.sessions += 1
+                        for sub in [None, *subpaths_of(store, meta.key)]:
+                            key = SessionKey(meta.project_key, meta.id, sub)
+                            entries = store.load(key)
+                            if entries is None:
+                                report.skipped.append(str(key))  # removed while backing up
+                                continue
+                            data = encode_entries(entries)
+                            name = _record_path(key)
+                            zf.writestr(name, data)
+                            records.append({"path": name, "project_key": key.project_key, "session_id": key.session_id,
+                                            "subpath": key.subpath, "archived": archived, "entries": len(entries),
+                                            "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+                            report.records += 1
+                            report.bytes += len(data)
+            extras = []
+            for src, name in extra_files:
+                try:
+                    with open(src, "rb") as src_fh:
+                        data = src_fh.read()
+                except FileNotFoundError:
+                    continue
+                zf.writestr(f"data/{name}", data)
+                extras.append({"path": f"data/{name}", "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+            report.extra_files = len(extras)
+            manifest = {"format": FORMAT, "version": VERSION, "created_at": time.time(),
+                        "records": records, "extra_files": extras}
+            zf.writestr(MANIFEST, json.dumps(manifest, ensure_ascii=False, indent=1))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as err:
+        _unlink(tmp)
+        raise BackupError(f"The backup {path} could not be written ({err.strerror or err}); nothing was left behind.") from err
+    except BaseException:
+        _unlink(tmp)
+        raise
+    log.info("backed up %d records (%d sessions) to %s", report.records, report.sessions, path)
+    return report
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+class BackupArchive:
+    """A backup zip opened read-only, with the read half of the
+    :class:`~core.session.store.SessionStore` protocol (``list_projects``, ``list``, ``load``,
+    ``exists``, ``list_subpaths``) so :func:`migrate_sessions` can copy from it.
+
+    Raises :class:`BackupError` when the file is not an anycode backup or a member does not
+    match its checksum (naming the member)."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = os.fspath(path)
+        try:
+            self._zip = zipfile.ZipFile(self.path)
+            manifest = json.loads(self._zip.read(MANIFEST))
+        except FileNotFoundError as err:
+            raise BackupError(f"There is no backup file {self.path}.") from err
+        except (OSError, zipfile.BadZipFile, KeyError, ValueError) as err:
+            raise BackupError(f"{self.path} is not an anycode backup ({err}).") from err
+        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+            raise BackupError(f"{self.path} is not an anycode backup (no anycode manifest).")
+        if manifest.get("version") != VERSION:
+            raise BackupError(f"{self.path} is a backup of format version {manifest.get('version')}; "
+                              f"this anycode reads version {VERSION}.")
+        self.manifest = manifest
+        self._records: dict[SessionKey, dict[str, Any]] = {}
+        for rec in manifest.get("records", []):
+            key = SessionKey(rec["project_key"], rec["session_id"], rec.get("subpath"))
+            self._records[key] = rec
+        self._cache: dict[SessionKey, list[dict[str, Any]]] = {}
+
+    def close(self) -> None:
+        """Close the zip file."""
+        self._zip.close()
+
+    def _read(self, name: str, sha256: str) -> bytes:
+        try:
+            data = self._zip.read(name)
+        except (KeyError, OSError, zipfile.BadZipFile) as err:
+            raise BackupError(f"The backup member {name} cannot be read ({err}).") from err
+        if hashlib.sha256(data).hexdigest() != sha256:
+            raise BackupError(f"The backup member {name} is damaged (its checksum does not match).")
+        return data
+
+    def verify(self) -> list[str]:
+        """Check every member against its checksum; return one sentence per damaged member."""
+        bad = []
+        for rec in list(self._records.values()) + list(self.manifest.get("extra_files", [])):
+            try:
+                self._read(rec["path"], rec["sha256"])
+            except BackupError as err:
+                bad.append(str(err))
+        return bad
+
+    def extra_files(self) -> list[tuple[str, bytes]]:
+        """The ``data/`` files as ``(name inside data/, bytes)``, checksums verified."""
+        return [(e["path"][len("data/"):], self._read(e["path"], e["sha256"])) for e in self.manifest.get("extra_files", [])]
+
+    # --- the read half of the SessionStore protocol -----------------------------------------
+
+    def load(self, key: SessionKey) -> list[dict[str, Any]] | None:
+        """The record's entries (checksum verified), or None when the backup has no such record."""
+        rec = self._records.get(key)
+        if rec is None:
+            return None
+        if key not in self._cache:
+            data = self._read(rec["path"], rec["sha256"])
+            self._cache = {key: [json.loads(line) for line in io.BytesIO(data) if line.strip()]}
+        return self._cache[key]
+
+    def exists(self, key: SessionKey) -> bool:
+        """Whether the backup holds the record."""
+        return key in self._records
+
+    def list_subpaths(self, key: SessionKey) -> list[str]:
+        """The sub-agent record subpaths of a main session, sorted."""
+        return sorted(k.subpath for k in self._records if k.subpath and k.project_key == key.project_key
+                      and k.session_id == key.session_id)
+
+    def list(self, project_key: str, *, archived: bool = False) -> list[SessionMeta]:
+        """Metadata of the backup's main sessions of ``project_key`` (most recent first)."""
+        metas = []
+        for key, rec in self._records.items():
+            if key.subpath or key.project_key != project_key or bool(rec.get("archived")) != archived:
+                continue
+            try:
+                state = SessionState().feed_all(self.load(key) or [])
+            except BackupError:
+                state = SessionState()  # damaged: listed anyway, so the restore reports it by name
+            created = state.created_at or 0.0
+            metas.append(SessionMeta(id=key.session_id, project_key=project_key, title=state.title,
+                                     created_at=created, updated_at=state.updated_at(default=created),
+                                     message_count=state.message_count, archived=archived,
+                                     forked_from=state.forked_from, cwd=state.cwd, title_source=state.title_source))
+        return sorted(metas, key=lambda m: m.updated_at, reverse=True)
+
+    def list_projects(self) -> list[ProjectInfo]:
+        """The projects the backup holds sessions of."""
+        counts: dict[str, int] = {}
+        for key, rec in self._records.items():
+            if not key.subpath:
+                counts[key.project_key] = counts.get(key.project_key, 0) + (0 if rec.get("archived") else 1)
+        return [ProjectInfo(project_key=pk, cwd=None, session_count=n) for pk, n in sorted(counts.items())]
+
+
+def restore_backup(path: str | os.PathLike[str], store: Any, *, progress: bool = False) -> MigrationReport:
+    """Copy every record of the backup ``path`` into ``store`` (rules in the module docstring).
+
+    Raises :class:`BackupError` for a file that is not a readable anycode backup; damaged
+    members are reported in the returned report's ``errors`` and the rest is restored."""
+    archive = BackupArchive(path)
+    try:
+        return migrate_sessions(archive, store, progress=progress, newer_ok=True)
+    finally:
+        archive.close()

@@ -1,0 +1,170 @@
+"""``anycode backup`` / ``anycode restore`` and the import command line (issue 19)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from core import LocalSessionStore, SessionManager
+from core.session.entries import header_entry, message_entry
+from core.session.keys import SessionKey
+from core.stores.backup import BackupArchive, BackupError, backup_store, restore_backup
+from tests.test_import import chatgpt_conversation, write_chatgpt
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _fill(store, ws: Path) -> dict:
+    """Three sessions in two projects: one archived, one with a sub-agent record, one forked."""
+    mgr = SessionManager(store)
+    ws2 = ws.parent / "ws2"
+    ws2.mkdir(exist_ok=True)
+    a = mgr.create(ws, title="Alpha")
+    mgr.add_messages(a.key, [{"role": "user", "content": "héllo 你好"}, {"role": "assistant", "content": "hi"}])
+    sub = SessionKey(a.key.project_key, a.key.session_id, "subagents/task-1")
+    store.append(sub, [header_entry("task-1", a.key.project_key, str(ws)),
+                       message_entry({"role": "user", "content": "sub task"})])
+    b = mgr.create(ws2)
+    mgr.add_messages(b.key, [{"role": "user", "content": "second project"}])
+    mgr.archive(b.key)
+    c = mgr.fork(a.key, 0)
+    return {"a": a.key, "b": b.key, "c": c.key, "sub": sub}
+
+
+def _session_files(home: Path) -> dict[str, bytes]:
+    root = home / "projects"
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*.jsonl"))}
+
+
+class TestBackupRoundTrip:
+    """A backup that misses archived sessions or sub-agent records, or a restore that changes a
+    byte of what was saved."""
+
+    def test_restore_into_empty_dir_is_byte_identical(self, tmp_path):
+        ws = tmp_path / "ws"
+        ws.mkdir()
+        src = LocalSessionStore(tmp_path / "src")
+        keys = _fill(src, ws)
+        zpath = tmp_path / "backup.zip"
+        report = backup_store(src, zpath)
+        assert report.sessions == 3 and report.records == 4
+        assert stat.S_IMODE(os.stat(zpath).st_mode) == 0o600
+        with zipfile.ZipFile(zpath) as zf:
+            manifest = json.loads(zf.read("manifest.json"))
+            for rec in manifest["records"]:
+                assert hashlib.sha256(zf.read(rec["path"])).hexdigest() == rec["sha256"]
+        dst = LocalSessionStore(tmp_path / "dst")
+        restored = restore_backup(zpath, dst)
+        assert restored.ok and len(restored.copied) == 4
+        assert _session_files(tmp_path / "dst") == _session_files(tmp_path / "src")
+        assert [m.id for m in SessionManager(dst).list(keys["b"].project_key, archived=True)] == [keys["b"].session_id]
+
+    def test_restore_again_skips_identical_and_never_overwrites(self, store, tmp_path):
+        ws = tmp_path / "ws"
+        ws.mkdir()
+        src = LocalSessionStore(tmp_path / "src")
+        keys = _fill(src, ws)
+        zpath = tmp_path / "b.zip"
+        backup_store(src, zpath)
+        assert restore_backup(zpath, store).ok
+        # the user carries on in the restored store; a second restore must not undo that
+        SessionManager(store).add_messages(keys["a"], [{"role": "user", "content": "new since backup"}])
+        other = SessionManager(store).store.load(keys["c"])
+        again = restore_backup(zpath, store)
+        assert len(again.identical) == 3 and again.copied == [] and again.conflicts == []
+        assert again.newer == [str(keys["a"])]
+        assert SessionManager(store).get(keys["a"]).messages[-1]["content"] == "new since backup"
+        assert store.load(keys["c"]) == other
+
+    def test_conflicting_session_reported_and_left_alone(self, tmp_path):
+        ws = tmp_path / "ws"
+        ws.mkdir()
+        src = LocalSessionStore(tmp_path / "src")
+        keys = _fill(src, ws)
+        zpath = tmp_path / "b.zip"
+        backup_store(src, zpath)
+        dst = LocalSessionStore(tmp_path / "dst")
+        dst.append(keys["a"], [header_entry(keys["a"].session_id, keys["a"].project_key, str(ws)),
+                              message_entry({"role": "user", "content": "a different life"})])
+        report = restore_backup(zpath, dst)
+        assert [k for k, _ in report.conflicts] == [str(keys["a"])]
+        assert SessionManager(dst).get(keys["a"]).messages == [{"role": "user", "content": "a different life"}]
+
+    def test_damaged_member_is_named(self, tmp_path):
+        ws = tmp_path / "ws"
+        ws.mkdir()
+        src = LocalSessionStore(tmp_path / "src")
+        keys = _fill(src, ws)
+        zpath = tmp_path / "b.zip"
+        backup_store(src, zpath)
+        tampered = tmp_path / "t.zip"
+        with zipfile.ZipFile(zpath) as zin, zipfile.ZipFile(tampered, "w") as zout:
+            for info in zin.infolist():
+                data = zin.read(info)
+                if info.filename.endswith(f"{keys['b'].session_id}.jsonl"):
+                    data = data.replace(b"second project", b"SECOND PROJECT")
+                zout.writestr(info, data)
+        assert any(keys["b"].session_id in s for s in BackupArchive(tampered).verify())
+        report = restore_backup(tampered, LocalSessionStore(tmp_path / "dst"))
+        assert [k for k, _ in report.errors] == [str(keys["b"])]
+        assert "damaged" in report.errors[0][1]
+        assert len(report.copied) == 3
+
+    def test_not_a_backup(self, tmp_path):
+        junk = tmp_path / "junk.zip"
+        junk.write_bytes(b"PK nonsense")
+        with pytest.raises(BackupError, match="not an anycode backup"):
+            BackupArchive(junk)
+
+    def test_unwritable_target_leaves_nothing(self, tmp_path):
+        src = LocalSessionStore(tmp_path / "src")
+        (tmp_path / "ws").mkdir()
+        _fill(src, tmp_path / "ws")
+        with pytest.raises(BackupError, match="cannot be written"):
+            backup_store(src, tmp_path / "missing-folder" / "b.zip")
+
+
+def _cli(*argv, home: Path, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "ANYCODE_HOME": str(home), "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "webui", *argv], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+class TestCommandLine:
+    """The import/backup/restore commands print tracebacks, or import twice when re-run."""
+
+    def test_import_dry_run_then_import_then_rerun(self, tmp_path):
+        src = write_chatgpt(tmp_path / "conversations.json", [chatgpt_conversation()])
+        home = tmp_path / "home"
+        dry = _cli("import", "chatgpt", str(src), "--dry-run", home=home, cwd=tmp_path)
+        assert dry.returncode == 0, dry.stderr
+        assert "Would import 3 conversations (12 messages)" in dry.stdout
+        assert not (home / "projects").exists() or not list((home / "projects").rglob("*.jsonl"))
+        first = _cli("import", "chatgpt", str(src), "--json", home=home, cwd=tmp_path)
+        assert first.returncode == 0, first.stderr
+        assert len(json.loads(first.stdout)["imported"]) == 3
+        again = _cli("import", "chatgpt", str(src), home=home, cwd=tmp_path)
+        assert "Imported 0 conversations" in again.stdout and "3 already imported" in again.stdout
+        listed = _cli("sessions", "list", "--json", home=home, cwd=tmp_path)
+        assert len(json.loads(listed.stdout)) == 3
+
+    def test_backup_restore_and_errors_in_one_sentence(self, tmp_path):
+        src = write_chatgpt(tmp_path / "conversations.json", [chatgpt_conversation()])
+        home = tmp_path / "home"
+        assert _cli("import", "chatgpt", str(src), home=home, cwd=tmp_path).returncode == 0
+        out = _cli("backup", str(tmp_path / "all.zip"), home=home, cwd=tmp_path)
+        assert out.returncode == 0 and "Backed up 3 sessions" in out.stdout, out.stderr
+        restored = _cli("restore", str(tmp_path / "all.zip"), home=tmp_path / "home2", cwd=tmp_path)
+        assert restored.returncode == 0 and "Restored 3 records" in restored.stdout, restored.stderr
+        for argv in (("restore", str(tmp_path / "nope.zip")), ("backup", str(tmp_path / "no" / "x.zip")),
+                     ("import", "claude-code", str(tmp_path / "no-such-dir"))):
+            bad = _cli(*argv, home=home, cwd=tmp_path)
+            assert bad.returncode == 1, (argv, bad.stdout, bad.stderr)
+            assert "Traceback" not in bad.stderr and bad.stderr.strip(), argv

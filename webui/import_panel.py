@@ -1,0 +1,105 @@
+"""The sidebar's "Import…" button: upload a ChatGPT export (``conversations.json`` or the
+``.zip``), a Claude Code session or a Codex rollout (``.jsonl``) and get a one-line summary.
+
+Thin over :mod:`core.importers`: :func:`import_upload` is a plain function (tested without a
+browser); :func:`add_import` places the button and wires it.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from core.errors import AnycodeError
+from core.importers import chatgpt, claude_code, codex
+from core.importers.base import ImportReport, import_sessions
+
+log = logging.getLogger(__name__)
+
+FILE_TYPES = [".json", ".zip", ".jsonl"]
+UNKNOWN_FORMAT = ("This file is not a ChatGPT export, a Claude Code session or a Codex rollout; "
+                  "nothing was imported.")
+
+
+def detect_format(path: str | os.PathLike[str]) -> str | None:
+    """``"chatgpt"``, ``"claude-code"``, ``"codex"`` or None, from the file's name and first
+    records (a ``.json``/``.zip`` is a ChatGPT export; a ``.jsonl`` is told apart by its fields:
+    Codex lines carry ``payload``/``session_meta``, Claude Code lines ``sessionId``/``parentUuid``)."""
+    name = os.fspath(path).lower()
+    if name.endswith((".json", ".zip")):
+        return "chatgpt"
+    try:
+        with open(path, "rb") as fh:
+            for _ in range(50):
+                raw = fh.readline()
+                if not raw:
+                    break
+                try:
+                    rec = json.loads(raw)
+                except ValueError:
+                    continue
+                if not isinstance(rec, dict):
+                    continue
+                if "payload" in rec or rec.get("type") == "session_meta" or "instructions" in rec:
+                    return "codex"
+                if "sessionId" in rec or "parentUuid" in rec or rec.get("type") == "summary":
+                    return "claude-code"
+    except OSError:
+        return None
+    return None
+
+
+def import_upload(ctx: Any, path: str | os.PathLike[str] | None, default_cwd: str) -> tuple[str, ImportReport | None]:
+    """Import the uploaded file at ``path`` into ``ctx.store``; return ``(one-sentence summary,
+    report)``. Conversations whose source names no project (ChatGPT) go to ``default_cwd``; the
+    uploaded copy is removed afterwards (it holds conversation text)."""
+    if not path:
+        return "No file was uploaded.", None
+    try:
+        kind = detect_format(path)
+        if kind is None:
+            return UNKNOWN_FORMAT, None
+        reader = {"chatgpt": chatgpt.read_export, "claude-code": claude_code.read_session,
+                  "codex": codex.read_rollout}[kind]
+        try:
+            report = import_sessions(ctx.store, reader(path), default_cwd=default_cwd)
+        except AnycodeError as err:
+            return f"The import stopped: {err}", None
+        if not (report.imported or report.skipped) and any(p.line == 0 for p in report.problems):
+            return f"Nothing was imported: {report.problems[0].reason}.", report
+        if not (report.imported or report.skipped or report.failed):
+            return "The file holds no conversation to import.", report
+        return report.summary(), report
+    finally:
+        try:
+            Path(path).unlink()
+        except OSError:
+            pass
+
+
+def add_import(ctx: Any, gr: Any, *, state: Any, search: Any, show_archived: Any, sessions: Any,
+               notify: Any) -> Any:
+    """Place the "Import…" upload button (call inside the sidebar) and wire it: after an import
+    the session list is refreshed and a toast gives the summary. Returns the button."""
+    from webui import handlers
+
+    button = gr.UploadButton("Import…", file_types=FILE_TYPES, file_count="single", size="sm",
+                             variant="secondary", elem_id="ac-import")
+
+    def on_upload(file, st, query, archived):
+        project = (st or {}).get("project") or ctx.project_key
+        try:
+            cwd = handlers.project_cwd(ctx, project)
+        except AnycodeError:
+            cwd = ctx.project_path
+        summary, report = import_upload(ctx, file, cwd)
+        notify(summary, "info" if report is not None and report.ok and report.imported else "warning")
+        return handlers.session_list_html(ctx, project, query=query or "", archived=bool(archived),
+                                          active=(st or {}).get("session"))
+
+    button.upload(on_upload, [button, state, search, show_archived], [sessions],
+                  api_visibility="private", show_progress="minimal")
+    return button
+
