@@ -32,6 +32,7 @@ from core.errors import (
     os_error_message,
 )
 from core.session.keys import SessionKey
+from core.session.subagents import export_entries, subagent_records
 from core.session.text import clean_text, is_blank
 from webui import render
 from webui.export import write_exports
@@ -388,8 +389,9 @@ def exports(ctx: Any, state: dict[str, Any]) -> tuple[Path | None, Path | None]:
     key = _key(state)
     try:
         session = ctx.manager.get(key)
-        entries = ctx.store.load(key) or []
-        return write_exports(ctx.export_dir, session, entries)
+        # Both files carry the sub-agent records of the session (core.session.subagents).
+        return write_exports(ctx.export_dir, session, export_entries(ctx.store, key),
+                             subagent_records(ctx.store, key))
     except (AnycodeError, OSError) as err:  # gone, database down, disk full: no download now
         log.warning("cannot prepare the exports of %s: %s", key.session_id, err)
         return None, None

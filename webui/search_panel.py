@@ -20,6 +20,7 @@ import time
 from typing import Any, Callable
 
 from core.errors import AnycodeError
+from core.session.text import clean_text
 from core.search import SearchHit, open_search
 from core.session.export import session_label
 from webui import handlers, render
@@ -128,7 +129,8 @@ def results_html(ctx: Any, project: str, query: str, *, all_projects: bool = Fal
                  limit: int = RESULT_LIMIT, now: float | None = None) -> str:
     """Search ``query`` in ``project`` (or every project) and render the panel; a store error
     becomes one sentence in the panel instead of an exception."""
-    if not (query or "").strip():
+    query = clean_text(query or "")  # a lone surrogate from the browser: not encodable for the index
+    if not query.strip():
         return ""
     try:
         hits = open_search(ctx.store).search(query, project_keys=None if all_projects else [project],
