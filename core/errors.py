@@ -62,6 +62,14 @@ class InvalidTitle(AnycodeError, ValueError):
     """A title is empty or whitespace only."""
 
 
+class InvalidMemory(AnycodeError, ValueError):
+    """A memory's text is empty, too long, or looks like a secret (never stored)."""
+
+
+class MemoryNotFound(AnycodeError, LookupError):
+    """No memory has this id (or id prefix) in the scopes searched, or the prefix is ambiguous."""
+
+
 class StoreUnavailable(AnycodeError):
     """A configured store cannot be used (missing optional dependency, unreachable database)."""
 

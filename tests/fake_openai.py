@@ -12,8 +12,14 @@ Endpoints (all under ``/v1`` like the real API)
     A valid one is answered with the next scripted reply, or, when the queue is empty, the auto
     reply. Requests whose first message is the title system prompt (it starts with
     ``"Generate a concise title"``) take replies from a separate *title* queue, so background
-    title requests never steal a reply meant for the chat. Compaction summary requests (first message
-    starts with ``"You are summarising the earlier part"``) likewise take the *summary* queue; their
+    title requests never steal a reply meant for the chat. Requests of a sub-agent (first message
+    the sub-agent system prompt: it starts with ``"You are a sub-agent of anycode"``) take replies
+    from the *subagent* queues: first a queue scripted for a task (``task="alpha"``: the sub-agent
+    whose task text contains ``alpha``), else the common sub-agent queue; so parallel sub-agents
+    each get their own script whatever order their requests arrive in.
+    Memory extraction requests (first message starts with ``"You maintain the long-term
+    memory"``) likewise take replies from a *memory* queue. Compaction summary requests (first
+    message starts with ``"You are summarising the earlier part"``) take the *summary* queue; their
     auto reply is ``"Summary: goals so far; last request: <the transcript's last user line>"``.
 ``GET /v1/models``
     ``{"object": "list", "data": [{"id": ..., "object": "model", ...}]}`` for ``FakeOpenAI.models``.
@@ -78,12 +84,17 @@ those paths answer 404 otherwise. Over-limit requests are logged with their stat
 
 Auto mode (queue empty): a chat request is answered with the streamed text
 ``"You said: <last user message>"``; a title request with ``"Chat: <first words of the first user
-message>"``. So a browser test can run the app against this server without scripting anything.
+message>"``; a memory request with ``{"add": [...], "remove": []}`` adding each sentence of the
+exchange's user message that starts with "Convention:" or "Remember that" (the JSON inside a
+```json fence, as real models often answer); a sub-agent request with ``"Sub-agent report: <first words of its task>"``. To call the
+``task`` tool, script a chat reply ``{"tool_calls": [{"name": "task", "arguments": {"description":
+"...", "prompt": "..."}}]}``. So a browser test can run the app against this server without scripting anything.
 
 Control API (for a server running as a subprocess)
 --------------------------------------------------
-``POST /_script``   body ``{"replies": [reply, ...], "kind": "chat" | "title" | "summary"}`` appends replies to a
-                    queue (``kind`` defaults to ``"chat"``); answers ``{"queued": n}``.
+``POST /_script``   body ``{"replies": [reply, ...], "kind": "chat" | "title" | "subagent" | "memory" | "summary",
+                    "task": "alpha"}`` appends replies to a queue (``kind`` defaults to ``"chat"``; ``task``
+                    only for sub-agents, optional); answers ``{"queued": n}``.
 ``GET /_requests``  every request received so far: ``[{"path", "body", "status", "error"}]``.
 ``POST /_reset``    empties the queues and the request log (keeps ``--api-key``).
 ``GET /_health``    ``{"ok": true}``.
@@ -102,6 +113,7 @@ import asyncio
 import collections
 import json
 import logging
+import re
 import socket
 import sys
 import threading
@@ -119,7 +131,9 @@ from starlette.routing import Route
 log = logging.getLogger(__name__)
 
 TITLE_PROMPT_PREFIX = "Generate a concise title"
-SUMMARY_PROMPT_PREFIX = "You are summarising the earlier part"
+SUBAGENT_PROMPT_PREFIX = "You are a sub-agent of anycode"  # core.agent.prompts.SUBAGENT_PROMPT_START
+MEMORY_PROMPT_PREFIX = "You maintain the long-term memory"
+SUMMARY_PROMPT_PREFIX = "You are summarising the earlier part"  # core.agent.compaction.SUMMARY_PROMPT
 
 # Top-level request parameters of POST /v1/chat/completions (the real API rejects any other key
 # with "Unrecognized request argument supplied").
@@ -330,8 +344,11 @@ class FakeOpenAI:
         self.requests: list[dict] = []
         # Bumped by clear(): a slow request from an earlier test must not land in this test's log.
         self._generation = 0
+        # "subagent:<text>" queues serve the sub-agent whose task contains <text>.
         self._queues: dict[str, collections.deque] = {"chat": collections.deque(), "title": collections.deque(),
-                                                     "summary": collections.deque()}
+                                                      "subagent": collections.deque(),
+                                                      "memory": collections.deque(),
+                                                      "summary": collections.deque()}
         self._lock = threading.Lock()
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -358,16 +375,21 @@ class FakeOpenAI:
 
         return openai.OpenAI(api_key=api_key, base_url=self.base_url, timeout=timeout, max_retries=max_retries)
 
-    def push(self, *replies: dict, kind: str = "chat") -> None:
-        """Queue replies (see the module docstring for their shape) for chat or title requests."""
-        if kind not in self._queues:
-            raise ValueError(f"kind must be 'chat', 'title' or 'summary', not {kind!r}")
+    def push(self, *replies: dict, kind: str = "chat", task: str | None = None) -> None:
+        """Queue replies (see the module docstring for their shape) for chat, title, memory, summary or
+        sub-agent requests; ``task`` (sub-agents only): for the sub-agent whose task text contains it."""
+        kinds = ("chat", "title", "memory", "subagent", "summary")
+        if kind not in kinds or (task is not None and (kind != "subagent" or not task)):
+            raise ValueError(f"kind must be one of {kinds} (task only for sub-agents), not {kind!r}")
+        name = f"subagent:{task}" if task else kind
         with self._lock:
-            self._queues[kind].extend(replies)
+            self._queues.setdefault(name, collections.deque()).extend(replies)
 
     def clear(self) -> None:
         """Forget queued replies and logged requests (what ``POST /_reset`` does)."""
         with self._lock:
+            for name in [n for n in self._queues if n.startswith("subagent:")]:
+                del self._queues[name]
             for q in self._queues.values():
                 q.clear()
             self.requests.clear()
@@ -385,7 +407,7 @@ class FakeOpenAI:
         self.models = ["gpt-4o-mini", "fake-large"]
 
     def chat_requests(self, kind: str | None = "chat") -> list[dict]:
-        """Bodies of accepted chat completion requests; ``kind`` "chat", "title" or None for both."""
+        """Bodies of accepted chat completion requests; ``kind`` "chat", "title", "memory" or None for all."""
         with self._lock:
             out = [r["body"] for r in self.requests
                    if r["path"] == "/v1/chat/completions" and r["status"] == 200]
@@ -398,10 +420,10 @@ class FakeOpenAI:
         with self._lock:
             return [r for r in self.requests if r["status"] == 400]
 
-    def pending(self, kind: str = "chat") -> int:
-        """How many scripted replies of ``kind`` are still queued."""
+    def pending(self, kind: str = "chat", task: str | None = None) -> int:
+        """How many scripted replies of ``kind`` (and ``task``, see :meth:`push`) are still queued."""
         with self._lock:
-            return len(self._queues[kind])
+            return len(self._queues.get(f"subagent:{task}" if task else kind, ()))
 
     def start(self) -> "FakeOpenAI":
         config = uvicorn.Config(self.app, host=self.host, port=self.port, log_level="warning",
@@ -430,9 +452,22 @@ class FakeOpenAI:
         first = msgs[0] if msgs and isinstance(msgs[0], dict) else {}
         if first.get("role") == "system" and _text_of(first.get("content")).startswith(TITLE_PROMPT_PREFIX):
             return "title"
+        if first.get("role") == "system" and _text_of(first.get("content")).startswith(SUBAGENT_PROMPT_PREFIX):
+            return "subagent"
+        if first.get("role") == "system" and _text_of(first.get("content")).startswith(MEMORY_PROMPT_PREFIX):
+            return "memory"
         if first.get("role") == "system" and _text_of(first.get("content")).startswith(SUMMARY_PROMPT_PREFIX):
             return "summary"
         return "chat"
+
+    def _next_reply(self, body: dict, kind: str) -> dict | None:
+        with self._lock:
+            if kind == "subagent":
+                task = next((_text_of(m.get("content")) for m in body["messages"] if m.get("role") == "user"), "")
+                for name, q in self._queues.items():
+                    if name.startswith("subagent:") and q and name[len("subagent:"):] in task:
+                        return q.popleft()
+            return self._queues[kind].popleft() if self._queues[kind] else None
 
     def _log(self, path: str, body: Any, status: int, error: str | None = None,
              generation: int | None = None) -> None:
@@ -512,8 +547,7 @@ class FakeOpenAI:
         if over is not None:
             return over
         kind = self._kind(body)
-        with self._lock:
-            reply = self._queues[kind].popleft() if self._queues[kind] else None
+        reply = self._next_reply(body, kind)
         if reply is None:
             reply = self._auto_reply(body, kind)
         if reply.get("wait"):
@@ -603,7 +637,16 @@ class FakeOpenAI:
             first_user = next((_text_of(m.get("content")) for m in messages if m.get("role") == "user"), "")
             words = first_user.split()[:5]
             return {"text": "Chat: " + " ".join(words) if words else "Chat"}
+        if kind == "subagent":
+            task = next((_text_of(m.get("content")) for m in messages if m.get("role") == "user"), "")
+            return {"text": "Sub-agent report: " + " ".join(task.split()[:8])}
         last_user = next((_text_of(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
+        if kind == "memory":
+            exchange = last_user.split("Latest exchange:", 1)[-1]
+            said = " ".join(line[len("USER: "):] for line in exchange.splitlines() if line.startswith("USER: "))
+            facts = [p.strip() for p in re.split(r"(?<=[.!?])\s+", said)
+                     if p.strip().lower().startswith(("convention:", "remember that"))]
+            return {"text": "```json\n" + json.dumps({"add": facts, "remove": []}) + "\n```"}
         return {"text": f"You said: {last_user}"}
 
     @staticmethod
@@ -723,10 +766,15 @@ class FakeOpenAI:
         data = await request.json()
         replies = data.get("replies", [])
         kind = data.get("kind", "chat")
-        if not isinstance(replies, list) or kind not in self._queues:
-            return JSONResponse({"error": "body must be {'replies': [...], 'kind': 'chat'|'title'}"}, status_code=400)
-        self.push(*replies, kind=kind)
-        return JSONResponse({"queued": self.pending(kind)})
+        task = data.get("task")
+        if not isinstance(replies, list) or not isinstance(task, (str, type(None))):
+            return JSONResponse({"error": "body must be {'replies': [...], 'kind': 'chat'|'title'|'memory'|'subagent'}"},
+                                status_code=400)
+        try:
+            self.push(*replies, kind=kind, task=task)
+        except ValueError as err:
+            return JSONResponse({"error": str(err)}, status_code=400)
+        return JSONResponse({"queued": self.pending(kind, task)})
 
     async def _requests(self, request: Request):
         with self._lock:

@@ -125,3 +125,21 @@ class TestSearchInBrowser:
         box.fill("完成")
         expect(results.locator(".ac-hit-row")).to_have_count(1)
         expect(results.locator("mark")).to_have_text("完成")
+
+
+class TestWarmUp:
+    """The first search after start waiting for a whole first build."""
+
+    def test_warm_up_indexes_every_project_in_the_background(self, ctx, tmp_path):
+        (tmp_path / "a").mkdir()
+        (tmp_path / "b").mkdir()
+        keys = []
+        for folder in ("a", "b"):
+            s = ctx.manager.create(tmp_path / folder)
+            ctx.manager.add_messages(s.key, [{"role": "user", "content": f"warm {folder}"}])
+            keys.append(s.key)
+        thread = search_panel.warm_up(ctx)
+        thread.join(timeout=30)
+        index = search_panel.open_search(ctx.store)
+        assert index.update() == 0  # nothing left to do
+        assert {h.session_id for h in index.search("warm")} == {k.session_id for k in keys}

@@ -81,8 +81,11 @@ class AgentRun:
     def __init__(self, messages: list[dict], *, client: openai.OpenAI, model: str,
                  tools: list[dict] | None, max_iterations: int = 20,
                  cancel: threading.Event | None = None, workspace: Workspace | None = None,
-                 context: Any = None):
+                 tool_handlers: dict | None = None, context: Any = None):
         self.messages = list(messages)
+        # Tools bound to the session rather than the workspace (e.g. ``remember``): name ->
+        # handler(raw_arguments) -> (result text, is_error).
+        self.tool_handlers = dict(tool_handlers or {})
         # Optional window keeper (core.agent.compaction.ContextGuard): ``view(messages)`` is what
         # is sent, ``before_request(messages)`` may compact first and yields its events.
         self.context = context
@@ -246,10 +249,7 @@ class AgentRun:
                     result, is_error = interrupted_result(cid)["content"], True
                 else:
                     yield ToolCallStarted(cid, name, args)
-                    if self.workspace is None:
-                        result, is_error = "Error: no workspace is open, so tools cannot run.", True
-                    else:
-                        result, is_error = run_tool(self.workspace, name, args)
+                    result, is_error = yield from self._call_tool(cid, name, args)
                     result = sanitize_text(result)
                 self._results.append({"role": "tool", "tool_call_id": cid, "content": result})
                 yield ToolCallFinished(cid, name, result, is_error)
@@ -257,6 +257,16 @@ class AgentRun:
             if self.cancelled:
                 return
         log.warning("agent loop stopped after %d iterations with tool calls still pending", self.max_iterations)
+
+    def _call_tool(self, cid: str, name: str, args: str) -> Iterator[AgentEvent]:
+        """Run one tool call; returns ``(result, is_error)``. A generator so that a tool running a
+        while can report progress as events (core.agent.subagents: the ``task`` tool)."""
+        if name in self.tool_handlers:
+            return self.tool_handlers[name](args)
+        if self.workspace is None:
+            return "Error: no workspace is open, so tools cannot run.", True
+        return run_tool(self.workspace, name, args)
+        yield  # noqa -- unreachable: makes this a generator
 
 
 def agent_loop_stream(messages: list[dict], *, client: openai.OpenAI, model: str, tools: list[dict] | None,

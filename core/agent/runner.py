@@ -16,8 +16,11 @@ from typing import Callable
 import openai
 
 from core.agent.compaction import CompactionEvent, CompactionFinished, make_guard, overflow_of
-from core.agent.loop import AgentEvent, AgentRun, RoundCompleted
+from core.agent.loop import AgentEvent, RoundCompleted
+from core.agent.memory_job import REMEMBER_SPEC, SessionMemory
+from core.agent.subagents import TaskAgentRun, default_tools
 from core.agent.persist import store_messages
+from core.memory.context import session_context
 from core.agent.config import NOT_CONFIGURED_MESSAGE
 from core.errors import ModelContextExceeded, ModelError, ModelNotConfigured, SessionConflict
 from core.session.keys import SessionKey
@@ -28,7 +31,7 @@ from core.agent.prompts import system_prompt
 from core.agent.repair import closing_results, sanitize_text
 from core.session.store import SessionStore
 from core.agent.titles import start_title_generation
-from core.agent.tools import TOOL_SPECS, ToolError, Workspace
+from core.agent.tools import ToolError, Workspace
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +53,16 @@ class TitleStarted:
     thread: threading.Thread
 
 
-RunnerEvent = AgentEvent | CompactionEvent | UserMessageSaved | TitleStarted
+@dataclass
+class MemoryStarted:
+    """The memory extraction job runs in the background (``thread.join(timeout)`` waits for it).
+
+    Yielded after the final RoundCompleted (before TitleStarted) in ``auto`` memory mode."""
+
+    thread: threading.Thread
+
+
+RunnerEvent = AgentEvent | CompactionEvent | UserMessageSaved | TitleStarted | MemoryStarted
 
 
 def _open_workspace(cwd: str | None) -> Workspace | None:
@@ -82,14 +94,18 @@ def run_session_stream(
     """Run one user turn on the stored session ``key``, yielding events as they happen.
 
     Order: a system message first if the session has no messages (instructions + workspace
-    path); "interrupted" tool results for calls left dangling at the tail (appended, never
+    path + the user's and project's memories + AGENTS.md/CLAUDE.md, see core.memory.context;
+    a resumed session keeps the system message it was saved with); "interrupted" tool results for calls left dangling at the tail (appended, never
     rewritten); then the user message — all in ONE append, checked against ``expected_count``
     (the message count the caller loaded; SessionConflict if someone appended since) — then
     ``UserMessageSaved``. Then the agent loop's events (see core.agent.loop); each RoundCompleted is
-    stored before it is yielded. Last, if the session has no title yet, ``TitleStarted``.
+    stored before it is yielded. Then, in ``auto`` memory mode, ``MemoryStarted`` (the memory
+    extraction job, core.agent.memory_job). Last, if the session has no title yet, ``TitleStarted``.
+    Unless ``ANYCODE_MEMORY=off``, the model also gets the ``remember`` tool.
 
     ``user_input`` None re-runs the model on the stored history (a retry after an error) without
-    adding a message. ``tools`` defaults to TOOL_SPECS and ``workspace`` to the session's cwd.
+    adding a message. ``tools`` defaults to TOOL_SPECS plus the ``task`` tool (sub-agents,
+    :mod:`core.agent.subagents`) and ``workspace`` to the session's cwd.
     ``title_client``/``title_model`` default to ``client``/``model``; ``on_title(title, source,
     applied)`` is called from the title thread.
 
@@ -106,9 +122,14 @@ def run_session_stream(
     if workspace is None:
         workspace = _open_workspace(session.cwd)
 
+    # Memory (issue 14): read into a NEW session's system prompt only (a resumed session keeps the
+    # prompt it was saved with), written by a job after the exchange, and the `remember` tool.
+    memory = SessionMemory.open(store, key.project_key, key.session_id)
     prefix: list[dict] = []
     if not messages:
-        prefix.append({"role": "system", "content": system_prompt(workspace.root if workspace else session.cwd or "")})
+        root = workspace.root if workspace else session.cwd or ""
+        context = (memory.context(root) if memory else session_context([], root)).text
+        prefix.append({"role": "system", "content": system_prompt(root) + (f"\n\n{context}" if context else "")})
     prefix += closing_results(messages)
     if user_input is not None:
         prefix.append({"role": "user", "content": sanitize_text(user_input)})
@@ -119,19 +140,27 @@ def run_session_stream(
     else:
         count = len(messages)
     messages += prefix
+    if memory is not None:
+        memory.message_index = len(messages) - 1
     if user_input is not None:
         yield UserMessageSaved(count)
     if client is None:
         raise ModelNotConfigured(NOT_CONFIGURED_MESSAGE)
 
-    guard = make_guard(session, client=client, model=model, tools=TOOL_SPECS if tools is None else tools,
-                       cancel=cancel, append=lambda entry, count: manager.add_compaction(key, entry, count))
+    tools = default_tools() if tools is None else tools
+    handlers = None
+    if memory is not None and key.subpath is None:
+        tools, handlers = [*tools, REMEMBER_SPEC], memory.tool_handlers()
+    # Issue 9: keeps every request inside the model's window (compacts first when needed).
+    guard = make_guard(session, client=client, model=model, tools=tools, cancel=cancel,
+                       append=lambda entry, count: manager.add_compaction(key, entry, count))
     rounds = 0
     recovered = False
     while True:
-        run = AgentRun(messages, client=client, model=model, tools=TOOL_SPECS if tools is None else tools,
-                       max_iterations=max_iterations - rounds, cancel=cancel, workspace=workspace,
-                       context=guard)
+        # TaskAgentRun: `task` calls run sub-agents recorded under this session (core.agent.subagents).
+        run = TaskAgentRun(messages, key=key, store=store, client=client, model=model, tools=tools,
+                           max_iterations=max_iterations - rounds, cancel=cancel, workspace=workspace,
+                           tool_handlers=handlers, context=guard)
         try:
             for event in run.events():
                 if isinstance(event, RoundCompleted):
@@ -169,13 +198,17 @@ def run_session_stream(
             _keep_partial(run, manager, key, messages, original)
             raise
 
+    if rounds and memory is not None and key.subpath is None and not run.cancelled:
+        job = memory.start_extraction(messages, client=title_client or client, model=title_model or model)
+        if job is not None:
+            yield MemoryStarted(job)
     if rounds and session.title_source is None:
         thread = start_title_generation(manager, key, messages, client=title_client or client,
                                         model=title_model or model, on_done=on_title)
         yield TitleStarted(thread)
 
 
-def _keep_partial(run: AgentRun, manager: SessionManager, key: SessionKey, messages: list[dict],
+def _keep_partial(run: TaskAgentRun, manager: SessionManager, key: SessionKey, messages: list[dict],
                   original: BaseException) -> None:
     """Store the round in flight (the partial text the user saw, closed tool calls) after ``original``
     stopped the run; a failure to store is attached to ``original`` (``unsaved``/``saved_count``)."""
@@ -199,13 +232,17 @@ def run_session(
     client: openai.OpenAI | None,
     model: str,
     wait_for_title: float | None = None,
+    wait_for_memory: float | None = None,
     **kwargs,
 ) -> Session:
     """Non-streaming :func:`run_session_stream` (same arguments and errors); the session after it.
 
-    ``wait_for_title``: seconds to wait for the background title (None: don't wait).
+    ``wait_for_title`` / ``wait_for_memory``: seconds to wait for the background title / memory
+    extraction (None: don't wait).
     """
     for event in run_session_stream(key, store, user_input, client=client, model=model, **kwargs):
         if isinstance(event, TitleStarted) and wait_for_title is not None:
             event.thread.join(wait_for_title)
+        if isinstance(event, MemoryStarted) and wait_for_memory is not None:
+            event.thread.join(wait_for_memory)
     return SessionManager(store).get(key)

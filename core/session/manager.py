@@ -20,6 +20,7 @@ from core.errors import AmbiguousSessionId, InvalidTitle, SessionNotFound
 from core.session.keys import SessionKey, new_session_id, normalize_path, project_key
 from core.session.models import ProjectInfo, Session, SessionMeta
 from core.session.store import SessionStore
+from core.session.subagents import records_for_calls, subagent_records, tool_call_ids
 from core.session.text import is_blank
 
 log = logging.getLogger(__name__)
@@ -201,7 +202,9 @@ class SessionManager:
         A compaction entry placed within the copied messages (a cut at or after the compaction
         point) is copied too, so the fork's model view matches; one placed later is not.
         The original is not touched. The fork's header records ``forked_from`` =
-        ``{"session_id", "message_index"}``; its title is the original's plus " (branch)".
+        ``{"session_id", "message_index"}``; its title is the original's plus " (branch)". The
+        sub-agent records of the task calls inside the copied messages are copied along (same
+        subpaths), none of later calls.
         Raises :class:`SessionNotFound`, ``IndexError`` for an index outside the messages."""
         entries = self.store.load(key)
         if entries is None:
@@ -230,10 +233,35 @@ class SessionManager:
         if original.title:
             base = original.title[: MAX_TITLE_CHARS - len(BRANCH_SUFFIX)]
             new_entries.append(title_entry(base + BRANCH_SUFFIX, original.title_source or "user", ts=now))
+        # The sub-agent records of the task calls inside the copied prefix go along (none after
+        # it), written before the fork itself so a fork that lists is complete.
+        self._copy_subagent_records(key, new_key, messages_of(copied))
         # Whole or absent: a fork killed mid-write never lists as a short session.
-        self.store.create_whole(new_key, new_entries)
+        try:
+            self.store.create_whole(new_key, new_entries)
+        except BaseException:
+            self._remove_quietly(new_key)
+            raise
         log.info("forked %s at message %d into %s", key.session_id, message_index, new_key.session_id)
         return session_from_entries(new_key, new_entries)
+
+    def _copy_subagent_records(self, key: SessionKey, new_key: SessionKey, messages: list[dict[str, Any]]) -> None:
+        records = records_for_calls(subagent_records(self.store, key), tool_call_ids(messages))
+        try:
+            for rec in records:
+                self.store.create_whole(SessionKey(new_key.project_key, new_key.session_id, rec.key.subpath),
+                                        rec.entries)
+        except BaseException:
+            self._remove_quietly(new_key)
+            raise
+
+    def _remove_quietly(self, key: SessionKey) -> None:
+        """Remove what a failed fork wrote under ``key`` (its sub-agent records); never raises."""
+        for sub in getattr(self.store, "list_subpaths", lambda k: [])(key):
+            try:
+                self.store.remove(SessionKey(key.project_key, key.session_id, sub))
+            except Exception:  # noqa: BLE001 -- the original failure matters more
+                log.exception("could not remove %s/%s", key.session_id, sub)
 
     # --- lifecycle --------------------------------------------------------------------------
 
