@@ -20,7 +20,7 @@ from typing import Any
 import gradio as gr
 
 from core.errors import AnycodeError, SessionNotFound
-from webui import handlers, import_panel, render, search_panel
+from webui import handlers, import_panel, memory_panel, render, search_panel
 from webui.context import WebContext
 from webui.handlers import SessionView
 
@@ -148,6 +148,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                 mirror_line = (gr.HTML("", elem_id="ac-mirror")
                                if handlers.has_mirror(ctx) else None)
                 import_foot = gr.Column(elem_id="ac-import-foot")
+                memory_foot = gr.Column(elem_id="ac-memory-foot")  # the Memory button (memory_panel)
 
         with gr.Column(elem_id="ac-main"):
             with gr.Row(elem_id="ac-topbar", equal_height=True):
@@ -171,6 +172,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                 cancel_btn = gr.Button("Cancel", size="sm", elem_id="ac-cancel-delete",
                                        scale=0, min_width=90)
             banner = gr.Markdown(visible=False, elem_id="ac-banner")
+            memory_slot = gr.Column(visible=False, elem_id="ac-memory")  # the Memory panel (memory_panel)
             # A stored user message without an answer (the app was killed mid-reply, or the
             # model failed): say so and offer to answer it again.
             with gr.Row(visible=False, elem_id="ac-noreply", equal_height=True) as noreply_row:
@@ -502,6 +504,11 @@ def build_app(ctx: WebContext) -> gr.Blocks:
         with import_foot:
             import_panel.add_import(ctx, gr, state=state, search=search, show_archived=show_archived,
                                     sessions=sessions, notify=_notify)
+
+        # --- memory (issue 14): the panel, the "Memory updated" toast --------------------------------
+        memory_panel.add_memory_panel(ctx, gr, button_slot=memory_foot, panel_slot=memory_slot, state=state,
+                                      search=search, show_archived=show_archived, tab=tab, show=show,
+                                      switching=switching, switch=switch, idle_box=idle_box, notify=_notify)
 
         # --- mirror state (a MirroredSessionStore only) ------------------------------------------
         if mirror_line is not None:
