@@ -26,6 +26,9 @@ from core.agent.repair import closing_results, sanitize_text
 from core.session.store import SessionStore
 from core.agent.titles import start_title_generation
 from core.agent.tools import TOOL_SPECS, ToolError, Workspace
+from core.agent import approval as approvals
+from core.agent.workspace import check_workspace
+from core.session.entries import message_entry
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +78,7 @@ def run_session_stream(
     title_model: str | None = None,
     max_iterations: int = 20,
     on_title: Callable[[str, str, bool], None] | None = None,
+    approval: approvals.ApprovalPolicy | None = None,
 ) -> Iterator[RunnerEvent]:
     """Run one user turn on the stored session ``key``, yielding events as they happen.
 
@@ -86,7 +90,13 @@ def run_session_stream(
     stored before it is yielded. Last, if the session has no title yet, ``TitleStarted``.
 
     ``user_input`` None re-runs the model on the stored history (a retry after an error) without
-    adding a message. ``tools`` defaults to TOOL_SPECS and ``workspace`` to the session's cwd.
+    adding a message; when the turn was paused on an approval it resumes it (the paused call runs
+    if ``approval`` holds the user's "allow" for it, gets a denied result on "deny", or pauses
+    again). ``tools`` defaults to TOOL_SPECS; ``workspace`` to the session's project folder when
+    :func:`core.agent.workspace.check_workspace` accepts it (else the tools are off and say why).
+    ``approval`` (default ``ApprovalPolicy.from_env()``): side-effect tools pause the turn on an
+    approval request stored with the round (see :mod:`core.agent.approval`). A new message while
+    an approval waits denies it.
     ``title_client``/``title_model`` default to ``client``/``model``; ``on_title(title, source,
     applied)`` is called from the title thread.
 
@@ -100,17 +110,34 @@ def run_session_stream(
     manager = SessionManager(store)
     session = manager.get(key)
     messages = list(session.messages)
+    workspace_problem = None
     if workspace is None:
-        workspace = _open_workspace(session.cwd)
+        checked = check_workspace(key, session.cwd)
+        workspace, workspace_problem = checked.workspace, checked.problem
+        if workspace_problem:
+            log.warning("session %s: %s", key.session_id, workspace_problem)
 
     prefix: list[dict] = []
+    prefix_entries: list[dict] = []  # approval answers stored with the prefix
     if not messages:
         prefix.append({"role": "system", "content": system_prompt(workspace.root if workspace else session.cwd or "")})
-    prefix += closing_results(messages)
+    state = approvals.ApprovalState.from_entries(store.load(key) or [])
+    waiting = {p.call_id for p in state.pending()}
+    closing = closing_results(messages)
+    if user_input is None and any(r["tool_call_id"] in state.requests for r in closing):
+        closing = []  # a turn paused on an approval: the loop resumes it
+    elif waiting and closing:
+        # A new message instead of an answer: the waiting calls are denied, the rest closed.
+        prefix_entries = approvals.closing_denials(messages, state, approvals.NEW_MESSAGE_REASON, closing)
+        closing = [e["message"] for e in prefix_entries if e.get("type") == "message"]
+        prefix_entries = [e for e in prefix_entries if e.get("type") != "message"]
+        waiting = set()
+    prefix += closing
     if user_input is not None:
         prefix.append({"role": "user", "content": sanitize_text(user_input)})
     if prefix:
-        count = manager.add_messages(key, prefix, expected_count=expected_count)
+        count = store.append(key, [*prefix_entries, *(message_entry(m) for m in prefix)],
+                             expected_count=expected_count)
     elif expected_count is not None and expected_count != len(messages):
         raise SessionConflict(expected_count, len(messages))
     else:
@@ -122,7 +149,8 @@ def run_session_stream(
         raise ModelNotConfigured(NOT_CONFIGURED_MESSAGE)
 
     run = AgentRun(messages, client=client, model=model, tools=TOOL_SPECS if tools is None else tools,
-                   max_iterations=max_iterations, cancel=cancel, workspace=workspace)
+                   max_iterations=max_iterations, cancel=cancel, workspace=workspace,
+                   gate=approvals.ApprovalGate(approval), workspace_problem=workspace_problem)
     rounds = 0
     try:
         for event in run.events():
@@ -130,7 +158,16 @@ def run_session_stream(
                 # The first round is checked too: a retry (no prefix) or a reply racing another
                 # tab's must not land after someone else's answer (SessionConflict instead).
                 first = len(messages) if rounds == 0 and expected_count is not None else None
-                manager.add_messages(key, event.messages, expected_count=first, end=event.end)
+                if event.pending is not None:
+                    # The round so far and the approval request, in one append (a restart shows it).
+                    entries = [message_entry(m, end=event.end if i == 0 else None)
+                               for i, m in enumerate(event.messages)]
+                    if event.pending.call_id not in waiting:
+                        entries.append(event.pending.entry())
+                    if entries:
+                        store.append(key, entries, expected_count=first)
+                else:
+                    manager.add_messages(key, event.messages, expected_count=first, end=event.end)
                 messages.extend(event.messages)
                 rounds += 1
             yield event
