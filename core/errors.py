@@ -114,3 +114,46 @@ class ModelEmptyReply(ModelError):
     def __init__(self, message: str, end: str = "complete"):
         super().__init__(message)
         self.end = end
+
+
+# --- operating-system failures (disk full, permissions, bad paths) ------------------------------
+
+_DISK_FULL_ERRNOS = {28, 122}  # ENOSPC, EDQUOT (Linux): no space left, quota exceeded
+
+
+def is_disk_full(err: BaseException) -> bool:
+    """True when ``err`` is an ``OSError`` saying the disk (or the user's quota) is full."""
+    return isinstance(err, OSError) and err.errno in _DISK_FULL_ERRNOS
+
+
+def os_error_message(err: OSError, path: str | None = None) -> str:
+    """What went wrong, as the start of one user-facing sentence without a final period, e.g.
+    ``"The disk is full"`` or ``"The folder /x does not exist"``; callers add what it means
+    (``": nothing was saved."``). ``path``: the file the user named, when ``err`` does not carry
+    it (``err.filename`` wins). Covers the errors a write can meet (POSIX errno names)."""
+    import errno as e
+
+    where = err.filename if isinstance(getattr(err, "filename", None), str) else path
+    shown = f" {where}" if where else ""
+    code = err.errno
+    if code in _DISK_FULL_ERRNOS:
+        return "The disk is full"
+    if code == e.EFBIG:
+        return "The file size limit was reached"
+    if code in (e.EACCES, e.EPERM):
+        return f"There is no permission to write{shown or ' there'}"
+    if code == e.EROFS:
+        return f"The filesystem of{shown or ' this path'} is read-only"
+    if code == e.ENOENT:
+        import os
+
+        folder = os.path.dirname(where) if where else ""
+        return f"The folder {folder} does not exist" if folder else f"The path{shown} does not exist"
+    if code == e.EISDIR:
+        return f"{where} is a folder, not a file" if where else "The path is a folder, not a file"
+    if code == e.ENOTDIR:
+        return f"A part of the path{shown} is not a folder"
+    if code == e.ENAMETOOLONG:
+        return f"The file name{shown[:120]} is too long"
+    reason = err.strerror or type(err).__name__
+    return f"{reason}{f' ({where})' if where else ''}"

@@ -4,6 +4,9 @@
   ``anycode`` (e.g. ``~/.local/share/anycode`` on Linux). Never inside the user's project.
 - ``ANYCODE_CLEANUP_DAYS``: sessions with no activity for this many days are deleted at start
   (default 30, as Claude Code's ``cleanupPeriodDays``); 0 or less disables cleanup.
+- ``ANYCODE_ARCHIVE_DAYS``: sessions with no activity for this many days are archived at start
+  (the design article's "超过 N 天未活跃" rule); default off (unset, 0 or less), so nothing moves
+  out of the list unless asked. Archived sessions are kept by cleanup.
 - ``ANYCODE_FSYNC``: ``0``/``false``/``no``/``off`` turns off the fsync after each append
   (faster on slow disks, at the price of losing the last rounds on power loss; a killed
   process loses nothing either way, the kernel still has the data).
@@ -43,6 +46,19 @@ def cleanup_days() -> float:
     except ValueError:
         log.warning("ANYCODE_CLEANUP_DAYS=%r is not a number; using %d", raw, DEFAULT_CLEANUP_DAYS)
         return float(DEFAULT_CLEANUP_DAYS)
+
+
+def archive_days() -> float:
+    """Return ``$ANYCODE_ARCHIVE_DAYS`` (days, may be fractional); 0 (off) when unset or unparsable
+    (logged): a typo never archives anything."""
+    raw = os.environ.get("ANYCODE_ARCHIVE_DAYS", "").strip()
+    if not raw:
+        return 0.0
+    try:
+        return float(raw)
+    except ValueError:
+        log.warning("ANYCODE_ARCHIVE_DAYS=%r is not a number; auto-archive stays off", raw)
+        return 0.0
 
 
 def fsync_enabled() -> bool:

@@ -12,7 +12,11 @@ Endpoints (all under ``/v1`` like the real API)
     A valid one is answered with the next scripted reply, or, when the queue is empty, the auto
     reply. Requests whose first message is the title system prompt (it starts with
     ``"Generate a concise title"``) take replies from a separate *title* queue, so background
-    title requests never steal a reply meant for the chat.
+    title requests never steal a reply meant for the chat. Requests of a sub-agent (first message
+    the sub-agent system prompt: it starts with ``"You are a sub-agent of anycode"``) take replies
+    from the *subagent* queues: first a queue scripted for a task (``task="alpha"``: the sub-agent
+    whose task text contains ``alpha``), else the common sub-agent queue; so parallel sub-agents
+    each get their own script whatever order their requests arrive in.
 ``GET /v1/models``
     ``{"object": "list", "data": [{"id": ..., "object": "model", ...}]}`` for ``FakeOpenAI.models``.
 
@@ -57,12 +61,15 @@ reply side:
 
 Auto mode (queue empty): a chat request is answered with the streamed text
 ``"You said: <last user message>"``; a title request with ``"Chat: <first words of the first user
-message>"``. So a browser test can run the app against this server without scripting anything.
+message>"``; a sub-agent request with ``"Sub-agent report: <first words of its task>"``. To call the
+``task`` tool, script a chat reply ``{"tool_calls": [{"name": "task", "arguments": {"description":
+"...", "prompt": "..."}}]}``. So a browser test can run the app against this server without scripting anything.
 
 Control API (for a server running as a subprocess)
 --------------------------------------------------
-``POST /_script``   body ``{"replies": [reply, ...], "kind": "chat" | "title"}`` appends replies to a
-                    queue (``kind`` defaults to ``"chat"``); answers ``{"queued": n}``.
+``POST /_script``   body ``{"replies": [reply, ...], "kind": "chat" | "title" | "subagent", "task": "alpha"}``
+                    appends replies to a queue (``kind`` defaults to ``"chat"``; ``task`` only for
+                    sub-agents, optional); answers ``{"queued": n}``.
 ``GET /_requests``  every request received so far: ``[{"path", "body", "status", "error"}]``.
 ``POST /_reset``    empties the queues and the request log (keeps ``--api-key``).
 ``GET /_health``    ``{"ok": true}``.
@@ -98,6 +105,7 @@ from starlette.routing import Route
 log = logging.getLogger(__name__)
 
 TITLE_PROMPT_PREFIX = "Generate a concise title"
+SUBAGENT_PROMPT_PREFIX = "You are a sub-agent of anycode"  # core.agent.prompts.SUBAGENT_PROMPT_START
 
 # Top-level request parameters of POST /v1/chat/completions (the real API rejects any other key
 # with "Unrecognized request argument supplied").
@@ -305,7 +313,9 @@ class FakeOpenAI:
         self.requests: list[dict] = []
         # Bumped by clear(): a slow request from an earlier test must not land in this test's log.
         self._generation = 0
-        self._queues: dict[str, collections.deque] = {"chat": collections.deque(), "title": collections.deque()}
+        # "subagent:<text>" queues serve the sub-agent whose task contains <text>.
+        self._queues: dict[str, collections.deque] = {"chat": collections.deque(), "title": collections.deque(),
+                                                      "subagent": collections.deque()}
         self._lock = threading.Lock()
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -329,16 +339,20 @@ class FakeOpenAI:
 
         return openai.OpenAI(api_key=api_key, base_url=self.base_url, timeout=timeout, max_retries=max_retries)
 
-    def push(self, *replies: dict, kind: str = "chat") -> None:
-        """Queue replies (see the module docstring for their shape) for chat or title requests."""
-        if kind not in self._queues:
-            raise ValueError(f"kind must be 'chat' or 'title', not {kind!r}")
+    def push(self, *replies: dict, kind: str = "chat", task: str | None = None) -> None:
+        """Queue replies (see the module docstring for their shape) for chat, title or sub-agent
+        requests; ``task`` (sub-agents only): for the sub-agent whose task text contains it."""
+        if kind not in ("chat", "title", "subagent") or (task is not None and (kind != "subagent" or not task)):
+            raise ValueError(f"kind must be 'chat', 'title' or 'subagent' (task only for sub-agents), not {kind!r}")
+        name = f"subagent:{task}" if task else kind
         with self._lock:
-            self._queues[kind].extend(replies)
+            self._queues.setdefault(name, collections.deque()).extend(replies)
 
     def clear(self) -> None:
         """Forget queued replies and logged requests (what ``POST /_reset`` does)."""
         with self._lock:
+            for name in [n for n in self._queues if n.startswith("subagent:")]:
+                del self._queues[name]
             for q in self._queues.values():
                 q.clear()
             self.requests.clear()
@@ -366,10 +380,10 @@ class FakeOpenAI:
         with self._lock:
             return [r for r in self.requests if r["status"] == 400]
 
-    def pending(self, kind: str = "chat") -> int:
-        """How many scripted replies of ``kind`` are still queued."""
+    def pending(self, kind: str = "chat", task: str | None = None) -> int:
+        """How many scripted replies of ``kind`` (and ``task``, see :meth:`push`) are still queued."""
         with self._lock:
-            return len(self._queues[kind])
+            return len(self._queues.get(f"subagent:{task}" if task else kind, ()))
 
     def start(self) -> "FakeOpenAI":
         config = uvicorn.Config(self.app, host=self.host, port=self.port, log_level="warning",
@@ -398,7 +412,18 @@ class FakeOpenAI:
         first = msgs[0] if msgs and isinstance(msgs[0], dict) else {}
         if first.get("role") == "system" and _text_of(first.get("content")).startswith(TITLE_PROMPT_PREFIX):
             return "title"
+        if first.get("role") == "system" and _text_of(first.get("content")).startswith(SUBAGENT_PROMPT_PREFIX):
+            return "subagent"
         return "chat"
+
+    def _next_reply(self, body: dict, kind: str) -> dict | None:
+        with self._lock:
+            if kind == "subagent":
+                task = next((_text_of(m.get("content")) for m in body["messages"] if m.get("role") == "user"), "")
+                for name, q in self._queues.items():
+                    if name.startswith("subagent:") and q and name[len("subagent:"):] in task:
+                        return q.popleft()
+            return self._queues[kind].popleft() if self._queues[kind] else None
 
     def _log(self, path: str, body: Any, status: int, error: str | None = None,
              generation: int | None = None) -> None:
@@ -451,8 +476,7 @@ class FakeOpenAI:
             self._log("/v1/chat/completions", body, 400, err.message)
             return JSONResponse(_error_body(err.message, "invalid_request_error", err.param), status_code=400)
         kind = self._kind(body)
-        with self._lock:
-            reply = self._queues[kind].popleft() if self._queues[kind] else None
+        reply = self._next_reply(body, kind)
         if reply is None:
             reply = self._auto_reply(body, kind)
         if reply.get("wait"):
@@ -509,6 +533,9 @@ class FakeOpenAI:
             first_user = next((_text_of(m.get("content")) for m in messages if m.get("role") == "user"), "")
             words = first_user.split()[:5]
             return {"text": "Chat: " + " ".join(words) if words else "Chat"}
+        if kind == "subagent":
+            task = next((_text_of(m.get("content")) for m in messages if m.get("role") == "user"), "")
+            return {"text": "Sub-agent report: " + " ".join(task.split()[:8])}
         last_user = next((_text_of(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
         return {"text": f"You said: {last_user}"}
 
@@ -627,10 +654,15 @@ class FakeOpenAI:
         data = await request.json()
         replies = data.get("replies", [])
         kind = data.get("kind", "chat")
-        if not isinstance(replies, list) or kind not in self._queues:
-            return JSONResponse({"error": "body must be {'replies': [...], 'kind': 'chat'|'title'}"}, status_code=400)
-        self.push(*replies, kind=kind)
-        return JSONResponse({"queued": self.pending(kind)})
+        task = data.get("task")
+        if not isinstance(replies, list) or not isinstance(task, (str, type(None))):
+            return JSONResponse({"error": "body must be {'replies': [...], 'kind': 'chat'|'title'|'subagent'}"},
+                                status_code=400)
+        try:
+            self.push(*replies, kind=kind, task=task)
+        except ValueError as err:
+            return JSONResponse({"error": str(err)}, status_code=400)
+        return JSONResponse({"queued": self.pending(kind, task)})
 
     async def _requests(self, request: Request):
         with self._lock:

@@ -179,3 +179,26 @@ class TestPolicy:
         chat = ap.Grants()
         chat.decide("s", "c2", ap.Decision(True, scope="chat"))
         assert ap.ApprovalGate(chat.policy("s"), registry).check("c3", "deploy", "{}", ws).action == "run"
+
+
+class TestSubagentsCannotBypass:
+    """Guards against a sub-agent (the ``task`` tool) writing files the main agent would have had
+    to ask for: it runs in a worker and cannot pause the turn, so it is refused instead."""
+
+    def _turn(self, fake_openai, store, session):
+        fake_openai.push({"tool_calls": [{"name": "task", "id": "call_t", "arguments": {
+            "description": "Edit notes", "prompt": "Rewrite notes.txt"}}]}, {"text": "Done."})
+        fake_openai.push({"tool_calls": [WRITE]}, {"text": "I rewrote it."}, kind="subagent")
+        run(store, session.key, "delegate the edit", fake_openai.client())
+
+    def test_ask_mode_refuses_the_sub_agents_write(self, fake_openai, store, session, workspace):
+        self._turn(fake_openai, store, session)
+        assert (workspace / "notes.txt").read_text() == "old\ntext\n"
+        sub = [r for r in fake_openai.requests if r["status"] == 200 and r["body"]["messages"][0]["role"] == "system"
+               and any(m.get("role") == "tool" for m in r["body"]["messages"])]
+        assert any("cannot ask" in m["content"] for r in sub for m in r["body"]["messages"] if m.get("role") == "tool")
+
+    def test_auto_mode_lets_it_write(self, fake_openai, store, session, workspace, monkeypatch):
+        monkeypatch.setenv("ANYCODE_APPROVAL", "auto")
+        self._turn(fake_openai, store, session)
+        assert (workspace / "notes.txt").read_text() == "new\ntext\n"

@@ -231,7 +231,7 @@ class TestFailures:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]  # closed again: nothing listens there
         started = time.monotonic()
-        with pytest.raises(StoreUnavailable, match="unavailable"):
+        with pytest.raises(StoreUnavailable, match="The session database is unreachable"):
             SqlSessionStore(f"postgresql+psycopg://nobody:secret@127.0.0.1:{port}/nothing")
         assert time.monotonic() - started < 15
 

@@ -20,7 +20,7 @@ from typing import Any
 import gradio as gr
 
 from core.errors import AnycodeError, SessionNotFound
-from webui import approval_card, handlers, import_panel
+from webui import approval_card, handlers, import_panel, render, search_panel
 from webui.context import WebContext
 from webui.handlers import SessionView
 
@@ -35,12 +35,34 @@ CHAT_HEIGHT = "calc(100vh - 200px)"
 # sits on the component's root, so it keeps working after the list is re-rendered.
 SESSION_LIST_JS = """
 element.addEventListener('click', (e) => {
+  if (e.target.closest('[data-more]')) { trigger('expand', {}); return; }
   const row = e.target.closest('[data-sid]');
   if (!row) return;
   element.querySelectorAll('.ac-session.active').forEach((x) => x.classList.remove('active'));
   row.classList.add('active');
   trigger('select', {index: row.dataset.sid, value: row.dataset.sid});
 });
+// The next page of the list when its "Show more" row scrolls into view (once per page).
+let asked = null;
+document.addEventListener('scroll', () => {
+  const more = element.querySelector('[data-more]');
+  if (!more || more === asked) return;
+  const r = more.getBoundingClientRect();
+  if (r.top < window.innerHeight + 200 && r.bottom > 0) { asked = more; trigger('expand', {}); }
+}, true);
+"""
+
+# A long conversation opens on its latest messages; scrolled to its top, the earlier ones come.
+EARLIER_ON_SCROLL_JS = """
+() => {
+  document.addEventListener('scroll', (e) => {
+    const chat = document.getElementById('ac-chat');
+    const btn = document.querySelector('#ac-earlier');
+    if (!chat || !btn || btn.offsetParent === null || !chat.contains(e.target)) return;
+    if (e.target.scrollTop <= 0 && Date.now() - (btn._asked || 0) > 1500) { btn._asked = Date.now(); btn.click(); }
+  }, true);
+  return [];
+}
 """
 
 # "Branch from here" sits in a menu Gradio opens on hover, so it stayed open under the pointer
@@ -115,6 +137,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                                 variant="secondary", size="md")
             search = gr.Textbox(placeholder="Search chats", show_label=False, container=False,
                                 elem_id="ac-search")
+            search_slot = gr.Column(elem_id="ac-search-slot")  # message search results (search_panel)
             sessions = gr.HTML("", js_on_load=SESSION_LIST_JS, elem_id="ac-list")
             with gr.Column(elem_id="ac-sidebar-foot"):
                 show_archived = gr.Checkbox(label="Show archived", value=False,
@@ -155,6 +178,8 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                 gr.Markdown(handlers.NO_REPLY_NOTICE, elem_id="ac-noreply-text")
                 retry_btn = gr.Button("Retry", size="sm", elem_id="ac-retry", scale=0,
                                       min_width=80)
+            earlier_btn = gr.Button("Show earlier messages", visible=False, size="sm", variant="secondary",
+                                    elem_id="ac-earlier")
             chat = gr.Chatbot(
                 elem_id="ac-chat", show_label=False, height=CHAT_HEIGHT,
                 layout="bubble", buttons=["copy"], feedback_options=[BRANCH_OPTION],
@@ -259,11 +284,13 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                            upd.state["session"] or "", *[gr.skip()] * 6, gr.Row(visible=False))
                     continue
                 final = True
-                stored = handlers.reload(ctx, upd.state)
-                view = SessionView(state=upd.state, title=upd.title, rows=upd.rows,
+                stored = handlers.settled(ctx, upd.state)  # never raises (database down)
+                view = SessionView(state=upd.state, title=upd.title, rows=upd.rows or [],
                                    archived=stored.archived, notice=upd.notice,
                                    label=stored.label, needs_reply=stored.needs_reply)
                 out = list(show(view, query, archived))
+                if upd.rows is None:  # the store could not be read: leave the chat as it is
+                    out[2] = gr.skip()
                 if upd.title == started_title and st_session(st) in (None, upd.state.get("session")):
                     # The title did not change during the reply: leave what is in the field
                     # (the user may be typing a new one), update the placeholder only.
@@ -353,6 +380,30 @@ def build_app(ctx: WebContext) -> gr.Blocks:
             return (*show(view, query, archived), idle_box())
 
         sessions.select(switching(on_pick), [tab, state, search, show_archived], **switch)
+
+        # --- long lists and long conversations (issue 17) ---------------------------------------
+        def on_more(st, query, archived):
+            st = dict(st or {})
+            st["list_limit"] = int(st.get("list_limit") or render.SIDEBAR_PAGE) + render.SIDEBAR_PAGE
+            return st, handlers.session_list_html(ctx, st["project"], query=query or "", archived=bool(archived),
+                                                  active=st.get("session"), limit=st["list_limit"])
+
+        sessions.expand(on_more, [state, search, show_archived], [state, sessions], api_visibility="private",
+                        trigger_mode="once", show_progress="hidden")
+
+        def on_earlier_state(st):
+            hidden = int((st or {}).get("earlier") or 0)
+            label = f"Show earlier messages ({hidden:,} more)" if hidden else "Show earlier messages"
+            return gr.Button(value=label, visible=hidden > 0)
+
+        state.change(on_earlier_state, state, earlier_btn, api_visibility="private", show_progress="hidden")
+
+        def on_earlier(st, query, archived):
+            return show(handlers.earlier(ctx, st), query, archived)
+
+        earlier_btn.click(on_earlier, [state, search, show_archived], view_outputs, api_visibility="private",
+                          show_progress="minimal")
+        demo.load(None, None, None, js=EARLIER_ON_SCROLL_JS)
 
         def on_filter(st, query, archived):
             return handlers.session_list_html(ctx, st["project"], query=query or "",
@@ -454,6 +505,11 @@ def build_app(ctx: WebContext) -> gr.Blocks:
 
         timer.tick(on_tick, [state, search, show_archived], [title, sessions, timer, md_btn, jl_btn],
                    api_visibility="private", show_progress="hidden")
+
+        # --- message search (results under the search box) ------------------------------------------
+        with search_slot:
+            search_panel.add_search(ctx, gr, state=state, search=search, show_archived=show_archived, tab=tab,
+                                    show=show, switching=switching, switch=switch, idle_box=idle_box)
 
         # --- import (ChatGPT, Claude Code, Codex files) --------------------------------------------
         with import_foot:

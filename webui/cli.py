@@ -396,6 +396,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl+C while starting: stop quietly, like once running
         print("anycode: stopped.", file=sys.stderr)
         return 130
+    except OSError as err:  # a full disk or an unusable folder met while starting: one sentence
+        from core.errors import os_error_message
+
+        logging.getLogger(__name__).debug("start-up failed", exc_info=True)
+        print(f"anycode: {os_error_message(err)}; anycode did not start.", file=sys.stderr)
+        return 1
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -442,6 +448,11 @@ def _serve(args: argparse.Namespace, store: Any, project_path: str, data_dir: Pa
     from webui import preflight
 
     manager = SessionManager(store)
+    # Archive first: a session idle long enough to archive is kept, not cleaned up.
+    archived = manager.auto_archive()
+    if archived:
+        log.info("auto-archive moved %d idle sessions to the archive: %s", len(archived),
+                 ", ".join(k.session_id for k in archived))
     removed = manager.cleanup()
     if removed:
         log.info("cleanup removed %d expired sessions: %s", len(removed),

@@ -46,6 +46,9 @@ class WebContext:
     _cancel_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _run_ids: Any = field(default_factory=lambda: itertools.count(1), repr=False)
     _model_cache: dict[str, Any] = field(default_factory=dict, repr=False)
+    # Messages of a reply the store could not save (database down, disk full), by session key:
+    # (message count they follow, messages); stored before that session's next send.
+    unsaved: dict[Any, tuple[int, list[dict[str, Any]]]] = field(default_factory=dict, repr=False)
     # What the user allowed in this running app (approvals "for this chat", chosen workspaces).
     grants: Grants = field(default_factory=Grants, repr=False)
 

@@ -19,15 +19,17 @@ def file_stem(title: str | None, session_id: str) -> str:
     return f"anycode-{slug}-{session_id[:8]}"
 
 
-def write_exports(directory: Path, session: Any, entries: list[dict[str, Any]]) -> tuple[Path, Path]:
+def write_exports(directory: Path, session: Any, entries: list[dict[str, Any]],
+                  subagents: list[Any] | None = None) -> tuple[Path, Path]:
     """Write ``<stem>.md`` and ``<stem>.jsonl`` for ``session`` under ``directory/<session id>/``
-    (replacing older exports of it) and return both paths."""
+    (replacing older exports of it) and return both paths. ``subagents``: its sub-agent records
+    for the Markdown (the JSONL has them in ``entries``, see ``core.session.subagents.export_entries``)."""
     target = Path(directory) / session.id
     target.mkdir(parents=True, exist_ok=True)
     for old in target.iterdir():
         old.unlink()
     stem = file_stem(session.title, session.id)
     md, jl = target / f"{stem}.md", target / f"{stem}.jsonl"
-    md.write_text(session_to_markdown(session), encoding="utf-8")
+    md.write_text(session_to_markdown(session, subagents), encoding="utf-8")
     jl.write_bytes(session_to_jsonl(entries))
     return md, jl

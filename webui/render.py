@@ -68,6 +68,33 @@ class ChatView:
     source: list[int] = field(default_factory=list)
 
 
+CHAT_WINDOW = 200  # stored messages shown when a conversation opens; earlier ones on request
+
+
+def window_start(messages: list[dict[str, Any]], size: int = CHAT_WINDOW, include: int | None = None) -> int:
+    """The index of the first stored message to show of ``messages``: the last ``size`` of them,
+    reaching back to ``include`` when given (a search hit), and moved back past tool results so
+    a tool step is never shown without its call. 0 shows everything.
+
+    A long conversation is shown from here, so opening one of 100,000 messages renders a few
+    hundred rows, not all of them (issue 17); the rest come with "Show earlier messages"."""
+    start = max(0, len(messages) - size)
+    if include is not None:
+        start = min(start, max(0, include))
+    while start > 0 and messages[start].get("role") == "tool":
+        start -= 1
+    return start
+
+
+def chat_window(messages: list[dict[str, Any]], start: int) -> ChatView:
+    """:func:`chat_rows` of ``messages[start:]``, with ``source`` still indexing ``messages``."""
+    if start <= 0:
+        return chat_rows(messages)
+    view = chat_rows(messages[start:])
+    view.source = [i + start for i in view.source]
+    return view
+
+
 def _looks_like_error(text: str) -> bool:
     return text.startswith(("Error", "error:", "Interrupted", "interrupted"))
 
@@ -132,6 +159,19 @@ class SidebarRow:
     forked: bool = False
 
 
+SIDEBAR_PAGE = 100  # rows the session list renders at first; more as the user scrolls
+
+
+def page_sessions(metas: list[Any], *, query: str = "", limit: int | None = SIDEBAR_PAGE) -> tuple[list[Any], int]:
+    """``(the metas to render, how many match)``: ``metas`` (most recent first, as ``list()``
+    returns them) filtered by ``query`` on their shown label, cut to ``limit`` (None: all).
+    With 10,000 sessions the sidebar renders one page, so it stays fast (issue 17)."""
+    needle = query.strip().casefold()
+    if needle:
+        metas = [m for m in metas if needle in session_label(m.title, m.created_at).casefold()]
+    return (list(metas) if limit is None else list(metas[:limit])), len(metas)
+
+
 def group_sessions(metas: list[Any], *, query: str = "", active_id: str | None = None,
                    now: float | None = None) -> list[tuple[str, list[SidebarRow]]]:
     """Group ``SessionMeta``s (most recent first) into the sidebar's date groups.
@@ -153,9 +193,11 @@ def group_sessions(metas: list[Any], *, query: str = "", active_id: str | None =
     return [(g, rows) for g, rows in grouped.items() if rows]
 
 
-def sidebar_html(groups: list[tuple[str, list[SidebarRow]]], *, empty_text: str) -> str:
+def sidebar_html(groups: list[tuple[str, list[SidebarRow]]], *, empty_text: str, more: int = 0) -> str:
     """HTML for the session list; each row is a ``button.ac-session`` carrying ``data-sid``
-    (the page's script turns a click into a ``select`` event with that id)."""
+    (the page's script turns a click into a ``select`` event with that id). ``more``: how many
+    matching sessions are not rendered yet; a ``button.ac-more`` at the end loads the next page
+    (clicked, or scrolled into view)."""
     if not groups:
         return f'<div class="ac-empty">{html.escape(empty_text)}</div>'
     out = ['<nav class="ac-sessions" aria-label="Conversations">']
@@ -174,5 +216,7 @@ def sidebar_html(groups: list[tuple[str, list[SidebarRow]]], *, empty_text: str)
                 f'{html.escape(row.when)}</span></span></button>'
             )
         out.append("</div>")
+    if more > 0:
+        out.append(f'<button type="button" class="ac-more" data-more="1">Show more ({more:,} older)</button>')
     out.append("</nav>")
     return "".join(out)

@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any, Callable, Iterable, Sequence
 
-from core.errors import AnycodeError
+from core.errors import AnycodeError, os_error_message
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def _run(prog: str, args: argparse.Namespace, body: Callable[[Any], int]) -> int
         print(f"{prog}: {err}", file=sys.stderr)
         return 1
     except OSError as err:
-        print(f"{prog}: {err.strerror or err}" + (f": {err.filename}" if err.filename else "") + ".", file=sys.stderr)
+        print(f"{prog}: {os_error_message(err)}.", file=sys.stderr)
         return 1
     finally:
         if store is not None:

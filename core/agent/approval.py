@@ -47,6 +47,8 @@ SCOPES = ("once", "chat")
 MAX_REASON_CHARS = 2000
 NEW_MESSAGE_REASON = "The user sent a new message instead of answering."
 STOP_REASON = "The user pressed Stop."
+SUBAGENT_DENIED = ("Error: {tool} changes files and needs the user's approval, which a sub-agent cannot ask "
+                   "for; nothing was changed. Report the change you would make in your answer instead.")
 
 
 def approval_mode() -> str:
@@ -211,9 +213,18 @@ class ApprovalGate:
     :class:`ApprovalPolicy`. Read-only and unknown tools always run (an unknown tool only
     produces an error result)."""
 
-    def __init__(self, policy: ApprovalPolicy | None = None, registry: ToolRegistry | None = None):
+    def __init__(self, policy: ApprovalPolicy | None = None, registry: ToolRegistry | None = None, *,
+                 can_ask: bool = True):
         self.policy = policy or ApprovalPolicy.from_env()
         self.registry = registry or DEFAULT_TOOLS
+        # False for a sub-agent: it runs in a worker and cannot pause its parent's turn, so a
+        # call that would ask is denied with a sentence telling it to leave the change to its parent.
+        self.can_ask = can_ask
+
+    def for_subagent(self) -> "ApprovalGate":
+        """The gate of a sub-agent started by this run: the same mode, no answers (its call ids
+        are its own) and no asking."""
+        return ApprovalGate(ApprovalPolicy(mode=self.policy.mode), self.registry, can_ask=False)
 
     def check(self, call_id: str, name: str, raw_arguments: str | None, workspace: Workspace | None) -> Verdict:
         """The verdict for call ``call_id`` of tool ``name`` with the model's raw arguments."""
@@ -225,6 +236,8 @@ class ApprovalGate:
             return RUN if decision.allow else Verdict("deny", denied_result(name, decision.reason))
         if self.policy.mode == "auto":
             return RUN
+        if not self.can_ask:
+            return Verdict("deny", SUBAGENT_DENIED.format(tool=name))
         return Verdict("ask", pending=PendingApproval(call_id, name, raw_arguments or "",
                                                       preview_of(self.registry, name, raw_arguments, workspace),
                                                       time.time()))

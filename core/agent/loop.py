@@ -293,20 +293,25 @@ class AgentRun:
                 yield ToolCallStarted(cid, name, args)
                 if verdict is not None and verdict.action == "deny":
                     result, is_error = verdict.result, True
-                elif self.workspace is None:
-                    result = "Error: no workspace is open, so tools cannot run."
-                    if self.workspace_problem:
-                        result = f"Error: {self.workspace_problem}"
-                    is_error = True
                 else:
-                    result, is_error = run_tool(self.workspace, name, args, registry=self.registry,
-                                                cancel=self.cancel)
+                    result, is_error = yield from self._call_tool(cid, name, args)
                 result = sanitize_text(result)
             self._results.append({"role": "tool", "tool_call_id": cid, "content": result})
             yield ToolCallFinished(cid, name, result, is_error)
         head = [] if self._resumed else [assistant]
         yield self._finish_round([*head, *self._results])
         return False
+
+    def _call_tool(self, cid: str, name: str, args: str) -> Iterator[AgentEvent]:
+        """Run one tool call (already approved); returns ``(result, is_error)``. A generator so
+        that a tool running a while can report progress as events (core.agent.subagents: the
+        ``task`` tool). Runs in a worker with a time limit; Stop ends it at once."""
+        if self.workspace is None:
+            if self.workspace_problem:
+                return f"Error: {self.workspace_problem}", True
+            return "Error: no workspace is open, so tools cannot run.", True
+        return run_tool(self.workspace, name, args, registry=self.registry, cancel=self.cancel)
+        yield  # noqa -- unreachable: makes this a generator
 
 
 def agent_loop_stream(messages: list[dict], *, client: openai.OpenAI, model: str, tools: list[dict] | None,

@@ -24,3 +24,20 @@ def system_prompt(workspace_path: str) -> str:
         "workspace and cannot leave it. Use the tools when the user asks about or wants changes to "
         "their files; otherwise just answer. Keep answers concise and use Markdown for code."
     )
+
+
+# The fake test server recognises sub-agent requests by this start (tests/fake_openai.py).
+SUBAGENT_PROMPT_START = "You are a sub-agent of anycode"
+
+
+def subagent_system_prompt(workspace_path: str) -> str:
+    """A sub-agent's instructions (the first message of its record; the task follows as the user
+    message). ``workspace_path``: the absolute folder its tools are confined to."""
+    return (
+        f"{SUBAGENT_PROMPT_START}: another agent handed you one task and sees only your final "
+        "answer, not your steps.\n"
+        f"Workspace: {workspace_path}\n"
+        "Use the tools (paths are relative to the workspace and cannot leave it) to do the task, "
+        "then reply with a complete, self-contained answer: what you found or did, with the file "
+        "paths and details the other agent needs. Do not ask questions; do what you can."
+    )

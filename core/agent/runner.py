@@ -15,17 +15,20 @@ from typing import Callable
 
 import openai
 
-from core.agent.loop import AgentEvent, AgentRun, RoundCompleted
+from core.agent.loop import AgentEvent, RoundCompleted
+from core.agent.subagents import TaskAgentRun, default_tools
+from core.agent.persist import store_messages
 from core.agent.config import NOT_CONFIGURED_MESSAGE
 from core.errors import ModelNotConfigured, SessionConflict
 from core.session.keys import SessionKey
+from core.session.text import is_blank
 from core.session.manager import SessionManager
 from core.session.models import Session
 from core.agent.prompts import system_prompt
 from core.agent.repair import closing_results, sanitize_text
 from core.session.store import SessionStore
 from core.agent.titles import start_title_generation
-from core.agent.tools import TOOL_SPECS, ToolError, Workspace
+from core.agent.tools import ToolError, Workspace
 from core.agent import approval as approvals
 from core.agent.workspace import check_workspace
 from core.session.entries import message_entry
@@ -92,7 +95,8 @@ def run_session_stream(
     ``user_input`` None re-runs the model on the stored history (a retry after an error) without
     adding a message; when the turn was paused on an approval it resumes it (the paused call runs
     if ``approval`` holds the user's "allow" for it, gets a denied result on "deny", or pauses
-    again). ``tools`` defaults to TOOL_SPECS; ``workspace`` to the session's project folder when
+    again). ``tools`` defaults to TOOL_SPECS plus the ``task``
+    tool (sub-agents, :mod:`core.agent.subagents`); ``workspace`` to the session's project folder when
     :func:`core.agent.workspace.check_workspace` accepts it (else the tools are off and say why).
     ``approval`` (default ``ApprovalPolicy.from_env()``): side-effect tools pause the turn on an
     approval request stored with the round (see :mod:`core.agent.approval`). A new message while
@@ -105,7 +109,7 @@ def run_session_stream(
     fails — after storing what was done, including partial reply text. Cancel (``cancel`` set, or
     this generator closed) stores the partial text the user saw and closes unfinished tool calls.
     """
-    if user_input is not None and (not isinstance(user_input, str) or not user_input.strip()):
+    if user_input is not None and (not isinstance(user_input, str) or is_blank(user_input)):
         raise ValueError("The message is empty.")
     manager = SessionManager(store)
     session = manager.get(key)
@@ -136,8 +140,11 @@ def run_session_stream(
     if user_input is not None:
         prefix.append({"role": "user", "content": sanitize_text(user_input)})
     if prefix:
-        count = store.append(key, [*prefix_entries, *(message_entry(m) for m in prefix)],
-                             expected_count=expected_count)
+        if prefix_entries:  # approval answers and messages in one append
+            count = store.append(key, [*prefix_entries, *(message_entry(m) for m in prefix)],
+                                 expected_count=expected_count)
+        else:
+            count = store_messages(manager, key, prefix, saved_count=len(messages), expected_count=expected_count)
     elif expected_count is not None and expected_count != len(messages):
         raise SessionConflict(expected_count, len(messages))
     else:
@@ -148,9 +155,11 @@ def run_session_stream(
     if client is None:
         raise ModelNotConfigured(NOT_CONFIGURED_MESSAGE)
 
-    run = AgentRun(messages, client=client, model=model, tools=TOOL_SPECS if tools is None else tools,
-                   max_iterations=max_iterations, cancel=cancel, workspace=workspace,
-                   gate=approvals.ApprovalGate(approval), workspace_problem=workspace_problem)
+    # TaskAgentRun: `task` calls run sub-agents recorded under this session (core.agent.subagents).
+    run = TaskAgentRun(messages, key=key, store=store, client=client, model=model,
+                       tools=default_tools() if tools is None else tools,
+                       max_iterations=max_iterations, cancel=cancel, workspace=workspace,
+                       gate=approvals.ApprovalGate(approval), workspace_problem=workspace_problem)
     rounds = 0
     try:
         for event in run.events():
@@ -158,28 +167,29 @@ def run_session_stream(
                 # The first round is checked too: a retry (no prefix) or a reply racing another
                 # tab's must not land after someone else's answer (SessionConflict instead).
                 first = len(messages) if rounds == 0 and expected_count is not None else None
-                if event.pending is not None:
-                    # The round so far and the approval request, in one append (a restart shows it).
-                    entries = [message_entry(m, end=event.end if i == 0 else None)
-                               for i, m in enumerate(event.messages)]
-                    if event.pending.call_id not in waiting:
-                        entries.append(event.pending.entry())
-                    if entries:
-                        store.append(key, entries, expected_count=first)
-                else:
-                    manager.add_messages(key, event.messages, expected_count=first, end=event.end)
+                # A store that fails (database killed, disk full) is retried and checked; if it
+                # gives up, the error carries the unsaved round (core.agent.persist).
+                if event.messages:
+                    store_messages(manager, key, event.messages, saved_count=len(messages), expected_count=first,
+                                   end=event.end)
+                if event.pending is not None and event.pending.call_id not in waiting:
+                    # The waiting call's request, stored after its round (a restart shows it again;
+                    # killed in between, the call is closed as interrupted like any dangling one).
+                    store.append(key, [event.pending.entry()])
                 messages.extend(event.messages)
                 rounds += 1
             yield event
-    except BaseException:
+    except BaseException as original:
         # Model error, generator closed (Stop), KeyboardInterrupt: keep what the user already saw.
         partial = run.interrupted_round()
         if partial:
             try:
-                manager.add_messages(key, partial)
+                store_messages(manager, key, partial, saved_count=len(messages))
                 log.info("stored the interrupted round of %s (%d messages)", key.session_id, len(partial))
-            except Exception:  # noqa: BLE001 -- the original error matters more
-                log.exception("could not store the interrupted round of %s", key.session_id)
+            except Exception as err:  # noqa: BLE001 -- the original error matters more
+                log.warning("could not store the interrupted round of %s: %s", key.session_id, err)
+                if hasattr(err, "unsaved"):  # the caller keeps it on screen and stores it later
+                    original.unsaved, original.saved_count = err.unsaved, err.saved_count  # type: ignore[attr-defined]
         raise
 
     if rounds and session.title_source is None:

@@ -84,7 +84,7 @@ class SessionState:
     """The metadata a fold of entries yields (no messages kept, so memory stays small).
 
     ``created_at`` is None until a header (or, lacking one, the first timestamped entry) is seen;
-    ``last_message_at`` is the ts of the newest message entry.
+    ``last_message_at`` is the ts of the last message entry (in file order).
     """
 
     id: str | None = None
@@ -109,7 +109,10 @@ class SessionState:
             self.message_count += 1
             ts = _number(entry.get("ts"))
             if ts is not None:
-                self.last_message_at = ts if self.last_message_at is None else max(self.last_message_at, ts)
+                # The last message's time, in file order (not the largest): a clock that jumped
+                # ahead and back does not pin the session to the top of the list, and a reader
+                # that looks only at the last message line agrees with one that reads them all.
+                self.last_message_at = ts
                 if self.created_at is None:
                     self.created_at = ts
             return True

@@ -19,6 +19,8 @@ from core.errors import AmbiguousSessionId, InvalidTitle, SessionNotFound
 from core.session.keys import SessionKey, new_session_id, normalize_path, project_key
 from core.session.models import ProjectInfo, Session, SessionMeta
 from core.session.store import SessionStore
+from core.session.subagents import records_for_calls, subagent_records, tool_call_ids
+from core.session.text import is_blank
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +39,7 @@ def clean_user_title(title: str) -> str:
     if not isinstance(title, str):
         raise InvalidTitle("A title must be text.")
     cleaned = re.sub(r"\s+", " ", TITLE_CONTROLS.sub(" ", title)).strip()
-    if not cleaned:
+    if is_blank(cleaned):  # zero-width characters only show nothing either
         raise InvalidTitle("A title cannot be empty.")
     return cleaned[:MAX_TITLE_CHARS]
 
@@ -185,7 +187,9 @@ class SessionManager:
         """Copy messages ``[0 .. message_index]`` (inclusive) into a new session and return it.
 
         The original is not touched. The fork's header records ``forked_from`` =
-        ``{"session_id", "message_index"}``; its title is the original's plus " (branch)".
+        ``{"session_id", "message_index"}``; its title is the original's plus " (branch)". The
+        sub-agent records of the task calls inside the copied messages are copied along (same
+        subpaths), none of later calls.
         Raises :class:`SessionNotFound`, ``IndexError`` for an index outside the messages."""
         entries = self.store.load(key)
         if entries is None:
@@ -212,10 +216,35 @@ class SessionManager:
         if original.title:
             base = original.title[: MAX_TITLE_CHARS - len(BRANCH_SUFFIX)]
             new_entries.append(title_entry(base + BRANCH_SUFFIX, original.title_source or "user", ts=now))
+        # The sub-agent records of the task calls inside the copied prefix go along (none after
+        # it), written before the fork itself so a fork that lists is complete.
+        self._copy_subagent_records(key, new_key, messages_of(copied))
         # Whole or absent: a fork killed mid-write never lists as a short session.
-        self.store.create_whole(new_key, new_entries)
+        try:
+            self.store.create_whole(new_key, new_entries)
+        except BaseException:
+            self._remove_quietly(new_key)
+            raise
         log.info("forked %s at message %d into %s", key.session_id, message_index, new_key.session_id)
         return session_from_entries(new_key, new_entries)
+
+    def _copy_subagent_records(self, key: SessionKey, new_key: SessionKey, messages: list[dict[str, Any]]) -> None:
+        records = records_for_calls(subagent_records(self.store, key), tool_call_ids(messages))
+        try:
+            for rec in records:
+                self.store.create_whole(SessionKey(new_key.project_key, new_key.session_id, rec.key.subpath),
+                                        rec.entries)
+        except BaseException:
+            self._remove_quietly(new_key)
+            raise
+
+    def _remove_quietly(self, key: SessionKey) -> None:
+        """Remove what a failed fork wrote under ``key`` (its sub-agent records); never raises."""
+        for sub in getattr(self.store, "list_subpaths", lambda k: [])(key):
+            try:
+                self.store.remove(SessionKey(key.project_key, key.session_id, sub))
+            except Exception:  # noqa: BLE001 -- the original failure matters more
+                log.exception("could not remove %s/%s", key.session_id, sub)
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -231,6 +260,29 @@ class SessionManager:
         """Delete the session and its sub-agent records for good. Raises :class:`SessionNotFound`."""
         self.store.remove(key)
         log.info("deleted session %s", key.session_id)
+
+    def auto_archive(self, max_age_days: float | None = None, now: float | None = None) -> list[SessionKey]:
+        """Archive sessions whose last activity is older than ``max_age_days`` (the design article's
+        rule for archiving: "超过 N 天未活跃"), in every project.
+
+        ``max_age_days`` defaults to ``ANYCODE_ARCHIVE_DAYS`` (off by default); 0 or less does
+        nothing. ``now`` in Unix seconds (default the current time). Returns the keys archived."""
+        days = settings.archive_days() if max_age_days is None else float(max_age_days)
+        if days <= 0:
+            return []
+        cutoff = (time.time() if now is None else now) - days * DAY_SECONDS
+        archived: list[SessionKey] = []
+        for project in self.store.list_projects():
+            for meta in self.store.list(project.project_key):
+                if meta.updated_at < cutoff:
+                    try:
+                        self.store.archive(meta.key)
+                    except SessionNotFound:
+                        continue  # removed by someone else meanwhile
+                    archived.append(meta.key)
+        if archived:
+            log.info("auto-archive moved %d sessions idle for over %g days", len(archived), days)
+        return archived
 
     def cleanup(self, max_age_days: float | None = None, now: float | None = None) -> list[SessionKey]:
         """Delete non-archived sessions whose last activity is older than ``max_age_days``.

@@ -13,13 +13,11 @@ enumerate sub-agent records), then the archived flag. Safe to re-run:
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterator
 
-from core.errors import AnycodeError, InvalidSessionKey
+from core.errors import AnycodeError, os_error_message
 from core.session.keys import SessionKey
 
 log = logging.getLogger(__name__)
@@ -66,36 +64,13 @@ class _Group:
 
 
 def subpaths_of(store: Any, key: SessionKey) -> list[str]:
-    """The subpaths of a session's sub-agent records (sorted), for any store.
-
-    Uses ``store.list_subpaths(key)`` when the store has it (SQL, mirrored); for the JSONL store,
-    walks ``<project>/[archive/]<session id>/**.jsonl`` as documented in :mod:`core.stores.jsonl_store`;
-    other stores: none (logged)."""
+    """The subpaths of a session's sub-agent records (sorted), for any store: ``store.list_subpaths(key)``
+    (JSONL, SQL, mirrored, backup archives); a store without it has none (logged)."""
     lister = getattr(store, "list_subpaths", None)
     if callable(lister):
         return list(lister(key))
-    from core.stores.jsonl_store import ARCHIVE_DIR, SUFFIX, LocalSessionStore
-
-    if not isinstance(store, LocalSessionStore):
-        log.warning("%r cannot enumerate sub-agent records; only main sessions are copied", store)
-        return []
-    found: set[str] = set()
-    project = Path(store.projects_dir) / key.project_key
-    for folder in (project / key.session_id, project / ARCHIVE_DIR / key.session_id):
-        if not folder.is_dir():
-            continue
-        for dirpath, _dirs, files in os.walk(folder):
-            for name in files:
-                if not name.endswith(SUFFIX):
-                    continue
-                rel = (Path(dirpath) / name[: -len(SUFFIX)]).relative_to(folder).as_posix()
-                try:
-                    SessionKey(key.project_key, key.session_id, rel)
-                except InvalidSessionKey:
-                    log.warning("%s: not a valid sub-agent record name; not copied", Path(dirpath) / name)
-                    continue
-                found.add(rel)
-    return sorted(found)
+    log.warning("%r cannot enumerate sub-agent records; only main sessions are copied", store)
+    return []
 
 
 def _groups(source: Any) -> Iterator[_Group]:
@@ -126,6 +101,10 @@ def migrate_sessions(source: Any, target: Any, *, progress: bool = False, out: A
                     _copy_record(source, target, key, report, newer_ok)
                 except AnycodeError as e:
                     report.errors.append((str(key), str(e)))
+                    ok = False
+                except OSError as e:  # disk full, read-only: a sentence, nothing of it written
+                    log.info("migrating %s failed: %s", key, e)  # reported in the report
+                    report.errors.append((str(key), f"{os_error_message(e)}; not copied."))
                     ok = False
                 except Exception as e:  # one broken record must not stop the others
                     log.exception("migrating %s failed", key)
@@ -201,8 +180,9 @@ def _sync_archived(target: Any, group: _Group, cache: dict[str, set[str]], repor
         return
     try:
         (target.archive if group.archived else target.unarchive)(group.key)
-    except AnycodeError as e:
-        report.errors.append((str(group.key), f"cannot set archived={group.archived}: {e}"))
+    except (AnycodeError, OSError) as e:
+        why = os_error_message(e) if isinstance(e, OSError) and not isinstance(e, AnycodeError) else str(e)
+        report.errors.append((str(group.key), f"cannot set archived={group.archived}: {why}"))
         return
     (cache[pk].add if group.archived else cache[pk].discard)(group.key.session_id)
     report.archive_synced.append(str(group.key))

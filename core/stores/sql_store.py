@@ -106,9 +106,16 @@ class SqlSessionStore:
             yield
         except (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError) as e:
             log.warning("%s: %s failed: %s", self.url, what, e)
+            reason = _first_line(e)
+            if "locked" in reason or "busy" in reason:
+                raise StoreUnavailable(
+                    f"The session database {self.url} is busy ({reason}); try again in a moment."
+                ) from e
+            # No reconnect needed by the caller: the pool checks each connection before use
+            # (pool_pre_ping), so the first call after the server is back works.
             raise StoreUnavailable(
-                f"The session database {self.url} is unavailable ({_first_line(e)}); check that it is "
-                "running and reachable, then try again."
+                f"The session database is unreachable ({self.url}: {reason}); check that it is "
+                "running and reachable (anycode reconnects by itself once it is)."
             ) from e
 
     @contextlib.contextmanager
