@@ -926,3 +926,53 @@ class TestApprovalEntries:
         store.append(key, [decision_entry("call_w", False, reason="not now", ts=T0 + 6)], expected_count=2)
         assert ApprovalState.from_entries(store.load(key)).pending() == []
         assert store.load(key)[-1]["reason"] == "not now"
+class TestCompactionEntries:
+    """A compaction is one appended entry: a store that drops it, rewrites messages around it, or
+    counts it as a message would lose the summary or shift every message index (issue 9)."""
+
+    def _compacted(self, manager, cwd, n=6):
+        from core.session.compaction import compaction_entry
+
+        s = manager.create(cwd, title="Long one")
+        msgs = [user(f"u{i}") if i % 2 == 0 else assistant(f"a{i}") for i in range(n)]
+        manager.add_messages(s.key, msgs[:4])
+        entry = compaction_entry("Earlier: the user asked u0 and u2.", 2, tokens_before=900, tokens_after=300,
+                                 model="m", trigger="auto")
+        assert manager.add_compaction(s.key, entry, expected_count=4) == 4
+        manager.add_messages(s.key, msgs[4:])
+        return s, msgs, entry
+
+    def test_round_trip_keeps_every_message_and_the_entry(self, manager, store, cwd):
+        from core.session.compaction import model_view
+
+        s, msgs, entry = self._compacted(manager, cwd)
+        stored = [e for e in store.load(s.key) if e.get("type") == "compaction"]
+        assert stored == [entry]
+        got = manager.get(s.key)
+        assert got.messages == msgs  # nothing removed or rewritten
+        assert [c["at"] for c in got.compactions] == [4]
+        view = model_view(got.messages, got.compactions)
+        assert view[0]["role"] == "system" and "Earlier: the user asked u0 and u2." in view[0]["content"]
+        assert view[1:] == msgs[2:]
+
+    def test_list_counts_messages_only(self, manager, cwd):
+        s, msgs, _ = self._compacted(manager, cwd)
+        meta = next(m for m in manager.list(s.project_key) if m.id == s.id)
+        assert meta.message_count == len(msgs) and meta.title == "Long one"
+
+    def test_stale_compaction_is_a_conflict(self, manager, cwd):
+        from core.session.compaction import compaction_entry
+
+        s, _, _ = self._compacted(manager, cwd)
+        with pytest.raises(SessionConflict):
+            manager.add_compaction(s.key, compaction_entry("x", 1, tokens_before=None, tokens_after=None,
+                                                           model=None, trigger="manual"), expected_count=4)
+
+    def test_fork_after_the_compaction_keeps_it_before_drops_it(self, manager, cwd):
+        s, msgs, entry = self._compacted(manager, cwd)
+        after = manager.get(manager.fork(s.key, 4).key)
+        assert after.messages == msgs[:5] and [c["summary"] for c in after.compactions] == [entry["summary"]]
+        at_point = manager.get(manager.fork(s.key, 3).key)
+        assert len(at_point.compactions) == 1
+        before = manager.get(manager.fork(s.key, 2).key)
+        assert before.messages == msgs[:3] and before.compactions == []

@@ -12,6 +12,7 @@ import queue
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import openai
 
@@ -85,8 +86,15 @@ class AgentRun:
                  tools: list[dict] | None, max_iterations: int = 20,
                  cancel: threading.Event | None = None, workspace: Workspace | None = None,
                  gate: ApprovalGate | None = None, registry: ToolRegistry | None = None,
-                 workspace_problem: str | None = None):
+                 workspace_problem: str | None = None,
+                 tool_handlers: dict | None = None, context: Any = None):
         self.messages = list(messages)
+        # Tools bound to the session rather than the workspace (e.g. ``remember``): name ->
+        # handler(raw_arguments) -> (result text, is_error).
+        self.tool_handlers = dict(tool_handlers or {})
+        # Optional window keeper (core.agent.compaction.ContextGuard): ``view(messages)`` is what
+        # is sent, ``before_request(messages)`` may compact first and yields its events.
+        self.context = context
         # gate None: every call runs (a library caller's choice); the runner always passes one.
         self.gate = gate
         self.registry = registry
@@ -195,7 +203,11 @@ class AgentRun:
 
         Raises ModelEmptyReply when the reply has neither text nor a tool call (nothing is
         saved: a blank answer would look like a finished one)."""
-        params = {"model": self.model, "messages": prepare_request(self.messages)}
+        history = self.context.view(self.messages) if self.context is not None else self.messages
+        # Usage in the stream (per the chat completions API) is the real token count the context
+        # meter and compaction rest on; a server refusing the option gets it dropped (stream.py).
+        params = {"model": self.model, "messages": prepare_request(history),
+                  "stream_options": {"include_usage": True}}
         if self.tools:
             params["tools"] = self.tools
         reader = ReplyReader(self._used_ids())
@@ -258,6 +270,10 @@ class AgentRun:
         for _ in range(self.max_iterations):
             if self._is_cancelled():
                 return
+            if self.context is not None:
+                yield from self.context.before_request(self.messages)
+                if self._is_cancelled():
+                    return
             yield from self._stream_reply()
             if self._assistant is None:  # cancelled while streaming: keep the text already shown
                 partial = self.interrupted_round()
@@ -306,6 +322,8 @@ class AgentRun:
         """Run one tool call (already approved); returns ``(result, is_error)``. A generator so
         that a tool running a while can report progress as events (core.agent.subagents: the
         ``task`` tool). Runs in a worker with a time limit; Stop ends it at once."""
+        if name in self.tool_handlers:
+            return self.tool_handlers[name](args)
         if self.workspace is None:
             if self.workspace_problem:
                 return f"Error: {self.workspace_problem}", True

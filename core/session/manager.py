@@ -13,6 +13,7 @@ import time
 from typing import Any, Iterable
 
 from core import settings
+from core.session.compaction import compactions_of
 from core.session.entries import (SessionState, header_entry, message_entry, messages_of, reply_ends_of,
                                   title_entry)
 from core.errors import AmbiguousSessionId, InvalidTitle, SessionNotFound
@@ -59,6 +60,7 @@ def session_from_entries(key: SessionKey, entries: list[dict[str, Any]], *, arch
         title_source=state.title_source,
         archived=archived,
         reply_ends=reply_ends_of(entries),
+        compactions=compactions_of(entries),
     )
 
 
@@ -162,6 +164,17 @@ class SessionManager:
         # session deleted meanwhile raises SessionNotFound here instead of coming back.
         return self.store.append(key, entries, expected_count=expected_count)
 
+    def add_compaction(self, key: SessionKey, entry: dict[str, Any], expected_count: int | None = None) -> int:
+        """Append one compaction entry (:func:`core.session.compaction.compaction_entry`); return
+        the message count (unchanged: a compaction adds no message and removes none).
+
+        ``expected_count``: the message count the compaction was computed on;
+        :class:`~core.errors.SessionConflict` if someone appended since. Raises
+        :class:`SessionNotFound`, ``ValueError`` for an entry that is not a compaction."""
+        if not isinstance(entry, dict) or entry.get("type") != "compaction":
+            raise ValueError("not a compaction entry")
+        return self.store.append(key, [entry], expected_count=expected_count)
+
     def rename(self, key: SessionKey, title: str) -> str:
         """Set a user title (never overwritten by generated ones); return the cleaned title.
 
@@ -186,6 +199,8 @@ class SessionManager:
     def fork(self, key: SessionKey, message_index: int) -> Session:
         """Copy messages ``[0 .. message_index]`` (inclusive) into a new session and return it.
 
+        A compaction entry placed within the copied messages (a cut at or after the compaction
+        point) is copied too, so the fork's model view matches; one placed later is not.
         The original is not touched. The fork's header records ``forked_from`` =
         ``{"session_id", "message_index"}``; its title is the original's plus " (branch)". The
         sub-agent records of the task calls inside the copied messages are copied along (same
@@ -209,6 +224,8 @@ class SessionManager:
                     break
                 copied.append(e)
                 seen += 1
+            elif e.get("type") == "compaction":  # placed within the copied messages
+                copied.append(e)
         forked_from = {"session_id": key.session_id, "message_index": message_index}
         new_entries = [header_entry(new_key.session_id, key.project_key, original.cwd,
                                     created_at=now, forked_from=forked_from)]
