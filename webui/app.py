@@ -20,7 +20,7 @@ from typing import Any
 import gradio as gr
 
 from core.errors import AnycodeError, SessionNotFound
-from webui import handlers, import_panel, memory_panel, render, search_panel
+from webui import approval_card, handlers, import_panel, memory_panel, render, search_panel
 from webui.context import WebContext
 from webui.handlers import SessionView
 
@@ -144,6 +144,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                                             elem_id="ac-archived")
                 project = gr.Dropdown(label="Project", choices=[], value=None,
                                       elem_id="ac-project", interactive=True)
+                ask_switch = approval_card.add_switch(ctx, gr)
                 # Only with a mirrored store: without one there is no line and no polling.
                 mirror_line = (gr.HTML("", elem_id="ac-mirror")
                                if handlers.has_mirror(ctx) else None)
@@ -189,6 +190,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                             "<p>Ask anything about this project. The assistant can list, read and "
                             "write files in it.</p></div>",
             )
+            approval_parts = approval_card.add_card(ctx, gr)  # hidden until a change waits
             box = gr.Textbox(placeholder="Message anycode", show_label=False, lines=1,
                              max_lines=10, submit_btn=True, stop_btn=False, autofocus=True,
                              elem_id="ac-input", container=False)
@@ -313,13 +315,24 @@ def build_app(ctx: WebContext) -> gr.Blocks:
 
         stream_args = {"api_visibility": "private", "show_progress": "hidden",
                        "trigger_mode": "multiple"}
-        box.submit(on_take, [box, tab], [box, pending], queue=False, **stream_args).then(
+
+        def continue_turn(event):
+            """Stream the run whose id ``event`` put in ``pending`` (the approval card's answers)."""
+            return event.then(
+                on_send, [state, pending, model, tab, search, show_archived], view_outputs,
+                **stream_args).then(on_sent, [tab, pending, box], box, **stream_args)
+
+        after_turn = approval_card.wire(ctx, gr, approval_parts, state=state, tab=tab, box=box,
+                                        pending=pending, chat=chat, switch=ask_switch,
+                                        tab_key=_tab_key, continue_turn=continue_turn,
+                                        notify=_notify)
+        after_turn(box.submit(on_take, [box, tab], [box, pending], queue=False, **stream_args).then(
             on_send, [state, pending, model, tab, search, show_archived], view_outputs,
-            **stream_args).then(on_sent, [tab, pending, box], box, **stream_args)
-        retry_btn.click(on_take_retry, tab, [box, pending, noreply_row], queue=False,
+            **stream_args).then(on_sent, [tab, pending, box], box, **stream_args))
+        after_turn(retry_btn.click(on_take_retry, tab, [box, pending, noreply_row], queue=False,
                         **stream_args).then(
             on_send, [state, pending, model, tab, search, show_archived], view_outputs,
-            **stream_args).then(on_sent, [tab, pending, box], box, **stream_args)
+            **stream_args).then(on_sent, [tab, pending, box], box, **stream_args))
 
         def on_stop(tab_id, text, request: gr.Request):
             tab_key = _tab_key(request, tab_id)
