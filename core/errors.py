@@ -114,6 +114,24 @@ class ModelBadRequest(ModelError):
     """The server rejected the request (HTTP 400/404/422), e.g. an unknown model name."""
 
 
+class ModelContextExceeded(ModelBadRequest):
+    """The request did not fit the model's context window (HTTP 400 ``context_length_exceeded``
+    per the OpenAI API, or a local server saying so in a 500 or a stream error).
+
+    ``window``: the window in tokens when the server's message named it (else None);
+    ``requested``: the request's size in tokens when named."""
+
+    def __init__(self, message: str, window: int | None = None, requested: int | None = None):
+        super().__init__(message)
+        self.window = window
+        self.requested = requested
+
+
+class CompactionFailed(ModelError):
+    """Summarising the earlier messages failed (the summary request failed or came back empty);
+    nothing was changed and the user's message is kept. ``str(err)`` says why."""
+
+
 class ModelEmptyReply(ModelError):
     """The model answered with no text and no tool call (nothing to save); ``str(err)`` says why
     (its output limit spent on reasoning, a content filter, a stream that just stopped) and that

@@ -34,6 +34,7 @@ SUBCOMMANDS = {
     "import": "webui.transfer_cli:import_main",
     "backup": "webui.transfer_cli:backup_main",
     "restore": "webui.transfer_cli:restore_main",
+    "memory": "webui.memory_cli",
 }
 
 

@@ -848,10 +848,13 @@ def _drop_if_empty(ctx: Any, key: SessionKey) -> bool:
 
 def _runner_kwargs(ctx: Any, state: dict[str, Any], client: Any, model: str, config: Any,
                    cancel: Any) -> dict[str, Any]:
-    # tools/workspace left to the runner: TOOL_SPECS, confined to the session's recorded cwd.
+    # tools left to the runner: TOOL_SPECS, in the session's checked project folder.
+    from webui import approvals
+
     return {
         "client": client, "model": model, "expected_count": state["count"], "cancel": cancel,
         "title_client": client, "title_model": getattr(config, "title_model", None) or model,
+        **approvals.runner_kwargs(ctx, state),  # the user's approvals and chosen workspace
     }
 
 

@@ -60,6 +60,19 @@ def tool_step(call_id: str, name: str, arguments: str, result: str | None = None
     }
 
 
+def memory_note(system_text: Any) -> dict[str, Any] | None:
+    """The "Used N memories" step shown above a new chat's first reply (collapsed; opening it
+    lists them), read from the session's stored system prompt; None when it holds none."""
+    from core.memory.context import memories_in_prompt
+
+    used = memories_in_prompt(system_text)
+    if not used:
+        return None
+    return {"role": "assistant", "content": "\n".join(f"- {line}" for line in used),
+            "metadata": {"title": f"Used {len(used)} memor{'y' if len(used) == 1 else 'ies'}",
+                         "id": "ac-memories-used", "status": "done"}}
+
+
 @dataclass
 class ChatView:
     """Chat rows for a session plus, for each row, the index of the stored message it ends at
@@ -110,10 +123,16 @@ def chat_rows(messages: list[dict[str, Any]]) -> ChatView:
     view = ChatView()
     steps: dict[str, int] = {}  # tool_call_id -> row index
     calls: dict[str, tuple[str, str]] = {}  # tool_call_id -> (name, arguments)
+    note: dict[str, Any] | None = None  # "Used N memories", shown above the first reply
     for i, msg in enumerate(messages):
         role = msg.get("role")
         if role == "system":
+            note = memory_note(msg.get("content"))
             continue
+        if note is not None and role == "assistant":
+            view.rows.append(note)
+            view.source.append(i)
+            note = None
         if role == "user":
             view.rows.append({"role": "user", "content": safe_markdown(message_text(msg.get("content")))})
             view.source.append(i)
