@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.session.export import UNTITLED, message_text, session_label  # noqa: F401  (UNTITLED: re-exported for the UI)
+from webui.remote_media import safe_markdown
 from webui.timefmt import GROUPS, group_label, relative_time
 
 log = logging.getLogger(__name__)
@@ -113,7 +114,8 @@ def _looks_like_error(text: str) -> bool:
 
 
 def chat_rows(messages: list[dict[str, Any]]) -> ChatView:
-    """Render stored OpenAI messages as chat rows; the system message is hidden.
+    """Render stored OpenAI messages as chat rows; the system message is hidden. Remote images
+    and media in their text are shown as links (:func:`webui.remote_media.safe_markdown`).
 
     An assistant message becomes its text row (if any) followed by one collapsible step per tool
     call; a ``tool`` message fills in the result of its step (matched by ``tool_call_id``).
@@ -132,12 +134,12 @@ def chat_rows(messages: list[dict[str, Any]]) -> ChatView:
             view.source.append(i)
             note = None
         if role == "user":
-            view.rows.append({"role": "user", "content": message_text(msg.get("content"))})
+            view.rows.append({"role": "user", "content": safe_markdown(message_text(msg.get("content")))})
             view.source.append(i)
         elif role == "assistant":
             text = message_text(msg.get("content"))
             if text.strip():
-                view.rows.append({"role": "assistant", "content": text})
+                view.rows.append({"role": "assistant", "content": safe_markdown(text)})
                 view.source.append(i)
             for call in msg.get("tool_calls") or []:
                 fn = call.get("function") or {}
