@@ -62,6 +62,12 @@ class TestWrittenAtPersistence:
         prompt = system_of(fake_openai.chat_requests()[-1])
         assert MEMORY_HEADING in prompt and "- [project] Le projet utilise des tabulations." in prompt
 
+    def test_prose_around_a_fenced_answer_is_understood(self, fake_openai, env):
+        store, manager, ws, memories = env
+        s = manager.create(ws)
+        turn(fake_openai, store, s.key, "Convention: migrations live in db/migrations. Add one for users.")
+        assert [m.text for m in memories.list(s.project_key)] == ["Convention: migrations live in db/migrations."]
+
     def test_a_removed_memory_never_appears_in_a_later_prompt(self, fake_openai, env):
         store, manager, ws, memories = env
         s = manager.create(ws)

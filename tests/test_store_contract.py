@@ -901,6 +901,31 @@ class TestCreateWhole:
         assert manager.get(key).messages == session.messages
 
 
+class TestApprovalEntries:
+    """Guards against a store dropping or reordering the approval entries of a paused turn (issue
+    10): a restart must show the pending approval again instead of losing the turn."""
+
+    def test_pending_approval_survives_a_reload(self, store):
+        from core.agent.approval import ApprovalState, decision_entry, request_entry
+
+        key = new_key()
+        call = {"id": "call_w", "type": "function",
+                "function": {"name": "write_file", "arguments": '{"path": "a.txt", "content": "A"}'}}
+        make_session(store, key, messages=[user("write a.txt")])
+        request = request_entry("call_w", "write_file", call["function"]["arguments"],
+                                "--- /dev/null\n+++ b/a.txt\n@@ -0,0 +1 @@\n+A\n", ts=T0 + 5)
+        count = store.append(key, [message_entry({"role": "assistant", "content": "", "tool_calls": [call]},
+                                                 ts=T0 + 4), request], expected_count=1)
+        assert count == 2  # the approval entry is not a message
+        loaded = store.load(key)
+        assert loaded[-1] == request
+        pending = ApprovalState.from_entries(loaded).pending()
+        assert [(p.call_id, p.tool, p.preview) for p in pending] == [("call_w", "write_file", request["preview"])]
+        assert [m.message_count for m in store.list(PK)] == [2]
+        # the answer closes it, in every store
+        store.append(key, [decision_entry("call_w", False, reason="not now", ts=T0 + 6)], expected_count=2)
+        assert ApprovalState.from_entries(store.load(key)).pending() == []
+        assert store.load(key)[-1]["reason"] == "not now"
 class TestCompactionEntries:
     """A compaction is one appended entry: a store that drops it, rewrites messages around it, or
     counts it as a message would lose the summary or shift every message index (issue 9)."""

@@ -418,18 +418,7 @@ class SessionManager:
         ``max_age_days`` defaults to ``ANYCODE_ARCHIVE_DAYS`` (off by default); 0 or less does
         nothing. ``now`` in Unix seconds (default the current time). Returns the keys archived."""
         days = settings.archive_days() if max_age_days is None else float(max_age_days)
-        if days <= 0:
-            return []
-        cutoff = (time.time() if now is None else now) - days * DAY_SECONDS
-        archived: list[SessionKey] = []
-        for project in self.store.list_projects():
-            for meta in self.store.list(project.project_key):
-                if meta.updated_at < cutoff:
-                    try:
-                        self.store.archive(meta.key)
-                    except SessionNotFound:
-                        continue  # removed by someone else meanwhile
-                    archived.append(meta.key)
+        archived = self._for_idle(days, now, self.store.archive)
         if archived:
             log.info("auto-archive moved %d sessions idle for over %g days", len(archived), days)
         return archived
@@ -441,18 +430,24 @@ class SessionManager:
         ``cleanupPeriodDays``); 0 or less disables cleanup. ``now`` in Unix seconds (default
         the current time). Returns the keys removed, across every project."""
         days = settings.cleanup_days() if max_age_days is None else float(max_age_days)
+        removed = self._for_idle(days, now, self.store.remove)
+        if removed:
+            log.info("cleanup removed %d sessions idle for over %g days", len(removed), days)
+        return removed
+
+    def _for_idle(self, days: float, now: float | None, action: Any) -> list[SessionKey]:
+        """Apply ``action(key)`` to every unarchived session idle for over ``days`` days (none when
+        ``days <= 0``), in every project; return the keys it was applied to."""
         if days <= 0:
             return []
         cutoff = (time.time() if now is None else now) - days * DAY_SECONDS
-        removed: list[SessionKey] = []
+        done: list[SessionKey] = []
         for project in self.store.list_projects():
             for meta in self.store.list(project.project_key):
                 if meta.updated_at < cutoff:
                     try:
-                        self.store.remove(meta.key)
+                        action(meta.key)
                     except SessionNotFound:
                         continue  # removed by someone else meanwhile
-                    removed.append(meta.key)
-        if removed:
-            log.info("cleanup removed %d sessions idle for over %g days", len(removed), days)
-        return removed
+                    done.append(meta.key)
+        return done
