@@ -11,6 +11,10 @@ import logging
 import time
 from typing import Any, Callable
 
+from webui import offline  # noqa: F401  (sets the offline environment before Gradio is imported)
+
+import gradio as gr
+
 from core.errors import AnycodeError, SessionNotFound, StaleChange, StoreUnavailable
 from core.session.export import message_text
 from core.session.keys import SessionKey
@@ -70,8 +74,7 @@ def regenerate(ctx: Any, state: dict[str, Any], row_index: int, now: float | Non
     same click (already done). Raises ``SessionNotFound``, ``IndexError``, ``ValueError`` (no user
     message before the row)."""
     now = time.time() if now is None else now
-    guard = state.get("regen_guard")
-    if guard and guard[0] == state.get("session") and guard[1] == row_index and now - guard[2] < REPEAT_SECONDS:
+    if repeated(state, row_index, now):
         log.info("ignoring a repeated regenerate event for row %d", row_index)
         return None
     session, index = _stored_index(ctx, state, row_index)
@@ -86,6 +89,16 @@ def regenerate(ctx: Any, state: dict[str, Any], row_index: int, now: float | Non
     view = handlers.view_of(ctx.manager.get(version.key))
     view.state["regen_guard"] = [version.id, row_index, now]
     return view
+
+
+def repeated(state: dict[str, Any] | None, row_index: int, now: float | None = None) -> bool:
+    """True when a Regenerate of ``row_index`` is the second delivery of the click that made the
+    tab's version (within :data:`REPEAT_SECONDS`): it must neither fork again nor stop the reply
+    the first delivery started."""
+    guard = (state or {}).get("regen_guard")
+    now = time.time() if now is None else now
+    return bool(guard and guard[0] == (state or {}).get("session") and guard[1] == row_index
+                and now - guard[2] < REPEAT_SECONDS)
 
 
 def switcher(ctx: Any, state: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -136,8 +149,6 @@ def bar_label(point: dict[str, Any] | None) -> str:
 def bar() -> dict[str, Any]:
     """Create the switcher bar (hidden until the conversation has versions) where it is called:
     ``{"row", "prev", "label", "next"}``."""
-    import gradio as gr
-
     with gr.Row(visible=False, elem_id="ac-versions", equal_height=True) as row:
         prev = gr.Button("‹", size="sm", elem_id="ac-version-prev", scale=0, min_width=40)
         label = gr.Markdown("", elem_id="ac-version-label")
@@ -153,8 +164,6 @@ def attach(ctx: Any, parts: dict[str, Any], *, chat: Any, state: Any, tab: Any, 
     message) and its "Regenerate" feedback option into the app. ``show``, ``switching``,
     ``on_send``, ``on_sent``, ``tab_key`` and ``notify`` are the app's own helpers, so a version
     streams its reply exactly like a sent message."""
-    import gradio as gr
-
     def on_state(st):
         point = switcher(ctx, st)
         if point is None:
@@ -181,7 +190,8 @@ def attach(ctx: Any, parts: dict[str, Any], *, chat: Any, state: Any, tab: Any, 
     stream_args = {"api_visibility": "private", "show_progress": "hidden", "trigger_mode": "multiple"}
     skip = len(view_outputs) + 2
 
-    def on_edit(st, query, archived, evt: gr.EditData, request: gr.Request = None, tab_id=None):
+    def on_edit(tab_id, st, query, archived, evt: gr.EditData, request: gr.Request):
+        handlers.leave(ctx, tab_key(request, tab_id))  # a reply still streaming stops first
         index = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
         value = evt.value if isinstance(evt.value, str) else message_text(evt.value)
         try:
@@ -195,39 +205,30 @@ def attach(ctx: Any, parts: dict[str, Any], *, chat: Any, state: Any, tab: Any, 
         return (*show(view, query, archived), gr.Textbox(submit_btn=run_id is None, stop_btn=run_id is not None and "Stop"),
                 run_id)
 
-    def on_regenerate(st, query, archived, evt: gr.LikeData, request: gr.Request = None, tab_id=None):
-        if evt.liked != REGENERATE_OPTION:  # "Branch from here" has its own listener
-            return (*[gr.skip()] * (skip - 1), None)
+    def on_regenerate(tab_id, st, query, archived, evt: gr.LikeData, request: gr.Request):
+        # Skips leave ``pending`` alone: the first of a doubled event may still be handing its
+        # run over to the send that follows it (a stale id there is ignored by claim_run).
         index = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
+        if evt.liked != REGENERATE_OPTION or repeated(st, int(index)):  # Branch has its own listener
+            return tuple(gr.skip() for _ in range(skip))
+        handlers.leave(ctx, tab_key(request, tab_id))
         try:
             view = regenerate(ctx, st, int(index))
         except (AnycodeError, IndexError, ValueError) as err:
             view = handlers.reload(ctx, st, notice=str(err))
         if view is None:
-            return (*[gr.skip()] * (skip - 1), None)
+            return tuple(gr.skip() for _ in range(skip))
         run_id = None
         if view.state.get("regen_guard"):
             run_id = handlers.take_retry(ctx, tab_key(request, tab_id))
         return (*show(view, query, archived), gr.Textbox(submit_btn=run_id is None, stop_btn=run_id is not None and "Stop"),
                 run_id)
 
-    def with_tab(fn):
-        def run(tab_id, st, query, archived, evt, request: gr.Request):
-            handlers.leave(ctx, tab_key(request, tab_id))
-            return fn(st, query, archived, evt, request=request, tab_id=tab_id)
-        return run
-
-    def edit_entry(tab_id, st, query, archived, evt: gr.EditData, request: gr.Request):
-        return with_tab(on_edit)(tab_id, st, query, archived, evt, request)
-
-    def regen_entry(tab_id, st, query, archived, evt: gr.LikeData, request: gr.Request):
-        return with_tab(on_regenerate)(tab_id, st, query, archived, evt, request)
-
     outs = [*view_outputs, box, pending]
     send_inputs = [state, pending, model, tab, search, show_archived]
-    chat.edit(edit_entry, [tab, state, search, show_archived], outs, concurrency_limit=1,
+    chat.edit(on_edit, [tab, state, search, show_archived], outs, concurrency_limit=1,
               **stream_args).then(on_send, send_inputs, view_outputs, **stream_args).then(
         on_sent, [tab, pending, box], box, **stream_args)
-    chat.like(regen_entry, [tab, state, search, show_archived], outs, concurrency_limit=1,
+    chat.like(on_regenerate, [tab, state, search, show_archived], outs, concurrency_limit=1,
               **stream_args).then(on_send, send_inputs, view_outputs, **stream_args).then(
         on_sent, [tab, pending, box], box, **stream_args)

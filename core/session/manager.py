@@ -206,13 +206,15 @@ class SessionManager:
         """Set a user title (never overwritten by generated ones); return the cleaned title.
 
         ``expected_title``: the title the caller showed ("" or None: untitled); when given and the
-        stored title differs (another tab renamed meanwhile), :class:`StaleChange` is raised and
-        nothing is written — the expected_count rule for titles. Raises :class:`InvalidTitle` for
+        stored title is another user title (another tab renamed meanwhile), :class:`StaleChange`
+        is raised and nothing is written — the expected_count rule for titles. Raises :class:`InvalidTitle` for
         an empty title, :class:`SessionNotFound`."""
         cleaned = clean_user_title(title)
         if expected_title is not ...:
-            stored = self._state(key).title or ""
-            if stored != (expected_title or "") and stored != cleaned:
+            state = self._state(key)
+            stored = state.title or ""
+            # Only another user's rename counts: a generated title is there to be replaced.
+            if state.title_source == "user" and stored != (expected_title or "") and stored != cleaned:
                 raise StaleChange("title", expected_title, stored)
         self.store.append(key, [title_entry(cleaned, "user")])
         return cleaned
