@@ -34,7 +34,7 @@ from core.errors import (
 from core.session.keys import SessionKey
 from core.session.subagents import export_entries, subagent_records
 from core.session.text import clean_text, is_blank
-from webui import render
+from webui import compaction_ui, render
 from webui.export import write_exports
 from webui.timefmt import relative_time
 
@@ -112,7 +112,7 @@ def view_of(session: Any, *, title_wait: float = 0.0, notice: str | None = None,
     return SessionView(
         state=state,
         title=session.title or "",
-        rows=render.chat_window(session.messages, start).rows,
+        rows=render.chat_window(session.messages, start, session.compactions).rows,
         archived=bool(session.archived),
         notice=notice,
         label=render.session_label(session.title, session.created_at),
@@ -341,7 +341,7 @@ def branch(ctx: Any, state: dict[str, Any], row_index: int, now: float | None = 
         return view
     key = _key(state)
     session = ctx.manager.get(key)
-    view = render.chat_window(session.messages, shown_from(session, state))
+    view = render.chat_window(session.messages, shown_from(session, state), session.compactions)
     if not 0 <= row_index < len(view.source):
         raise IndexError(f"There is no message {row_index + 1} in this conversation.")
     try:
@@ -555,6 +555,8 @@ class _LiveRows:
     def apply(self, event: Any) -> bool:
         """Fold one agent event in; return True when it changed what is shown."""
         kind = type(event).__name__
+        if kind.startswith("Compaction"):  # summarising before the request (issue 9)
+            return compaction_ui.apply_event(self.rows, event)
         if kind == "TextDelta":
             if not event.text:
                 return False
@@ -663,6 +665,9 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
     from core.agent.runner import run_session_stream
 
     retry = text is None
+    if compaction_ui.is_compact_command(text):  # `/compact` typed, or the Compact button
+        yield from compaction_ui.compact_updates(ctx, state, model, run)
+        return
     text = clean_text((text or "").strip())
     if is_blank(text) and not (retry and state.get("session")):
         current = reload(ctx, state)
@@ -696,7 +701,7 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
     label = render.session_label(session.title, session.created_at)
     start = shown_from(session, state)
     state["from"] = start
-    base = render.chat_window(session.messages, start).rows
+    base = render.chat_window(session.messages, start, session.compactions).rows
     shown = base if retry else base + [{"role": "user", "content": text}]
     yield SendUpdate(state, shown, title, label=label)
 

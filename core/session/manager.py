@@ -64,6 +64,11 @@ def session_from_entries(key: SessionKey, entries: list[dict[str, Any]], *, arch
     )
 
 
+def _summarises_within(entry: dict[str, Any], count: int) -> bool:
+    fki = entry.get("first_kept_index")
+    return isinstance(fki, int) and not isinstance(fki, bool) and 0 <= fki <= count
+
+
 class SessionManager:
     """Create, find, resume, fork, rename, archive, delete and expire sessions.
 
@@ -199,8 +204,9 @@ class SessionManager:
     def fork(self, key: SessionKey, message_index: int) -> Session:
         """Copy messages ``[0 .. message_index]`` (inclusive) into a new session and return it.
 
-        A compaction entry placed within the copied messages (a cut at or after the compaction
-        point) is copied too, so the fork's model view matches; one placed later is not.
+        A compaction whose summarised messages are all in the fork (``first_kept_index`` <=
+        ``message_index + 1``: a cut at or after the compaction point, the divider) is copied too,
+        so the fork's model view is the summary plus what follows; one cut before it is not.
         The original is not touched. The fork's header records ``forked_from`` =
         ``{"session_id", "message_index"}``; its title is the original's plus " (branch)". The
         sub-agent records of the task calls inside the copied messages are copied along (same
@@ -220,12 +226,11 @@ class SessionManager:
         seen = 0
         for e in entries:
             if e.get("type") == "message" and isinstance(e.get("message"), dict):
-                if seen > message_index:
-                    break
-                copied.append(e)
+                if seen <= message_index:
+                    copied.append(e)
                 seen += 1
-            elif e.get("type") == "compaction":  # placed within the copied messages
-                copied.append(e)
+            elif e.get("type") == "compaction" and _summarises_within(e, message_index + 1):
+                copied.append(e)  # a later one lands right after the copied messages
         forked_from = {"session_id": key.session_id, "message_index": message_index}
         new_entries = [header_entry(new_key.session_id, key.project_key, original.cwd,
                                     created_at=now, forked_from=forked_from)]
