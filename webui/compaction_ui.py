@@ -153,7 +153,7 @@ def add_compaction_controls(ctx: Any, gr: Any, *, state: Any, model: Any, meter:
                  trigger_mode="always_last")
     model.change(on_meter, [state, model], meter, api_visibility="private", show_progress="hidden")
 
-    def on_take_compact(tab_id, request: gr.Request):
+    def on_take_compact(tab_id, request):
         from webui import handlers
 
         key = tab_key(request, tab_id)
@@ -162,5 +162,8 @@ def add_compaction_controls(ctx: Any, gr: Any, *, state: Any, model: Any, meter:
             return gr.skip(), gr.skip()
         return gr.Textbox(submit_btn=False, stop_btn="Stop"), ctx.begin_run(key, COMPACT_COMMAND).id
 
+    # This module does not import Gradio (handlers import it), so the string annotation above
+    # cannot be resolved by Gradio: give it the real class, which makes it pass the request.
+    on_take_compact.__annotations__ = {"request": gr.Request}
     compact_btn.click(on_take_compact, tab, [box, pending], queue=False, **stream_args).then(
         on_send, send_inputs, view_outputs, **stream_args).then(on_sent, [tab, pending, box], box, **stream_args)

@@ -109,6 +109,7 @@ def view_of(session: Any, *, title_wait: float = 0.0, notice: str | None = None,
     state = tab_state(session.project_key, session.id, len(session.messages), title_wait)
     state["from"] = start
     state["earlier"] = sum(1 for m in session.messages[:start] if m.get("role") != "system")
+    state["compactions"] = len(session.compactions)  # a compaction changes the state: the meter refreshes
     return SessionView(
         state=state,
         title=session.title or "",
