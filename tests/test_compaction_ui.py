@@ -8,23 +8,13 @@ import json
 
 import pytest
 
-from core.agent import context as ctx_mod
 from core.session.compaction import compaction_entry
 from core.session.export import session_to_markdown
 from core.session.manager import SessionManager
 from core.stores.jsonl_store import LocalSessionStore
 from webui import compaction_ui, handlers, render, sessions_cli
 from webui.context import WebContext
-
-
-@pytest.fixture(autouse=True)
-def fresh_accounting(monkeypatch):
-    monkeypatch.delenv("ANYCODE_CONTEXT_WINDOW", raising=False)
-    ctx_mod.forget_windows()
-    ctx_mod.TRACKER.__init__()
-    yield
-    ctx_mod.forget_windows()
-    ctx_mod.TRACKER.__init__()
+from tests.test_compaction import fresh_accounting  # noqa: F401  (autouse: fresh window caches per test)
 
 
 @pytest.fixture
