@@ -20,7 +20,7 @@ from typing import Any
 import gradio as gr
 
 from core.errors import AnycodeError, SessionNotFound
-from webui import handlers, import_panel, render, search_panel
+from webui import handlers, import_panel, render, search_panel, subagent_panel
 from webui.context import WebContext
 from webui.handlers import SessionView
 
@@ -497,6 +497,9 @@ def build_app(ctx: WebContext) -> gr.Blocks:
         with search_slot:
             search_panel.add_search(ctx, gr, state=state, search=search, show_archived=show_archived, tab=tab,
                                     show=show, switching=switching, switch=switch, idle_box=idle_box)
+
+        # --- sub-agent transcripts (a task step's link opens its run, read-only) -----------------
+        subagent_panel.add_transcript(ctx, gr, state=state, notify=_notify)
 
         # --- import (ChatGPT, Claude Code, Codex files) --------------------------------------------
         with import_foot:

@@ -33,6 +33,7 @@ from core.errors import (
 )
 from core.session.keys import SessionKey
 from core.session.subagents import export_entries, subagent_records
+from webui.subagent_panel import LiveSubagents
 from core.session.text import clean_text, is_blank
 from webui import render
 from webui.export import write_exports
@@ -551,10 +552,13 @@ class _LiveRows:
         self.rows: list[dict[str, Any]] = []
         self._steps: dict[str, int] = {}
         self._args: dict[str, str] = {}
+        self._subagents = LiveSubagents()
 
     def apply(self, event: Any) -> bool:
         """Fold one agent event in; return True when it changed what is shown."""
         kind = type(event).__name__
+        if kind.startswith("Subagent"):  # a task step's sub-agent at work (webui.subagent_panel)
+            return self._subagents.apply(self.rows, self._steps, event)
         if kind == "TextDelta":
             if not event.text:
                 return False
@@ -565,9 +569,13 @@ class _LiveRows:
                 self.rows.append({"role": "assistant", "content": event.text})
             return True
         if kind == "ToolCallStarted":
-            self._steps[event.call_id] = len(self.rows)
             self._args[event.call_id] = event.arguments
-            self.rows.append(render.tool_step(event.call_id, event.name, event.arguments))
+            row = render.tool_step(event.call_id, event.name, event.arguments)
+            if event.call_id in self._steps:  # a task step its sub-agent's start already showed
+                self.rows[self._steps[event.call_id]] = row
+            else:
+                self._steps[event.call_id] = len(self.rows)
+                self.rows.append(row)
             return True
         if kind == "ToolCallFinished":
             row = render.tool_step(event.call_id, event.name, self._args.get(event.call_id, ""),

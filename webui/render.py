@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.session.export import UNTITLED, message_text, session_label  # noqa: F401  (UNTITLED: re-exported for the UI)
+from webui.subagent_panel import TASK_TOOL, task_step_title, transcript_link
 from webui.timefmt import GROUPS, group_label, relative_time
 
 log = logging.getLogger(__name__)
@@ -51,9 +52,13 @@ def tool_step(call_id: str, name: str, arguments: str, result: str | None = None
               is_error: bool = False) -> dict[str, Any]:
     """A collapsible chat row for one tool call: title ``🛠️ name``, status pending until a result."""
     title = f"{TOOL_ICON} {name}" + (" — failed" if is_error else "")
+    content = tool_step_content(arguments, result, is_error)
+    if name == TASK_TOOL:  # a sub-agent: its description, and a link to its transcript
+        title = task_step_title(arguments, is_error)
+        content = transcript_link(call_id) + "\n\n" + content
     return {
         "role": "assistant",
-        "content": tool_step_content(arguments, result, is_error),
+        "content": content,
         "metadata": {"title": title, "id": call_id,
                      "status": "pending" if result is None else "done"},
     }
