@@ -62,6 +62,14 @@ class InvalidTitle(AnycodeError, ValueError):
     """A title is empty or whitespace only."""
 
 
+class InvalidMemory(AnycodeError, ValueError):
+    """A memory's text is empty, too long, or looks like a secret (never stored)."""
+
+
+class MemoryNotFound(AnycodeError, LookupError):
+    """No memory has this id (or id prefix) in the scopes searched, or the prefix is ambiguous."""
+
+
 class StoreUnavailable(AnycodeError):
     """A configured store cannot be used (missing optional dependency, unreachable database)."""
 
@@ -104,6 +112,24 @@ class ModelTimeout(ModelError):
 
 class ModelBadRequest(ModelError):
     """The server rejected the request (HTTP 400/404/422), e.g. an unknown model name."""
+
+
+class ModelContextExceeded(ModelBadRequest):
+    """The request did not fit the model's context window (HTTP 400 ``context_length_exceeded``
+    per the OpenAI API, or a local server saying so in a 500 or a stream error).
+
+    ``window``: the window in tokens when the server's message named it (else None);
+    ``requested``: the request's size in tokens when named."""
+
+    def __init__(self, message: str, window: int | None = None, requested: int | None = None):
+        super().__init__(message)
+        self.window = window
+        self.requested = requested
+
+
+class CompactionFailed(ModelError):
+    """Summarising the earlier messages failed (the summary request failed or came back empty);
+    nothing was changed and the user's message is kept. ``str(err)`` says why."""
 
 
 class ModelEmptyReply(ModelError):

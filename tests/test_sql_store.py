@@ -186,7 +186,7 @@ class TestSchema:
         assert self.versions(url) == [1]
         monkeypatch.undo()
         new = SqlSessionStore(url)
-        assert self.versions(url) == [1, 2]
+        assert self.versions(url) == [v for v, _, _ in sql_schema.MIGRATIONS]  # every later step
         assert new.load(key) == [header_entry("kept", PK, "/x", created_at=5.0)]
         assert [m.id for m in new.list(PK)] == ["kept"]
         engine = sa.create_engine(url)

@@ -899,3 +899,80 @@ class TestCreateWhole:
         session = manager.create_whole(key, self._entries(key, 4))
         assert session.title == "Imported" and len(session.messages) == 4
         assert manager.get(key).messages == session.messages
+
+
+class TestApprovalEntries:
+    """Guards against a store dropping or reordering the approval entries of a paused turn (issue
+    10): a restart must show the pending approval again instead of losing the turn."""
+
+    def test_pending_approval_survives_a_reload(self, store):
+        from core.agent.approval import ApprovalState, decision_entry, request_entry
+
+        key = new_key()
+        call = {"id": "call_w", "type": "function",
+                "function": {"name": "write_file", "arguments": '{"path": "a.txt", "content": "A"}'}}
+        make_session(store, key, messages=[user("write a.txt")])
+        request = request_entry("call_w", "write_file", call["function"]["arguments"],
+                                "--- /dev/null\n+++ b/a.txt\n@@ -0,0 +1 @@\n+A\n", ts=T0 + 5)
+        count = store.append(key, [message_entry({"role": "assistant", "content": "", "tool_calls": [call]},
+                                                 ts=T0 + 4), request], expected_count=1)
+        assert count == 2  # the approval entry is not a message
+        loaded = store.load(key)
+        assert loaded[-1] == request
+        pending = ApprovalState.from_entries(loaded).pending()
+        assert [(p.call_id, p.tool, p.preview) for p in pending] == [("call_w", "write_file", request["preview"])]
+        assert [m.message_count for m in store.list(PK)] == [2]
+        # the answer closes it, in every store
+        store.append(key, [decision_entry("call_w", False, reason="not now", ts=T0 + 6)], expected_count=2)
+        assert ApprovalState.from_entries(store.load(key)).pending() == []
+        assert store.load(key)[-1]["reason"] == "not now"
+class TestCompactionEntries:
+    """A compaction is one appended entry: a store that drops it, rewrites messages around it, or
+    counts it as a message would lose the summary or shift every message index (issue 9)."""
+
+    def _compacted(self, manager, cwd, n=6):
+        from core.session.compaction import compaction_entry
+
+        s = manager.create(cwd, title="Long one")
+        msgs = [user(f"u{i}") if i % 2 == 0 else assistant(f"a{i}") for i in range(n)]
+        manager.add_messages(s.key, msgs[:4])
+        entry = compaction_entry("Earlier: the user asked u0 and u2.", 2, tokens_before=900, tokens_after=300,
+                                 model="m", trigger="auto")
+        assert manager.add_compaction(s.key, entry, expected_count=4) == 4
+        manager.add_messages(s.key, msgs[4:])
+        return s, msgs, entry
+
+    def test_round_trip_keeps_every_message_and_the_entry(self, manager, store, cwd):
+        from core.session.compaction import model_view
+
+        s, msgs, entry = self._compacted(manager, cwd)
+        stored = [e for e in store.load(s.key) if e.get("type") == "compaction"]
+        assert stored == [entry]
+        got = manager.get(s.key)
+        assert got.messages == msgs  # nothing removed or rewritten
+        assert [c["at"] for c in got.compactions] == [4]
+        view = model_view(got.messages, got.compactions)
+        assert view[0]["role"] == "system" and "Earlier: the user asked u0 and u2." in view[0]["content"]
+        assert view[1:] == msgs[2:]
+
+    def test_list_counts_messages_only(self, manager, cwd):
+        s, msgs, _ = self._compacted(manager, cwd)
+        meta = next(m for m in manager.list(s.project_key) if m.id == s.id)
+        assert meta.message_count == len(msgs) and meta.title == "Long one"
+
+    def test_stale_compaction_is_a_conflict(self, manager, cwd):
+        from core.session.compaction import compaction_entry
+
+        s, _, _ = self._compacted(manager, cwd)
+        with pytest.raises(SessionConflict):
+            manager.add_compaction(s.key, compaction_entry("x", 1, tokens_before=None, tokens_after=None,
+                                                           model=None, trigger="manual"), expected_count=4)
+
+    def test_fork_after_the_compaction_keeps_it_before_drops_it(self, manager, cwd):
+        s, msgs, entry = self._compacted(manager, cwd)
+        after = manager.get(manager.fork(s.key, 4).key)
+        assert after.messages == msgs[:5] and [c["summary"] for c in after.compactions] == [entry["summary"]]
+        at_point = manager.get(manager.fork(s.key, 3).key)
+        assert len(at_point.compactions) == 1
+        before = manager.get(manager.fork(s.key, 2).key)
+        assert before.messages == msgs[:3] and before.compactions == []

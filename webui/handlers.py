@@ -553,6 +553,7 @@ class _LiveRows:
         self._steps: dict[str, int] = {}
         self._args: dict[str, str] = {}
         self._subagents = LiveSubagents()
+        self._text: dict[int, str] = {}  # row index -> the reply text as streamed
 
     def apply(self, event: Any) -> bool:
         """Fold one agent event in; return True when it changed what is shown."""
@@ -563,10 +564,12 @@ class _LiveRows:
             if not event.text:
                 return False
             last = self.rows[-1] if self.rows else None
-            if last is not None and not last.get("metadata"):
-                last["content"] += event.text
-            else:
-                self.rows.append({"role": "assistant", "content": event.text})
+            if last is None or last.get("metadata"):
+                self.rows.append({"role": "assistant", "content": ""})
+                self._text[len(self.rows) - 1] = ""
+            self._text[len(self.rows) - 1] += event.text
+            # shown with remote images as links, like the stored reply will be
+            self.rows[-1]["content"] = render.safe_markdown(self._text[len(self.rows) - 1])
             return True
         if kind == "ToolCallStarted":
             self._args[event.call_id] = event.arguments
@@ -705,7 +708,7 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
     start = shown_from(session, state)
     state["from"] = start
     base = render.chat_window(session.messages, start).rows
-    shown = base if retry else base + [{"role": "user", "content": text}]
+    shown = base if retry else base + [{"role": "user", "content": render.safe_markdown(text)}]
     yield SendUpdate(state, shown, title, label=label)
 
     config = ctx.model_config()
@@ -853,10 +856,13 @@ def _drop_if_empty(ctx: Any, key: SessionKey) -> bool:
 
 def _runner_kwargs(ctx: Any, state: dict[str, Any], client: Any, model: str, config: Any,
                    cancel: Any) -> dict[str, Any]:
-    # tools/workspace left to the runner: TOOL_SPECS, confined to the session's recorded cwd.
+    # tools left to the runner: TOOL_SPECS, in the session's checked project folder.
+    from webui import approvals
+
     return {
         "client": client, "model": model, "expected_count": state["count"], "cancel": cancel,
         "title_client": client, "title_model": getattr(config, "title_model", None) or model,
+        **approvals.runner_kwargs(ctx, state),  # the user's approvals and chosen workspace
     }
 
 

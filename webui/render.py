@@ -14,6 +14,7 @@ from typing import Any
 
 from core.session.export import UNTITLED, message_text, session_label  # noqa: F401  (UNTITLED: re-exported for the UI)
 from webui.subagent_panel import TASK_TOOL, task_step_title, transcript_link
+from webui.remote_media import safe_markdown
 from webui.timefmt import GROUPS, group_label, relative_time
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,19 @@ def tool_step(call_id: str, name: str, arguments: str, result: str | None = None
     }
 
 
+def memory_note(system_text: Any) -> dict[str, Any] | None:
+    """The "Used N memories" step shown above a new chat's first reply (collapsed; opening it
+    lists them), read from the session's stored system prompt; None when it holds none."""
+    from core.memory.context import memories_in_prompt
+
+    used = memories_in_prompt(system_text)
+    if not used:
+        return None
+    return {"role": "assistant", "content": "\n".join(f"- {line}" for line in used),
+            "metadata": {"title": f"Used {len(used)} memor{'y' if len(used) == 1 else 'ies'}",
+                         "id": "ac-memories-used", "status": "done"}}
+
+
 @dataclass
 class ChatView:
     """Chat rows for a session plus, for each row, the index of the stored message it ends at
@@ -105,7 +119,8 @@ def _looks_like_error(text: str) -> bool:
 
 
 def chat_rows(messages: list[dict[str, Any]]) -> ChatView:
-    """Render stored OpenAI messages as chat rows; the system message is hidden.
+    """Render stored OpenAI messages as chat rows; the system message is hidden. Remote images
+    and media in their text are shown as links (:func:`webui.remote_media.safe_markdown`).
 
     An assistant message becomes its text row (if any) followed by one collapsible step per tool
     call; a ``tool`` message fills in the result of its step (matched by ``tool_call_id``).
@@ -113,17 +128,23 @@ def chat_rows(messages: list[dict[str, Any]]) -> ChatView:
     view = ChatView()
     steps: dict[str, int] = {}  # tool_call_id -> row index
     calls: dict[str, tuple[str, str]] = {}  # tool_call_id -> (name, arguments)
+    note: dict[str, Any] | None = None  # "Used N memories", shown above the first reply
     for i, msg in enumerate(messages):
         role = msg.get("role")
         if role == "system":
+            note = memory_note(msg.get("content"))
             continue
+        if note is not None and role == "assistant":
+            view.rows.append(note)
+            view.source.append(i)
+            note = None
         if role == "user":
-            view.rows.append({"role": "user", "content": message_text(msg.get("content"))})
+            view.rows.append({"role": "user", "content": safe_markdown(message_text(msg.get("content")))})
             view.source.append(i)
         elif role == "assistant":
             text = message_text(msg.get("content"))
             if text.strip():
-                view.rows.append({"role": "assistant", "content": text})
+                view.rows.append({"role": "assistant", "content": safe_markdown(text)})
                 view.source.append(i)
             for call in msg.get("tool_calls") or []:
                 fn = call.get("function") or {}

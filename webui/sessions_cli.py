@@ -328,7 +328,7 @@ def _cmd_migrate(mgr: SessionManager, args: argparse.Namespace) -> int:
     else:
         _out(f"Migrated {report.records} records to {describe(args.to)}: {len(report.copied)} copied, "
              f"{len(report.extended)} extended, {len(report.identical)} already identical, "
-             f"{len(report.archive_synced)} archive flags set.")
+             f"{len(report.archive_synced)} archive flags set, {report.memory_entries} memory entries copied.")
         for key, why in report.conflicts:
             _out(f"conflict: {key}: {why}")
         for key, why in report.errors:

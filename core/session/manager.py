@@ -13,6 +13,7 @@ import time
 from typing import Any, Iterable
 
 from core import settings
+from core.session.compaction import compactions_of
 from core.session.entries import (SessionState, header_entry, message_entry, messages_of, reply_ends_of,
                                   title_entry)
 from core.errors import AmbiguousSessionId, InvalidTitle, SessionNotFound
@@ -59,6 +60,7 @@ def session_from_entries(key: SessionKey, entries: list[dict[str, Any]], *, arch
         title_source=state.title_source,
         archived=archived,
         reply_ends=reply_ends_of(entries),
+        compactions=compactions_of(entries),
     )
 
 
@@ -162,6 +164,17 @@ class SessionManager:
         # session deleted meanwhile raises SessionNotFound here instead of coming back.
         return self.store.append(key, entries, expected_count=expected_count)
 
+    def add_compaction(self, key: SessionKey, entry: dict[str, Any], expected_count: int | None = None) -> int:
+        """Append one compaction entry (:func:`core.session.compaction.compaction_entry`); return
+        the message count (unchanged: a compaction adds no message and removes none).
+
+        ``expected_count``: the message count the compaction was computed on;
+        :class:`~core.errors.SessionConflict` if someone appended since. Raises
+        :class:`SessionNotFound`, ``ValueError`` for an entry that is not a compaction."""
+        if not isinstance(entry, dict) or entry.get("type") != "compaction":
+            raise ValueError("not a compaction entry")
+        return self.store.append(key, [entry], expected_count=expected_count)
+
     def rename(self, key: SessionKey, title: str) -> str:
         """Set a user title (never overwritten by generated ones); return the cleaned title.
 
@@ -186,6 +199,8 @@ class SessionManager:
     def fork(self, key: SessionKey, message_index: int) -> Session:
         """Copy messages ``[0 .. message_index]`` (inclusive) into a new session and return it.
 
+        A compaction entry placed within the copied messages (a cut at or after the compaction
+        point) is copied too, so the fork's model view matches; one placed later is not.
         The original is not touched. The fork's header records ``forked_from`` =
         ``{"session_id", "message_index"}``; its title is the original's plus " (branch)". The
         sub-agent records of the task calls inside the copied messages are copied along (same
@@ -209,6 +224,8 @@ class SessionManager:
                     break
                 copied.append(e)
                 seen += 1
+            elif e.get("type") == "compaction":  # placed within the copied messages
+                copied.append(e)
         forked_from = {"session_id": key.session_id, "message_index": message_index}
         new_entries = [header_entry(new_key.session_id, key.project_key, original.cwd,
                                     created_at=now, forked_from=forked_from)]
@@ -268,18 +285,7 @@ class SessionManager:
         ``max_age_days`` defaults to ``ANYCODE_ARCHIVE_DAYS`` (off by default); 0 or less does
         nothing. ``now`` in Unix seconds (default the current time). Returns the keys archived."""
         days = settings.archive_days() if max_age_days is None else float(max_age_days)
-        if days <= 0:
-            return []
-        cutoff = (time.time() if now is None else now) - days * DAY_SECONDS
-        archived: list[SessionKey] = []
-        for project in self.store.list_projects():
-            for meta in self.store.list(project.project_key):
-                if meta.updated_at < cutoff:
-                    try:
-                        self.store.archive(meta.key)
-                    except SessionNotFound:
-                        continue  # removed by someone else meanwhile
-                    archived.append(meta.key)
+        archived = self._for_idle(days, now, self.store.archive)
         if archived:
             log.info("auto-archive moved %d sessions idle for over %g days", len(archived), days)
         return archived
@@ -291,18 +297,24 @@ class SessionManager:
         ``cleanupPeriodDays``); 0 or less disables cleanup. ``now`` in Unix seconds (default
         the current time). Returns the keys removed, across every project."""
         days = settings.cleanup_days() if max_age_days is None else float(max_age_days)
+        removed = self._for_idle(days, now, self.store.remove)
+        if removed:
+            log.info("cleanup removed %d sessions idle for over %g days", len(removed), days)
+        return removed
+
+    def _for_idle(self, days: float, now: float | None, action: Any) -> list[SessionKey]:
+        """Apply ``action(key)`` to every unarchived session idle for over ``days`` days (none when
+        ``days <= 0``), in every project; return the keys it was applied to."""
         if days <= 0:
             return []
         cutoff = (time.time() if now is None else now) - days * DAY_SECONDS
-        removed: list[SessionKey] = []
+        done: list[SessionKey] = []
         for project in self.store.list_projects():
             for meta in self.store.list(project.project_key):
                 if meta.updated_at < cutoff:
                     try:
-                        self.store.remove(meta.key)
+                        action(meta.key)
                     except SessionNotFound:
                         continue  # removed by someone else meanwhile
-                    removed.append(meta.key)
-        if removed:
-            log.info("cleanup removed %d sessions idle for over %g days", len(removed), days)
-        return removed
+                    done.append(meta.key)
+        return done

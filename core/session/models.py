@@ -20,7 +20,8 @@ class Session:
     ``title_source``: ``"user"``, ``"llm"`` or ``"fallback"`` (None without a title).
     ``created_at``/``updated_at``: Unix seconds; ``updated_at`` is the later of creation and the
     last message. ``reply_ends``: ``{message index: "length" | "content_filter" | "no_end"}`` for
-    replies that were cut off. ``cwd``: the workspace's real path. ``forked_from``:
+    replies that were cut off. ``compactions``: the compaction entries (summaries of earlier
+    messages; every message stays in ``messages``), see :mod:`core.session.compaction`. ``cwd``: the workspace's real path. ``forked_from``:
     ``{"session_id": str, "message_index": int}`` for a fork, else None.
     """
 
@@ -36,6 +37,9 @@ class Session:
     # {message index: how it ended} for assistant replies the model did not finish ("length",
     # "content_filter", "no_end"); see core.session.entries.message_entry.
     reply_ends: dict[int, str] = field(default_factory=dict)
+    # The session's compaction entries in file order, each with "at" (messages before it); see
+    # core.session.compaction (model_view gives what the model is sent).
+    compactions: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def id(self) -> str:

@@ -8,7 +8,9 @@ enumerate sub-agent records), then the archived flag. Safe to re-run:
 - a record the target holds a prefix of (the source grew since the last run) gets the rest;
 - a record that differs otherwise is a *conflict*: reported, never overwritten;
 - each written record is read back and compared entry by entry, and at the end every source
-  record must be present in the target with the same archived state (``MigrationReport.ok``).
+  record must be present in the target with the same archived state (``MigrationReport.ok``);
+- memories (:mod:`core.stores.memory_log`) are copied too: the entries of each scope the target
+  lacks (by entry id), so removals travel with adds and a removed memory never comes back.
 """
 from __future__ import annotations
 
@@ -43,6 +45,7 @@ class MigrationReport:
     errors: list[tuple[str, str]] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     newer: list[str] = field(default_factory=list)
+    memory_entries: int = 0  # memory log entries copied (the target lacked them)
 
     @property
     def ok(self) -> bool:
@@ -114,6 +117,7 @@ def migrate_sessions(source: Any, target: Any, *, progress: bool = False, out: A
             if ok:
                 _sync_archived(target, group, target_archived, report)
     _final_check(source, target, groups, report)
+    _copy_memories(source, target, report)
     log.info("migrated %d records: %d copied, %d extended, %d identical, %d conflicts, %d errors",
              report.records, len(report.copied), len(report.extended), len(report.identical),
              len(report.conflicts), len(report.errors))
@@ -203,3 +207,25 @@ def _final_check(source: Any, target: Any, groups: list[_Group], report: Migrati
             key = SessionKey(pk, g.key.session_id, sub)
             if str(key) not in failed and not target.exists(key) and source.exists(key):
                 report.missing.append(str(key))
+
+
+def _copy_memories(source: Any, target: Any, report: MigrationReport) -> None:
+    """Copy every memory log entry the target lacks, then check each is there."""
+    from core.stores.memory_log import copy_memory_log, memory_log_for
+
+    try:
+        src, dst = memory_log_for(source), memory_log_for(target)
+        scopes = src.scopes()
+    except AnycodeError as e:
+        log.info("memories not migrated: %s", e)
+        return
+    for scope in scopes:
+        try:
+            report.memory_entries += copy_memory_log(src, dst, scope)
+            have = {e.get("eid") for e in dst.load(scope)}
+            lost = [e for e in src.load(scope) if isinstance(e.get("eid"), str) and e["eid"] not in have]
+            if lost:
+                report.missing.append(f"memory:{scope} ({len(lost)} entries)")
+        except Exception as e:  # one broken scope must not stop the others
+            log.exception("migrating the memories of %s failed", scope)
+            report.errors.append((f"memory:{scope}", f"{type(e).__name__}: {e}"))
