@@ -4,10 +4,9 @@ from __future__ import annotations
 import pytest
 
 from core.session.keys import SessionKey
-from core.session.manager import SessionManager
 from core.stores.jsonl_store import LocalSessionStore
 from webui import handlers, render, subagent_panel
-from webui.context import WebContext
+from tests.test_webui_handlers import make_ctx
 
 
 @pytest.fixture
@@ -20,10 +19,8 @@ def project(tmp_path):
 
 @pytest.fixture
 def ctx(tmp_path, project, fake_openai):
-    store = LocalSessionStore(tmp_path / "data")
-    return WebContext(manager=SessionManager(store), store=store, project_path=str(project),
-                      model_overrides={"api_key": "sk-test", "base_url": fake_openai.base_url, "max_retries": 0},
-                      export_dir=tmp_path / "exports")
+    return make_ctx(LocalSessionStore(tmp_path / "data"), project, api_key="sk-test",
+                    base_url=fake_openai.base_url, max_retries=0)
 
 
 def script_two_tasks(fake_openai):
@@ -51,6 +48,7 @@ class TestLiveAndStored:
                 if meta.get("id"):
                     seen[meta["id"]] = row
         task_a, task_b = seen["call_a"], seen["call_b"]
+        assert task_b["metadata"]["title"].endswith("task: List the folder")
         assert task_a["metadata"]["title"].endswith("task: Read the notes")
         assert subagent_panel.LINK_TEXT in task_a["content"]
         read = seen["call_a/" + next(k.split("/", 1)[1] for k in seen if k.startswith("call_a/"))]
