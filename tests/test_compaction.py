@@ -208,7 +208,7 @@ print(json.dumps(s.messages[-1]))
         store, manager, session, _ = setup
         fake_openai.context_limit, fake_openai.window_api = 50_000, "vllm"
         run_session(session.key, store, "hello", client=fake_openai.client(), model=MODEL)
-        body = _chat_bodies(fake_openai)[-1]["body"]
+        body = fake_openai.chat_requests()[-1]  # the chat's request, not a background title/memory one
         assert body["stream_options"] == {"include_usage": True}
         usage = ctx.context_usage(manager.get(session.key), fake_openai.client(), MODEL)
         assert usage.exact and usage.window == 50_000

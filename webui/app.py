@@ -20,7 +20,8 @@ from typing import Any
 import gradio as gr
 
 from core.errors import AnycodeError, SessionNotFound
-from webui import compaction_ui, handlers, import_panel, render, search_panel
+from webui import (approval_card, compaction_ui, handlers, import_panel, memory_panel, render, search_panel,
+                   subagent_panel)
 from webui.context import WebContext
 from webui.handlers import SessionView
 
@@ -144,10 +145,12 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                                             elem_id="ac-archived")
                 project = gr.Dropdown(label="Project", choices=[], value=None,
                                       elem_id="ac-project", interactive=True)
+                ask_switch = approval_card.add_switch(ctx, gr)
                 # Only with a mirrored store: without one there is no line and no polling.
                 mirror_line = (gr.HTML("", elem_id="ac-mirror")
                                if handlers.has_mirror(ctx) else None)
                 import_foot = gr.Column(elem_id="ac-import-foot")
+                memory_foot = gr.Column(elem_id="ac-memory-foot")  # the Memory button (memory_panel)
 
         with gr.Column(elem_id="ac-main"):
             with gr.Row(elem_id="ac-topbar", equal_height=True):
@@ -173,6 +176,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                 cancel_btn = gr.Button("Cancel", size="sm", elem_id="ac-cancel-delete",
                                        scale=0, min_width=90)
             banner = gr.Markdown(visible=False, elem_id="ac-banner")
+            memory_slot = gr.Column(visible=False, elem_id="ac-memory")  # the Memory panel (memory_panel)
             # A stored user message without an answer (the app was killed mid-reply, or the
             # model failed): say so and offer to answer it again.
             with gr.Row(visible=False, elem_id="ac-noreply", equal_height=True) as noreply_row:
@@ -189,6 +193,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                             "<p>Ask anything about this project. The assistant can list, read and "
                             "write files in it.</p></div>",
             )
+            approval_parts = approval_card.add_card(ctx, gr)  # hidden until a change waits
             box = gr.Textbox(placeholder="Message anycode", show_label=False, lines=1,
                              max_lines=10, submit_btn=True, stop_btn=False, autofocus=True,
                              elem_id="ac-input", container=False)
@@ -313,13 +318,24 @@ def build_app(ctx: WebContext) -> gr.Blocks:
 
         stream_args = {"api_visibility": "private", "show_progress": "hidden",
                        "trigger_mode": "multiple"}
-        box.submit(on_take, [box, tab], [box, pending], queue=False, **stream_args).then(
+
+        def continue_turn(event):
+            """Stream the run whose id ``event`` put in ``pending`` (the approval card's answers)."""
+            return event.then(
+                on_send, [state, pending, model, tab, search, show_archived], view_outputs,
+                **stream_args).then(on_sent, [tab, pending, box], box, **stream_args)
+
+        after_turn = approval_card.wire(ctx, gr, approval_parts, state=state, tab=tab, box=box,
+                                        pending=pending, chat=chat, switch=ask_switch,
+                                        tab_key=_tab_key, continue_turn=continue_turn,
+                                        notify=_notify)
+        after_turn(box.submit(on_take, [box, tab], [box, pending], queue=False, **stream_args).then(
             on_send, [state, pending, model, tab, search, show_archived], view_outputs,
-            **stream_args).then(on_sent, [tab, pending, box], box, **stream_args)
-        retry_btn.click(on_take_retry, tab, [box, pending, noreply_row], queue=False,
+            **stream_args).then(on_sent, [tab, pending, box], box, **stream_args))
+        after_turn(retry_btn.click(on_take_retry, tab, [box, pending, noreply_row], queue=False,
                         **stream_args).then(
             on_send, [state, pending, model, tab, search, show_archived], view_outputs,
-            **stream_args).then(on_sent, [tab, pending, box], box, **stream_args)
+            **stream_args).then(on_sent, [tab, pending, box], box, **stream_args))
 
         compaction_ui.add_compaction_controls(
             ctx, gr, state=state, model=model, meter=meter, compact_btn=compact_btn, tab=tab, box=box,
@@ -505,10 +521,18 @@ def build_app(ctx: WebContext) -> gr.Blocks:
             search_panel.add_search(ctx, gr, state=state, search=search, show_archived=show_archived, tab=tab,
                                     show=show, switching=switching, switch=switch, idle_box=idle_box)
 
+        # --- sub-agent transcripts (a task step's link opens its run, read-only) -----------------
+        subagent_panel.add_transcript(ctx, gr, state=state, notify=_notify)
+
         # --- import (ChatGPT, Claude Code, Codex files) --------------------------------------------
         with import_foot:
             import_panel.add_import(ctx, gr, state=state, search=search, show_archived=show_archived,
                                     sessions=sessions, notify=_notify)
+
+        # --- memory (issue 14): the panel, the "Memory updated" toast --------------------------------
+        memory_panel.add_memory_panel(ctx, gr, button_slot=memory_foot, panel_slot=memory_slot, state=state,
+                                      search=search, show_archived=show_archived, tab=tab, show=show,
+                                      switching=switching, switch=switch, idle_box=idle_box, notify=_notify)
 
         # --- mirror state (a MirroredSessionStore only) ------------------------------------------
         if mirror_line is not None:

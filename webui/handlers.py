@@ -33,6 +33,7 @@ from core.errors import (
 )
 from core.session.keys import SessionKey
 from core.session.subagents import export_entries, subagent_records
+from webui.subagent_panel import LiveSubagents
 from core.session.text import clean_text, is_blank
 from webui import compaction_ui, render
 from webui.export import write_exports
@@ -552,25 +553,35 @@ class _LiveRows:
         self.rows: list[dict[str, Any]] = []
         self._steps: dict[str, int] = {}
         self._args: dict[str, str] = {}
+        self._subagents = LiveSubagents()
+        self._text: dict[int, str] = {}  # row index -> the reply text as streamed
 
     def apply(self, event: Any) -> bool:
         """Fold one agent event in; return True when it changed what is shown."""
         kind = type(event).__name__
         if kind.startswith("Compaction"):  # summarising before the request (issue 9)
             return compaction_ui.apply_event(self.rows, event)
+        if kind.startswith("Subagent"):  # a task step's sub-agent at work (webui.subagent_panel)
+            return self._subagents.apply(self.rows, self._steps, event)
         if kind == "TextDelta":
             if not event.text:
                 return False
             last = self.rows[-1] if self.rows else None
-            if last is not None and not last.get("metadata"):
-                last["content"] += event.text
-            else:
-                self.rows.append({"role": "assistant", "content": event.text})
+            if last is None or last.get("metadata"):
+                self.rows.append({"role": "assistant", "content": ""})
+                self._text[len(self.rows) - 1] = ""
+            self._text[len(self.rows) - 1] += event.text
+            # shown with remote images as links, like the stored reply will be
+            self.rows[-1]["content"] = render.safe_markdown(self._text[len(self.rows) - 1])
             return True
         if kind == "ToolCallStarted":
-            self._steps[event.call_id] = len(self.rows)
             self._args[event.call_id] = event.arguments
-            self.rows.append(render.tool_step(event.call_id, event.name, event.arguments))
+            row = render.tool_step(event.call_id, event.name, event.arguments)
+            if event.call_id in self._steps:  # a task step its sub-agent's start already showed
+                self.rows[self._steps[event.call_id]] = row
+            else:
+                self._steps[event.call_id] = len(self.rows)
+                self.rows.append(row)
             return True
         if kind == "ToolCallFinished":
             row = render.tool_step(event.call_id, event.name, self._args.get(event.call_id, ""),
@@ -703,7 +714,7 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
     start = shown_from(session, state)
     state["from"] = start
     base = render.chat_window(session.messages, start, session.compactions).rows
-    shown = base if retry else base + [{"role": "user", "content": text}]
+    shown = base if retry else base + [{"role": "user", "content": render.safe_markdown(text)}]
     yield SendUpdate(state, shown, title, label=label)
 
     config = ctx.model_config()
@@ -851,10 +862,13 @@ def _drop_if_empty(ctx: Any, key: SessionKey) -> bool:
 
 def _runner_kwargs(ctx: Any, state: dict[str, Any], client: Any, model: str, config: Any,
                    cancel: Any) -> dict[str, Any]:
-    # tools/workspace left to the runner: TOOL_SPECS, confined to the session's recorded cwd.
+    # tools left to the runner: TOOL_SPECS, in the session's checked project folder.
+    from webui import approvals
+
     return {
         "client": client, "model": model, "expected_count": state["count"], "cancel": cancel,
         "title_client": client, "title_model": getattr(config, "title_model", None) or model,
+        **approvals.runner_kwargs(ctx, state),  # the user's approvals and chosen workspace
     }
 
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.session.export import UNTITLED, message_text, session_label  # noqa: F401  (UNTITLED: re-exported for the UI)
+from webui.subagent_panel import TASK_TOOL, task_step_title, transcript_link
+from webui.remote_media import safe_markdown
 from webui.timefmt import GROUPS, group_label, relative_time
 
 log = logging.getLogger(__name__)
@@ -51,12 +53,29 @@ def tool_step(call_id: str, name: str, arguments: str, result: str | None = None
               is_error: bool = False) -> dict[str, Any]:
     """A collapsible chat row for one tool call: title ``🛠️ name``, status pending until a result."""
     title = f"{TOOL_ICON} {name}" + (" — failed" if is_error else "")
+    content = tool_step_content(arguments, result, is_error)
+    if name == TASK_TOOL:  # a sub-agent: its description, and a link to its transcript
+        title = task_step_title(arguments, is_error)
+        content = transcript_link(call_id) + "\n\n" + content
     return {
         "role": "assistant",
-        "content": tool_step_content(arguments, result, is_error),
+        "content": content,
         "metadata": {"title": title, "id": call_id,
                      "status": "pending" if result is None else "done"},
     }
+
+
+def memory_note(system_text: Any) -> dict[str, Any] | None:
+    """The "Used N memories" step shown above a new chat's first reply (collapsed; opening it
+    lists them), read from the session's stored system prompt; None when it holds none."""
+    from core.memory.context import memories_in_prompt
+
+    used = memories_in_prompt(system_text)
+    if not used:
+        return None
+    return {"role": "assistant", "content": "\n".join(f"- {line}" for line in used),
+            "metadata": {"title": f"Used {len(used)} memor{'y' if len(used) == 1 else 'ies'}",
+                         "id": "ac-memories-used", "status": "done"}}
 
 
 @dataclass
@@ -122,7 +141,8 @@ def _looks_like_error(text: str) -> bool:
 
 
 def chat_rows(messages: list[dict[str, Any]], compactions: list[dict[str, Any]] | None = None) -> ChatView:
-    """Render stored OpenAI messages as chat rows; the system message is hidden.
+    """Render stored OpenAI messages as chat rows; the system message is hidden. Remote images
+    and media in their text are shown as links (:func:`webui.remote_media.safe_markdown`).
 
     An assistant message becomes its text row (if any) followed by one collapsible step per tool
     call; a ``tool`` message fills in the result of its step (matched by ``tool_call_id``).
@@ -135,6 +155,7 @@ def chat_rows(messages: list[dict[str, Any]], compactions: list[dict[str, Any]] 
     dividers: dict[int, list[dict[str, Any]]] = {}
     for c in compactions or ():
         dividers.setdefault(int(c.get("first_kept_index", 0)), []).append(c)
+    note: dict[str, Any] | None = None  # "Used N memories", shown above the first reply
     for i, msg in enumerate(messages):
         for c in dividers.pop(i, ()):
             if view.rows:  # nothing shown above it (all outside the window): no divider
@@ -142,14 +163,19 @@ def chat_rows(messages: list[dict[str, Any]], compactions: list[dict[str, Any]] 
                 view.source.append(max(0, i - 1))
         role = msg.get("role")
         if role == "system":
+            note = memory_note(msg.get("content"))
             continue
+        if note is not None and role == "assistant":
+            view.rows.append(note)
+            view.source.append(i)
+            note = None
         if role == "user":
-            view.rows.append({"role": "user", "content": message_text(msg.get("content"))})
+            view.rows.append({"role": "user", "content": safe_markdown(message_text(msg.get("content")))})
             view.source.append(i)
         elif role == "assistant":
             text = message_text(msg.get("content"))
             if text.strip():
-                view.rows.append({"role": "assistant", "content": text})
+                view.rows.append({"role": "assistant", "content": safe_markdown(text)})
                 view.source.append(i)
             for call in msg.get("tool_calls") or []:
                 fn = call.get("function") or {}

@@ -32,6 +32,9 @@ from core.agent.repair import closing_results, sanitize_text
 from core.session.store import SessionStore
 from core.agent.titles import start_title_generation
 from core.agent.tools import ToolError, Workspace
+from core.agent import approval as approvals
+from core.agent.workspace import check_workspace
+from core.session.entries import message_entry
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +93,7 @@ def run_session_stream(
     title_model: str | None = None,
     max_iterations: int = 20,
     on_title: Callable[[str, str, bool], None] | None = None,
+    approval: approvals.ApprovalPolicy | None = None,
 ) -> Iterator[RunnerEvent]:
     """Run one user turn on the stored session ``key``, yielding events as they happen.
 
@@ -104,8 +108,14 @@ def run_session_stream(
     Unless ``ANYCODE_MEMORY=off``, the model also gets the ``remember`` tool.
 
     ``user_input`` None re-runs the model on the stored history (a retry after an error) without
-    adding a message. ``tools`` defaults to TOOL_SPECS plus the ``task`` tool (sub-agents,
-    :mod:`core.agent.subagents`) and ``workspace`` to the session's cwd.
+    adding a message; when the turn was paused on an approval it resumes it (the paused call runs
+    if ``approval`` holds the user's "allow" for it, gets a denied result on "deny", or pauses
+    again). ``tools`` defaults to TOOL_SPECS plus the ``task``
+    tool (sub-agents, :mod:`core.agent.subagents`); ``workspace`` to the session's project folder when
+    :func:`core.agent.workspace.check_workspace` accepts it (else the tools are off and say why).
+    ``approval`` (default ``ApprovalPolicy.from_env()``): side-effect tools pause the turn on an
+    approval request stored with the round (see :mod:`core.agent.approval`). A new message while
+    an approval waits denies it.
     ``title_client``/``title_model`` default to ``client``/``model``; ``on_title(title, source,
     applied)`` is called from the title thread.
 
@@ -119,22 +129,42 @@ def run_session_stream(
     manager = SessionManager(store)
     session = manager.get(key)
     messages = list(session.messages)
+    workspace_problem = None
     if workspace is None:
-        workspace = _open_workspace(session.cwd)
+        checked = check_workspace(key, session.cwd)
+        workspace, workspace_problem = checked.workspace, checked.problem
+        if workspace_problem:
+            log.warning("session %s: %s", key.session_id, workspace_problem)
 
     # Memory (issue 14): read into a NEW session's system prompt only (a resumed session keeps the
     # prompt it was saved with), written by a job after the exchange, and the `remember` tool.
     memory = SessionMemory.open(store, key.project_key, key.session_id)
     prefix: list[dict] = []
+    prefix_entries: list[dict] = []  # approval answers stored with the prefix
     if not messages:
         root = workspace.root if workspace else session.cwd or ""
         context = (memory.context(root) if memory else session_context([], root)).text
         prefix.append({"role": "system", "content": system_prompt(root) + (f"\n\n{context}" if context else "")})
-    prefix += closing_results(messages)
+    state = approvals.ApprovalState.from_entries(store.load(key) or [])
+    waiting = {p.call_id for p in state.pending()}
+    closing = closing_results(messages)
+    if user_input is None and any(r["tool_call_id"] in state.requests for r in closing):
+        closing = []  # a turn paused on an approval: the loop resumes it
+    elif waiting and closing:
+        # A new message instead of an answer: the waiting calls are denied, the rest closed.
+        prefix_entries = approvals.closing_denials(messages, state, approvals.NEW_MESSAGE_REASON, closing)
+        closing = [e["message"] for e in prefix_entries if e.get("type") == "message"]
+        prefix_entries = [e for e in prefix_entries if e.get("type") != "message"]
+        waiting = set()
+    prefix += closing
     if user_input is not None:
         prefix.append({"role": "user", "content": sanitize_text(user_input)})
     if prefix:
-        count = store_messages(manager, key, prefix, saved_count=len(messages), expected_count=expected_count)
+        if prefix_entries:  # approval answers and messages in one append
+            count = store.append(key, [*prefix_entries, *(message_entry(m) for m in prefix)],
+                                 expected_count=expected_count)
+        else:
+            count = store_messages(manager, key, prefix, saved_count=len(messages), expected_count=expected_count)
     elif expected_count is not None and expected_count != len(messages):
         raise SessionConflict(expected_count, len(messages))
     else:
@@ -160,7 +190,8 @@ def run_session_stream(
         # TaskAgentRun: `task` calls run sub-agents recorded under this session (core.agent.subagents).
         run = TaskAgentRun(messages, key=key, store=store, client=client, model=model, tools=tools,
                            max_iterations=max_iterations - rounds, cancel=cancel, workspace=workspace,
-                           tool_handlers=handlers, context=guard)
+                           tool_handlers=handlers, context=guard,
+                           gate=approvals.ApprovalGate(approval), workspace_problem=workspace_problem)
         try:
             for event in run.events():
                 if isinstance(event, RoundCompleted):
@@ -169,8 +200,13 @@ def run_session_stream(
                     first = len(messages) if rounds == 0 and expected_count is not None else None
                     # A store that fails (database killed, disk full) is retried and checked; if it
                     # gives up, the error carries the unsaved round (core.agent.persist).
-                    store_messages(manager, key, event.messages, saved_count=len(messages), expected_count=first,
-                                   end=event.end)
+                    if event.messages:
+                        store_messages(manager, key, event.messages, saved_count=len(messages),
+                                       expected_count=first, end=event.end)
+                    if event.pending is not None and event.pending.call_id not in waiting:
+                        # The waiting call's request, stored after its round (a restart shows it
+                        # again; killed in between, the call is closed as interrupted like any other).
+                        store.append(key, [event.pending.entry()])
                     if run.last_reply is not None:
                         guard.record(len(messages), messages, run.last_reply.usage)
                     messages.extend(event.messages)

@@ -28,7 +28,6 @@ Settings (environment): ``ANYCODE_SUBAGENT_MODEL`` (default: the chat model),
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import queue
@@ -42,7 +41,7 @@ from core.agent.loop import AgentEvent, AgentRun, RoundCompleted
 from core.agent.persist import store_messages
 from core.agent.prompts import subagent_system_prompt
 from core.agent.repair import interrupted_result, sanitize_text
-from core.agent.tools import TOOL_SPECS, cap_output
+from core.agent.tools import TOOL_SPECS, ToolError, arguments_object, cap_output
 from core.errors import AnycodeError, ModelError, SessionExists
 from core.session.entries import header_entry, message_entry
 from core.session.keys import SessionKey
@@ -171,11 +170,9 @@ def parse_task_arguments(raw: str | None) -> tuple[str, str]:
     """``(description, prompt)`` from a task call's raw JSON arguments. Raises ``ValueError``
     with a sentence for the model (bad JSON, a missing or empty ``prompt``)."""
     try:
-        args = json.loads(raw) if raw and raw.strip() else {}
-    except ValueError as err:
-        raise ValueError(f"The arguments are not valid JSON ({err}).") from None
-    if not isinstance(args, dict):
-        raise ValueError("The arguments must be a JSON object.")
+        args = arguments_object(raw)
+    except ToolError as err:
+        raise ValueError(str(err)) from None
     prompt = args.get("prompt")
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError("A non-empty 'prompt' string is required: the full task for the sub-agent.")
@@ -243,12 +240,12 @@ class TaskAgentRun(AgentRun):
             return interrupted_result(cid)["content"], True
         return job.result, job.is_error
 
-    def _finish_round(self, new: list[dict]) -> RoundCompleted:
+    def _finish_round(self, new: list[dict], pending: Any = None) -> RoundCompleted:
         if self._head is not None and new and new[0] is self._head:
             new = new[1:]  # already stored before the tasks started
         self._head = None
         self._jobs = {}
-        return super()._finish_round(new)
+        return super()._finish_round(new, pending)
 
     def interrupted_round(self) -> list[dict]:
         """As :meth:`AgentRun.interrupted_round`, without the assistant message already stored."""
@@ -279,7 +276,7 @@ class TaskAgentRun(AgentRun):
         assistant = self._assistant
         if assistant is None:
             return
-        if self._head is None:
+        if self._head is None and not self._resumed:  # a resumed round's message is stored
             self._head = assistant
             self.messages.append(assistant)
             end, self._end = self._end, None
@@ -287,7 +284,7 @@ class TaskAgentRun(AgentRun):
         for call in assistant.get("tool_calls") or []:
             fn = call.get("function") or {}
             cid = call.get("id")
-            if fn.get("name") != TASK_TOOL or cid in self._jobs:
+            if fn.get("name") != TASK_TOOL or cid in self._jobs or cid in self._answered_before:
                 continue
             try:
                 description, prompt = parse_task_arguments(fn.get("arguments"))
@@ -359,7 +356,11 @@ class TaskAgentRun(AgentRun):
                     {"role": "user", "content": job.prompt}]
         depth = self.depth + 1
         kwargs = dict(client=self.client, model=self._model(), tools=default_tools(self.config, depth),
-                      max_iterations=self.config.max_iterations, cancel=cancel, workspace=self.workspace)
+                      max_iterations=self.config.max_iterations, cancel=cancel, workspace=self.workspace,
+                      # a sub-agent cannot pause for approval: its side effects run only where the
+                      # parent's would run without asking (core.agent.approval)
+                      gate=self.gate.for_subagent() if self.gate is not None else None,
+                      registry=self.registry, workspace_problem=self.workspace_problem)
         if depth < self.config.max_depth:
             run: AgentRun = TaskAgentRun(messages, key=self.key, store=self.store, config=self.config,
                                          depth=depth, parent_subpath=job.subpath, **kwargs)
