@@ -168,12 +168,6 @@ def _pattern(terms: list[str]) -> re.Pattern[str] | None:
     return re.compile("|".join(alts), re.IGNORECASE)
 
 
-def matches_all(text: str, terms: list[str]) -> bool:
-    """True when every term occurs in ``text`` (case-insensitive): the final check of a candidate."""
-    low = text.casefold()
-    return all(t.casefold() in low for t in terms)
-
-
 def make_snippet(text: str, terms: list[str], width: int = SNIPPET_CHARS) -> tuple[str, list[tuple[int, int]]]:
     """``(snippet, marks)``: about ``width`` characters of ``text`` around its first match
     (whitespace runs collapsed, ``…`` where cut) and the ``[start, end)`` ranges of every term
