@@ -86,7 +86,7 @@ Auto mode (queue empty): a chat request is answered with the streamed text
 ``"You said: <last user message>"``; a title request with ``"Chat: <first words of the first user
 message>"``; a memory request with ``{"add": [...], "remove": []}`` adding each sentence of the
 exchange's user message that starts with "Convention:" or "Remember that" (the JSON inside a
-```json fence, as real models often answer); a sub-agent request with ``"Sub-agent report: <first words of its task>"``. To call the
+```json fence with prose around it, as real models often answer); a sub-agent request with ``"Sub-agent report: <first words of its task>"``. To call the
 ``task`` tool, script a chat reply ``{"tool_calls": [{"name": "task", "arguments": {"description":
 "...", "prompt": "..."}}]}``. So a browser test can run the app against this server without scripting anything.
 
@@ -631,7 +631,8 @@ class FakeOpenAI:
         if kind == "summary":
             # The newest user request seen in the transcript, so a test can tell summaries apart.
             transcript = _text_of(messages[-1].get("content"))
-            asked = [line for line in transcript.splitlines() if line and not line.startswith("[")]
+            asked = [line for line in transcript.splitlines()
+                     if line and not line.startswith(("[", "Write the", "Summary of", "Conversation to"))]
             return {"text": "Summary: goals so far; last request: " + (asked[-1][:80] if asked else "none")}
         if kind == "title":
             first_user = next((_text_of(m.get("content")) for m in messages if m.get("role") == "user"), "")
@@ -646,7 +647,9 @@ class FakeOpenAI:
             said = " ".join(line[len("USER: "):] for line in exchange.splitlines() if line.startswith("USER: "))
             facts = [p.strip() for p in re.split(r"(?<=[.!?])\s+", said)
                      if p.strip().lower().startswith(("convention:", "remember that"))]
-            return {"text": "```json\n" + json.dumps({"add": facts, "remove": []}) + "\n```"}
+            # Prose around a fenced block, as real models often answer.
+            return {"text": "Here is the memory update:\n```json\n" + json.dumps({"add": facts, "remove": []})
+                            + "\n```\nLet me know if anything else should be remembered."}
         return {"text": f"You said: {last_user}"}
 
     @staticmethod

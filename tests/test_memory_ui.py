@@ -6,25 +6,14 @@ import json
 
 import pytest
 
-from core import LocalSessionStore, SessionManager
 from core.memory.store import MemoryStore
+from tests.test_search_ui import ctx  # noqa: F401  (a store and manager in tmp_path, as the app's ctx)
 from webui import memory_panel, render
 
 try:
     from tests.test_browser_e2e import TIMEOUT_MS, _post, expect, page, send, world  # noqa: F401
 except pytest.skip.Exception:  # pragma: no cover - the module skips itself without Chromium/playwright
     page = world = None
-
-
-class _Ctx:
-    def __init__(self, store):
-        self.store = store
-        self.manager = SessionManager(store)
-
-
-@pytest.fixture
-def ctx(tmp_path):
-    return _Ctx(LocalSessionStore(tmp_path / "data", fsync=False))
 
 
 class TestPanelFunctions:

@@ -20,6 +20,7 @@ from core.agent.runner import TitleStarted, run_session, run_session_stream
 from core.agent.subagents import SubagentEvent, SubagentStarted
 from core.session.keys import SessionKey
 from core.session.subagents import find_record, record_subpath, subagent_info, subagent_records
+from tests.test_runner import drain
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL = "gpt-4o-mini"
@@ -46,15 +47,6 @@ def session(store, workspace):
 
 def task_call(cid: str, description: str, prompt: str) -> dict:
     return {"name": "task", "id": cid, "arguments": {"description": description, "prompt": prompt}}
-
-
-def drain(stream) -> list:
-    events = []
-    for event in stream:
-        events.append(event)
-        if isinstance(event, TitleStarted):
-            event.thread.join(10)
-    return events
 
 
 def messages_of_record(entries) -> list[dict]:

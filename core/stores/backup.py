@@ -233,7 +233,8 @@ class BackupArchive:
             metas.append(SessionMeta(id=key.session_id, project_key=project_key, title=state.title,
                                      created_at=created, updated_at=state.updated_at(default=created),
                                      message_count=state.message_count, archived=archived,
-                                     forked_from=state.forked_from, cwd=state.cwd, title_source=state.title_source))
+                                     forked_from=state.forked_from, cwd=state.cwd, title_source=state.title_source,
+                                     version_of=state.version_of, current_version=state.current))
         return sorted(metas, key=lambda m: m.updated_at, reverse=True)
 
     def list_projects(self) -> list[ProjectInfo]:
