@@ -631,7 +631,8 @@ class FakeOpenAI:
         if kind == "summary":
             # The newest user request seen in the transcript, so a test can tell summaries apart.
             transcript = _text_of(messages[-1].get("content"))
-            asked = [line for line in transcript.splitlines() if line and not line.startswith("[")]
+            asked = [line for line in transcript.splitlines()
+                     if line and not line.startswith(("[", "Write the", "Summary of", "Conversation to"))]
             return {"text": "Summary: goals so far; last request: " + (asked[-1][:80] if asked else "none")}
         if kind == "title":
             first_user = next((_text_of(m.get("content")) for m in messages if m.get("role") == "user"), "")

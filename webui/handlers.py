@@ -35,7 +35,7 @@ from core.session.keys import SessionKey
 from core.session.subagents import export_entries, subagent_records
 from webui.subagent_panel import LiveSubagents
 from core.session.text import clean_text, is_blank
-from webui import render
+from webui import compaction_ui, render
 from webui.export import write_exports
 from webui.timefmt import relative_time
 
@@ -110,10 +110,11 @@ def view_of(session: Any, *, title_wait: float = 0.0, notice: str | None = None,
     state = tab_state(session.project_key, session.id, len(session.messages), title_wait)
     state["from"] = start
     state["earlier"] = sum(1 for m in session.messages[:start] if m.get("role") != "system")
+    state["compactions"] = len(session.compactions)  # a compaction changes the state: the meter refreshes
     return SessionView(
         state=state,
         title=session.title or "",
-        rows=render.chat_window(session.messages, start).rows,
+        rows=render.chat_window(session.messages, start, session.compactions).rows,
         archived=bool(session.archived),
         notice=notice,
         label=render.session_label(session.title, session.created_at),
@@ -342,7 +343,7 @@ def branch(ctx: Any, state: dict[str, Any], row_index: int, now: float | None = 
         return view
     key = _key(state)
     session = ctx.manager.get(key)
-    view = render.chat_window(session.messages, shown_from(session, state))
+    view = render.chat_window(session.messages, shown_from(session, state), session.compactions)
     if not 0 <= row_index < len(view.source):
         raise IndexError(f"There is no message {row_index + 1} in this conversation.")
     try:
@@ -558,6 +559,8 @@ class _LiveRows:
     def apply(self, event: Any) -> bool:
         """Fold one agent event in; return True when it changed what is shown."""
         kind = type(event).__name__
+        if kind.startswith("Compaction"):  # summarising before the request (issue 9)
+            return compaction_ui.apply_event(self.rows, event)
         if kind.startswith("Subagent"):  # a task step's sub-agent at work (webui.subagent_panel)
             return self._subagents.apply(self.rows, self._steps, event)
         if kind == "TextDelta":
@@ -674,6 +677,9 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
     from core.agent.runner import run_session_stream
 
     retry = text is None
+    if compaction_ui.is_compact_command(text):  # `/compact` typed, or the Compact button
+        yield from compaction_ui.compact_updates(ctx, state, model, run)
+        return
     text = clean_text((text or "").strip())
     if is_blank(text) and not (retry and state.get("session")):
         current = reload(ctx, state)
@@ -707,7 +713,7 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
     label = render.session_label(session.title, session.created_at)
     start = shown_from(session, state)
     state["from"] = start
-    base = render.chat_window(session.messages, start).rows
+    base = render.chat_window(session.messages, start, session.compactions).rows
     shown = base if retry else base + [{"role": "user", "content": render.safe_markdown(text)}]
     yield SendUpdate(state, shown, title, label=label)
 
