@@ -54,12 +54,34 @@ class SessionConflict(AnycodeError):
         self.actual = actual
 
 
+class StaleChange(AnycodeError):
+    """A title, archive or version change was made against state another tab or process has
+    changed since (the ``expected_count`` rule applied to metadata): nothing was written.
+
+    ``what`` names the field ("title", "version", …); ``expected``/``actual`` its values."""
+
+    def __init__(self, what: str, expected: object, actual: object):
+        super().__init__(
+            f"This conversation's {what} was changed elsewhere; your change was not saved and the "
+            "conversation has been reloaded."
+        )
+        self.what, self.expected, self.actual = what, expected, actual
+
+
 class SessionExists(AnycodeError):
     """A session with this key already exists where a new one was to be created."""
 
 
 class InvalidTitle(AnycodeError, ValueError):
     """A title is empty or whitespace only."""
+
+
+class InvalidMemory(AnycodeError, ValueError):
+    """A memory's text is empty, too long, or looks like a secret (never stored)."""
+
+
+class MemoryNotFound(AnycodeError, LookupError):
+    """No memory has this id (or id prefix) in the scopes searched, or the prefix is ambiguous."""
 
 
 class StoreUnavailable(AnycodeError):
@@ -104,6 +126,24 @@ class ModelTimeout(ModelError):
 
 class ModelBadRequest(ModelError):
     """The server rejected the request (HTTP 400/404/422), e.g. an unknown model name."""
+
+
+class ModelContextExceeded(ModelBadRequest):
+    """The request did not fit the model's context window (HTTP 400 ``context_length_exceeded``
+    per the OpenAI API, or a local server saying so in a 500 or a stream error).
+
+    ``window``: the window in tokens when the server's message named it (else None);
+    ``requested``: the request's size in tokens when named."""
+
+    def __init__(self, message: str, window: int | None = None, requested: int | None = None):
+        super().__init__(message)
+        self.window = window
+        self.requested = requested
+
+
+class CompactionFailed(ModelError):
+    """Summarising the earlier messages failed (the summary request failed or came back empty);
+    nothing was changed and the user's message is kept. ``str(err)`` says why."""
 
 
 class ModelEmptyReply(ModelError):

@@ -143,3 +143,42 @@ class TestRealProcess:
                               env=env, capture_output=True, text=True, timeout=60)
         assert done.returncode == 1
         assert done.stderr == f"{PREFIX}{tmp_path} is a folder, not a file; nothing was written.\n"
+
+
+class TestTopLevelCommandsInARealProcess:
+    """``anycode backup``, ``restore`` and ``import`` meeting bad output paths and a read-only data
+    dir: readable lines, exit status 1, never a traceback."""
+
+    def run(self, home: Path, *argv: str) -> subprocess.CompletedProcess:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "ANYCODE_HOME": str(home)}
+        env.pop("ANYCODE_STORE", None)
+        return subprocess.run([sys.executable, "-m", "webui", *argv], env=env, capture_output=True, text=True,
+                              timeout=120, cwd=home.parent)
+
+    @pytest.mark.parametrize("case", ["missing folder", "a folder", "over-long name"])
+    def test_backup_to_a_bad_path(self, data, tmp_path, case):
+        _, _, home = data
+        target = {"missing folder": tmp_path / "no" / "b.zip", "a folder": tmp_path,
+                  "over-long name": tmp_path / ("x" * 300 + ".zip")}[case]
+        done = self.run(home, "backup", str(target))
+        assert done.returncode == 1 and "Traceback" not in done.stderr
+        assert done.stderr.startswith("anycode backup: ") and done.stderr.count("\n") == 1, done.stderr
+        assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+    def test_restore_and_import_into_a_read_only_data_dir(self, data, disk, tmp_path):
+        _, _, home = data
+        backup = tmp_path / "all.zip"
+        assert self.run(home, "backup", str(backup)).returncode == 0
+        export = tmp_path / "conversations.json"
+        export.write_text('[{"id": "c1", "title": "T", "create_time": 1.0e9, "current_node": "u", '
+                          '"mapping": {"u": {"id": "u", "parent": null, "children": [], "message": '
+                          '{"author": {"role": "user"}, "create_time": 1.0e9, '
+                          '"content": {"content_type": "text", "parts": ["hi"]}}}}}]')
+        other = disk.path / "empty-home"
+        other.mkdir()
+        disk.read_only()
+        for argv in (["restore", str(backup)], ["import", "chatgpt", str(export)]):
+            done = self.run(other, *argv)
+            out = done.stdout + done.stderr
+            assert done.returncode == 1 and "Traceback" not in out and "Errno" not in out, out
+            assert "read-only" in out

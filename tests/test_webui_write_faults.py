@@ -136,3 +136,12 @@ class TestBrowserInput:
         view = handlers.rename(ctx, first.state, "half an emoji \udc00")
         assert view.title == "half an emoji \ufffd"
         json.dumps(view.title).encode()  # valid text for the page
+
+    def test_lone_surrogate_in_the_search_boxes(self, ctx):
+        from webui.search_panel import results_html
+
+        send(ctx, handlers.tab_state(ctx.project_key), "find the half emoji \ud83d here")
+        panel = results_html(ctx, ctx.project_key, "emoji \ud83d")  # raised UnicodeEncodeError
+        orjson.dumps(panel)
+        assert "half emoji" in panel
+        orjson.dumps(handlers.session_list_html(ctx, ctx.project_key, query="x \udfff"))

@@ -32,8 +32,10 @@ from core.errors import (
     os_error_message,
 )
 from core.session.keys import SessionKey
+from core.session.subagents import export_entries, subagent_records
+from webui.subagent_panel import LiveSubagents
 from core.session.text import clean_text, is_blank
-from webui import render
+from webui import compaction_ui, render
 from webui.export import write_exports
 from webui.timefmt import relative_time
 
@@ -88,13 +90,31 @@ def _key(state: dict[str, Any]) -> SessionKey:
     return SessionKey(state["project"], state["session"])
 
 
-def view_of(session: Any, *, title_wait: float = 0.0, notice: str | None = None) -> SessionView:
-    """The view of a loaded ``core.session.models.Session``."""
+def shown_from(session: Any, state: dict[str, Any] | None = None, include: int | None = None) -> int:
+    """The first stored message the tab shows: the default window of the conversation
+    (:func:`render.window_start`), or earlier when the tab already shows earlier messages
+    (``state["from"]``) or ``include`` (a search hit) needs it."""
+    start = render.window_start(session.messages, include=include)
+    earlier = (state or {}).get("from") if state and state.get("session") == session.id else None
+    return min(start, earlier) if isinstance(earlier, int) and earlier >= 0 else start
+
+
+def view_of(session: Any, *, title_wait: float = 0.0, notice: str | None = None,
+            start: int | None = None) -> SessionView:
+    """The view of a loaded ``core.session.models.Session``, showing its messages from stored
+    message ``start`` on (default: its latest, :func:`render.window_start`; see
+    :func:`shown_from`); ``state["earlier"]`` counts the messages not shown."""
+    if start is None:
+        start = render.window_start(session.messages)
     shown = [m for m in session.messages if m.get("role") != "system"]
+    state = tab_state(session.project_key, session.id, len(session.messages), title_wait)
+    state["from"] = start
+    state["earlier"] = sum(1 for m in session.messages[:start] if m.get("role") != "system")
+    state["compactions"] = len(session.compactions)  # a compaction changes the state: the meter refreshes
     return SessionView(
-        state=tab_state(session.project_key, session.id, len(session.messages), title_wait),
+        state=state,
         title=session.title or "",
-        rows=render.chat_rows(session.messages).rows,
+        rows=render.chat_window(session.messages, start, session.compactions).rows,
         archived=bool(session.archived),
         notice=notice,
         label=render.session_label(session.title, session.created_at),
@@ -118,13 +138,15 @@ def new_chat(ctx: Any, project: str | None = None, notice: str | None = None) ->
     return SessionView(state=tab_state(project or ctx.project_key), notice=notice)
 
 
-def open_session(ctx: Any, project: str, session_id: str) -> SessionView:
-    """Load session ``session_id`` (a unique prefix is fine) of ``project``.
+def open_session(ctx: Any, project: str, session_id: str, *, include: int | None = None) -> SessionView:
+    """Load session ``session_id`` (a unique prefix is fine) of ``project``, showing its latest
+    messages (and stored message ``include`` when given, e.g. a search hit).
 
     Raises ``SessionNotFound`` / ``AmbiguousSessionId`` / ``InvalidSessionKey``.
     """
     key = ctx.manager.find(project, session_id)
-    return view_of(ctx.manager.get(key))
+    session = ctx.manager.get(key)
+    return view_of(session, start=shown_from(session, include=include))
 
 
 def locate(ctx: Any, session_id: str, preferred_project: str | None = None) -> SessionKey:
@@ -168,8 +190,9 @@ def reload(ctx: Any, state: dict[str, Any], notice: str | None = None) -> Sessio
     if not state.get("session"):
         return new_chat(ctx, state.get("project"), notice)
     try:
-        return view_of(ctx.manager.get(_key(state)), title_wait=state.get("title_wait", 0.0),
-                       notice=notice)
+        session = ctx.manager.get(_key(state))
+        return view_of(session, title_wait=state.get("title_wait", 0.0), notice=notice,
+                       start=shown_from(session, state))
     except SessionNotFound as err:
         return new_chat(ctx, state.get("project"), notice=str(err))
 
@@ -178,9 +201,11 @@ def reload(ctx: Any, state: dict[str, Any], notice: str | None = None) -> Sessio
 
 
 def session_list_html(ctx: Any, project: str, *, query: str = "", archived: bool = False,
-                      active: str | None = None, now: float | None = None) -> str:
+                      active: str | None = None, now: float | None = None,
+                      limit: int | None = render.SIDEBAR_PAGE) -> str:
     """The sidebar's session list for ``project`` as HTML (most recently active first, grouped by
-    day, filtered by ``query`` on titles); ``archived=True`` lists the archive instead."""
+    day, filtered by ``query`` on titles, the first ``limit`` of them); ``archived=True`` lists
+    the archive instead."""
     try:
         metas = ctx.manager.list(project, archived=archived)
     except (AnycodeError, OSError) as err:
@@ -188,14 +213,34 @@ def session_list_html(ctx: Any, project: str, *, query: str = "", archived: bool
         text = str(err) if isinstance(err, AnycodeError) else f"{os_error_message(err)}."
         return render.sidebar_html([], empty_text=text)
     query = clean_text(query or "")
-    groups = render.group_sessions(metas, query=query, active_id=active, now=now)
+    if limit is not None and active:
+        # The open conversation stays in the list, however far down it is.
+        at = next((i for i, m in enumerate(metas) if m.id == active), -1)
+        if at >= limit and not query.strip():
+            limit = at + 1
+    page, total = render.page_sessions(metas, query=query, limit=limit)
+    groups = render.group_sessions(page, query=query, active_id=active, now=now)
     if query.strip():
         empty = "No conversation title matches this search."
     elif archived:
         empty = "No archived conversations."
     else:
         empty = "No conversations yet. Send a message to start one."
-    return render.sidebar_html(groups, empty_text=empty)
+    return render.sidebar_html(groups, empty_text=empty, more=total - len(page))
+
+
+def earlier(ctx: Any, state: dict[str, Any]) -> SessionView:
+    """Show the tab's conversation from :data:`render.CHAT_WINDOW` messages further back
+    ("Show earlier messages", or the chat scrolled to its top)."""
+    if not state.get("session"):
+        return reload(ctx, state)
+    try:
+        session = ctx.manager.get(_key(state))
+    except SessionNotFound as err:
+        return new_chat(ctx, state.get("project"), notice=str(err))
+    current = shown_from(session, state)
+    start = render.window_start(session.messages[:current]) if current > 0 else 0
+    return view_of(session, title_wait=state.get("title_wait", 0.0), start=start)
 
 
 def project_choices(ctx: Any, current: str | None = None) -> list[tuple[str, str]]:
@@ -298,7 +343,7 @@ def branch(ctx: Any, state: dict[str, Any], row_index: int, now: float | None = 
         return view
     key = _key(state)
     session = ctx.manager.get(key)
-    view = render.chat_rows(session.messages)
+    view = render.chat_window(session.messages, shown_from(session, state), session.compactions)
     if not 0 <= row_index < len(view.source):
         raise IndexError(f"There is no message {row_index + 1} in this conversation.")
     try:
@@ -346,8 +391,9 @@ def exports(ctx: Any, state: dict[str, Any]) -> tuple[Path | None, Path | None]:
     key = _key(state)
     try:
         session = ctx.manager.get(key)
-        entries = ctx.store.load(key) or []
-        return write_exports(ctx.export_dir, session, entries)
+        # Both files carry the sub-agent records of the session (core.session.subagents).
+        return write_exports(ctx.export_dir, session, export_entries(ctx.store, key),
+                             subagent_records(ctx.store, key))
     except (AnycodeError, OSError) as err:  # gone, database down, disk full: no download now
         log.warning("cannot prepare the exports of %s: %s", key.session_id, err)
         return None, None
@@ -497,7 +543,7 @@ class SendUpdate:
 
 
 def _error_row(text: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": f"\u26a0 {text}"}  # ⚠ without emoji presentation
+    return {"role": "assistant", "content": render.safe_markdown(f"\u26a0 {text}")}  # ⚠ without emoji presentation
 
 
 class _LiveRows:
@@ -507,23 +553,35 @@ class _LiveRows:
         self.rows: list[dict[str, Any]] = []
         self._steps: dict[str, int] = {}
         self._args: dict[str, str] = {}
+        self._subagents = LiveSubagents()
+        self._text: dict[int, str] = {}  # row index -> the reply text as streamed
 
     def apply(self, event: Any) -> bool:
         """Fold one agent event in; return True when it changed what is shown."""
         kind = type(event).__name__
+        if kind.startswith("Compaction"):  # summarising before the request (issue 9)
+            return compaction_ui.apply_event(self.rows, event)
+        if kind.startswith("Subagent"):  # a task step's sub-agent at work (webui.subagent_panel)
+            return self._subagents.apply(self.rows, self._steps, event)
         if kind == "TextDelta":
             if not event.text:
                 return False
             last = self.rows[-1] if self.rows else None
-            if last is not None and not last.get("metadata"):
-                last["content"] += event.text
-            else:
-                self.rows.append({"role": "assistant", "content": event.text})
+            if last is None or last.get("metadata"):
+                self.rows.append({"role": "assistant", "content": ""})
+                self._text[len(self.rows) - 1] = ""
+            self._text[len(self.rows) - 1] += event.text
+            # shown with remote images as links, like the stored reply will be
+            self.rows[-1]["content"] = render.safe_markdown(self._text[len(self.rows) - 1])
             return True
         if kind == "ToolCallStarted":
-            self._steps[event.call_id] = len(self.rows)
             self._args[event.call_id] = event.arguments
-            self.rows.append(render.tool_step(event.call_id, event.name, event.arguments))
+            row = render.tool_step(event.call_id, event.name, event.arguments)
+            if event.call_id in self._steps:  # a task step its sub-agent's start already showed
+                self.rows[self._steps[event.call_id]] = row
+            else:
+                self._steps[event.call_id] = len(self.rows)
+                self.rows.append(row)
             return True
         if kind == "ToolCallFinished":
             row = render.tool_step(event.call_id, event.name, self._args.get(event.call_id, ""),
@@ -619,6 +677,9 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
     from core.agent.runner import run_session_stream
 
     retry = text is None
+    if compaction_ui.is_compact_command(text):  # `/compact` typed, or the Compact button
+        yield from compaction_ui.compact_updates(ctx, state, model, run)
+        return
     text = clean_text((text or "").strip())
     if is_blank(text) and not (retry and state.get("session")):
         current = reload(ctx, state)
@@ -650,8 +711,10 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
         return
     title = session.title or ""
     label = render.session_label(session.title, session.created_at)
-    base = render.chat_rows(session.messages).rows
-    shown = base if retry else base + [{"role": "user", "content": text}]
+    start = shown_from(session, state)
+    state["from"] = start
+    base = render.chat_window(session.messages, start, session.compactions).rows
+    shown = base if retry else base + [{"role": "user", "content": render.safe_markdown(text)}]
     yield SendUpdate(state, shown, title, label=label)
 
     config = ctx.model_config()
@@ -799,10 +862,13 @@ def _drop_if_empty(ctx: Any, key: SessionKey) -> bool:
 
 def _runner_kwargs(ctx: Any, state: dict[str, Any], client: Any, model: str, config: Any,
                    cancel: Any) -> dict[str, Any]:
-    # tools/workspace left to the runner: TOOL_SPECS, confined to the session's recorded cwd.
+    # tools left to the runner: TOOL_SPECS, in the session's checked project folder.
+    from webui import approvals
+
     return {
         "client": client, "model": model, "expected_count": state["count"], "cancel": cancel,
         "title_client": client, "title_model": getattr(config, "title_model", None) or model,
+        **approvals.runner_kwargs(ctx, state),  # the user's approvals and chosen workspace
     }
 
 

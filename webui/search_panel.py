@@ -20,6 +20,7 @@ import time
 from typing import Any, Callable
 
 from core.errors import AnycodeError
+from core.session.text import clean_text
 from core.search import SearchHit, open_search
 from core.session.export import session_label
 from webui import handlers, render
@@ -128,7 +129,8 @@ def results_html(ctx: Any, project: str, query: str, *, all_projects: bool = Fal
                  limit: int = RESULT_LIMIT, now: float | None = None) -> str:
     """Search ``query`` in ``project`` (or every project) and render the panel; a store error
     becomes one sentence in the panel instead of an exception."""
-    if not (query or "").strip():
+    query = clean_text(query or "")  # a lone surrogate from the browser: not encodable for the index
+    if not query.strip():
         return ""
     try:
         hits = open_search(ctx.store).search(query, project_keys=None if all_projects else [project],
@@ -139,16 +141,17 @@ def results_html(ctx: Any, project: str, query: str, *, all_projects: bool = Fal
     return render_hits(hits, query=query, now=now)
 
 
-def hit_row(ctx: Any, project: str, session_id: str, message_index: int | None) -> int | None:
-    """The chat row showing stored message ``message_index`` of the session (rows skip the system
-    message and fold tool results into their step), or None when there is none."""
+def hit_row(ctx: Any, project: str, session_id: str, message_index: int | None, start: int = 0) -> int | None:
+    """The chat row showing stored message ``message_index`` of the session when the chat shows
+    its messages from ``start`` on (rows skip the system message and fold tool results into
+    their step), or None when there is none."""
     if message_index is None or message_index < 0:
         return None
     try:
         session = ctx.manager.get(ctx.manager.find(project, session_id))
     except AnycodeError:
         return None
-    source = render.chat_rows(session.messages).source
+    source = render.chat_window(session.messages, start, session.compactions).source
     for row, idx in enumerate(source):
         if idx >= message_index:
             return row
@@ -207,8 +210,9 @@ def add_search(ctx: Any, gr: Any, *, state: Any, search: Any, show_archived: Any
         try:
             data = json.loads(evt.value)
             project, sid, idx = str(data["pk"]), str(data["sid"]), int(data.get("idx", -1))
-            view = handlers.open_session(ctx, project, sid)
-            row = hit_row(ctx, project, sid, idx)
+            # A hit far back in a long conversation: the chat opens from there on.
+            view = handlers.open_session(ctx, project, sid, include=idx if idx >= 0 else None)
+            row = hit_row(ctx, project, sid, idx, view.state.get("from", 0))
         except (ValueError, TypeError, KeyError) as err:
             log.warning("bad search result click %r: %s", evt.value, err)
             return (*show(handlers.reload(ctx, st), query, archived), idle_box(), gr.skip())

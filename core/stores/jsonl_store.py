@@ -399,6 +399,28 @@ class LocalSessionStore:
         finally:
             lock.release()
 
+    def list_subpaths(self, key: SessionKey) -> list[str]:
+        """The subpaths of the session's sub-agent records (sorted; archived or not): every
+        ``<project>/[archive/]<session id>/**.jsonl`` whose name makes a valid key (others are
+        logged and left out)."""
+        found: set[str] = set()
+        for folder in (self._list_dir(key.project_key, False) / key.session_id,
+                       self._list_dir(key.project_key, True) / key.session_id):
+            if not folder.is_dir():
+                continue
+            for dirpath, _dirs, files in os.walk(folder):
+                for name in files:
+                    if not name.endswith(SUFFIX) or is_part(name):
+                        continue
+                    rel = (Path(dirpath) / name[: -len(SUFFIX)]).relative_to(folder).as_posix()
+                    try:
+                        SessionKey(key.project_key, key.session_id, rel)
+                    except InvalidSessionKey:
+                        log.warning("%s: not a valid sub-agent record name; left out", Path(dirpath) / name)
+                        continue
+                    found.add(rel)
+        return sorted(found)
+
     def list_projects(self) -> list[ProjectInfo]:
         """Projects with at least one session, most recently active first."""
         try:
