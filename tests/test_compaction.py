@@ -31,6 +31,9 @@ def fresh_accounting(monkeypatch):
     """Windows and server counts are cached per process; each test starts from nothing."""
     monkeypatch.delenv("ANYCODE_CONTEXT_WINDOW", raising=False)
     monkeypatch.delenv("ANYCODE_COMPACT_AT", raising=False)
+    # These tests count and read the chat requests; the memory job's background requests
+    # (issue 14) would land among them at random.
+    monkeypatch.setenv("ANYCODE_MEMORY", "off")
     ctx.forget_windows()
     ctx.TRACKER.__init__()
     yield
