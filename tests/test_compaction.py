@@ -231,7 +231,7 @@ class TestOverflowRecovery:
             _round(fake, n)
             run_session(session.key, store, f"read big.txt ({n})", client=fake.client(), model=MODEL)
 
-    @pytest.mark.parametrize("style", ["openai", "http_500", "stream_break"])
+    @pytest.mark.parametrize("style", ["openai", "http_500", "error_event", "stream_break"])
     def test_recovers_once_and_learns(self, fake_openai, setup, style, anycode_home):
         store, manager, session, ws = setup
         self._grow(fake_openai, store, session, ws)

@@ -543,7 +543,7 @@ class SendUpdate:
 
 
 def _error_row(text: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": f"\u26a0 {text}"}  # ⚠ without emoji presentation
+    return {"role": "assistant", "content": render.safe_markdown(f"\u26a0 {text}")}  # ⚠ without emoji presentation
 
 
 class _LiveRows:
