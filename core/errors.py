@@ -54,6 +54,20 @@ class SessionConflict(AnycodeError):
         self.actual = actual
 
 
+class StaleChange(AnycodeError):
+    """A title, archive or version change was made against state another tab or process has
+    changed since (the ``expected_count`` rule applied to metadata): nothing was written.
+
+    ``what`` names the field ("title", "version", …); ``expected``/``actual`` its values."""
+
+    def __init__(self, what: str, expected: object, actual: object):
+        super().__init__(
+            f"This conversation's {what} was changed elsewhere; your change was not saved and the "
+            "conversation has been reloaded."
+        )
+        self.what, self.expected, self.actual = what, expected, actual
+
+
 class SessionExists(AnycodeError):
     """A session with this key already exists where a new one was to be created."""
 

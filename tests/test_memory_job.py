@@ -62,6 +62,12 @@ class TestWrittenAtPersistence:
         prompt = system_of(fake_openai.chat_requests()[-1])
         assert MEMORY_HEADING in prompt and "- [project] Le projet utilise des tabulations." in prompt
 
+    def test_prose_around_a_fenced_answer_is_understood(self, fake_openai, env):
+        store, manager, ws, memories = env
+        s = manager.create(ws)
+        turn(fake_openai, store, s.key, "Convention: migrations live in db/migrations. Add one for users.")
+        assert [m.text for m in memories.list(s.project_key)] == ["Convention: migrations live in db/migrations."]
+
     def test_a_removed_memory_never_appears_in_a_later_prompt(self, fake_openai, env):
         store, manager, ws, memories = env
         s = manager.create(ws)
@@ -112,6 +118,19 @@ class TestWrittenAtPersistence:
         assert done.messages[-1]["content"] == "You said: hello there"
         assert memories.list(s.project_key) == []
         assert any(s.id in r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING)
+
+    def test_the_chat_never_waits_for_the_job(self, fake_openai, env):
+        from core.agent.runner import MemoryStarted, run_session_stream
+
+        store, manager, ws, memories = env
+        s = manager.create(ws)
+        fake_openai.push({"text": '{"add": ["Slow fact"]}', "wait": 3.0}, kind="memory")
+        events = list(run_session_stream(s.key, store, "hello", client=fake_openai.client(), model=MODEL))
+        [job] = [e.thread for e in events if isinstance(e, MemoryStarted)]
+        assert job.is_alive()  # the reply is stored and the stream over while the job still waits
+        assert manager.get(s.key).messages[-1]["content"] == "You said: hello"
+        job.join(15)
+        assert [m.text for m in memories.list(s.project_key)] == ["Slow fact"]
 
     def test_off_means_no_job_no_tool_no_memories(self, fake_openai, env, monkeypatch):
         store, manager, ws, memories = env

@@ -105,7 +105,7 @@ class TestCompactIndex:
         keys = [_session(store, f"/work/{i % 3}", i + 1, 1000.0 + i * 10, title=f"T{i}") for i in range(12)]
         first = store.list(PK)
         index = json.loads((tmp_path / "h" / "projects" / PK / ".index.json").read_bytes())
-        assert index["version"] == 3 and sorted(index["cwds"]) == ["/work/0", "/work/1", "/work/2"]
+        assert index["version"] == jsonl_index.INDEX_VERSION and sorted(index["cwds"]) == ["/work/0", "/work/1", "/work/2"]
         assert list(index["files"]) == [m.id for m in first]  # written in list order
         again = LocalSessionStore(tmp_path / "h", fsync=False).list(PK)
         assert again == first

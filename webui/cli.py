@@ -34,6 +34,7 @@ SUBCOMMANDS = {
     "import": "webui.transfer_cli:import_main",
     "backup": "webui.transfer_cli:backup_main",
     "restore": "webui.transfer_cli:restore_main",
+    "memory": "webui.memory_cli",
 }
 
 
@@ -488,12 +489,16 @@ def _serve(args: argparse.Namespace, store: Any, project_path: str, data_dir: Pa
     if port != args.port:
         print(f"anycode: port {args.port} is taken; using {port}.", file=sys.stderr)
 
-    from webui import security
+    from webui import private_files, security
     from webui.app import build_app, launch_kwargs
     from webui.context import WebContext
 
+    # Exports, uploads and Gradio's cache: a 0700 folder of this run, removed when it stops.
+    private = private_files.make_root(os.environ.get("GRADIO_TEMP_DIR") or None)
+    os.environ["GRADIO_TEMP_DIR"] = str(private)  # read by every Gradio component when built
     ctx = WebContext(manager=manager, store=store, project_path=project_path, data_dir=data_dir,
-                     model_overrides=overrides, initial_session=first)
+                     model_overrides=overrides, initial_session=first,
+                     export_dir=private_files.private_dir(private / "exports"))
     model_line = describe_model(ctx.model_config())
     _no_proxy_for(args.host)
     demo = build_app(ctx)
@@ -502,9 +507,10 @@ def _serve(args: argparse.Namespace, store: Any, project_path: str, data_dir: Pa
     try:
         demo.launch(**security.install(
             launch_kwargs(host=preflight.url_host(args.host), port=port, auth=auth, quiet=True),
-            host_policy or security.HostPolicy.for_server(args.host)), prevent_thread_lock=True)
+            host_policy or security.HostPolicy.for_server(args.host),
+            after_upload=lambda: private_files.tighten(private)), prevent_thread_lock=True)
     except OSError as err:  # e.g. another program took the port since it was probed
-        shutil.rmtree(ctx.export_dir, ignore_errors=True)
+        shutil.rmtree(private, ignore_errors=True)
         raise CliError(f"The web server could not start on port {port} "
                        f"({err.strerror or err}).") from err
     if not security.is_installed(getattr(demo, "app", None)):  # never serve without the guard
@@ -529,7 +535,7 @@ def _serve(args: argparse.Namespace, store: Any, project_path: str, data_dir: Pa
         _close_app(demo)
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
-        shutil.rmtree(ctx.export_dir, ignore_errors=True)  # download copies, not the sessions
+        shutil.rmtree(private, ignore_errors=True)  # download copies, not the sessions
     print("anycode: stopped.", flush=True)
     return 0
 

@@ -2,13 +2,14 @@
 
 A memory log (one per scope, :mod:`core.stores.memory_log`) holds entries, each a dict:
 
-- ``{"op": "add", "eid", "id", "ts", "text", "source", "session_id", "message_index"}``
+- ``{"op": "add", "eid", "id", "ts", "text", "source", "session_id", "message_index", "session_project"}``
 - ``{"op": "update", "eid", "id", "ts", "text", "source"}``
 - ``{"op": "remove", "eid", "id", "ts", "source"}``
 
 ``eid`` is the entry's own unique id (logs merge by it), ``id`` the memory's, ``ts`` Unix
 seconds, ``source`` who wrote it: ``"user"`` or ``"model"``. ``session_id`` / ``message_index``
-name the conversation and message a memory came from (None when typed in the panel or CLI).
+name the conversation and message a memory came from (None when typed in the panel or CLI), and
+``session_project`` that conversation's project key (a user memory can come from any project).
 
 The fold does not depend on entry order (a mirror or a migration may deliver entries in another
 order): the add makes the memory, the update with the latest ``(ts, eid)`` sets its text, and a
@@ -32,8 +33,9 @@ class Memory:
     """One remembered fact.
 
     ``scope``: ``"user"`` (every project) or ``"project"`` (``project_key``'s); ``source``:
-    ``"user"`` | ``"model"`` (who wrote it last); ``session_id`` / ``message_index``: where it
-    came from, or None; ``created_at`` / ``updated_at``: Unix seconds."""
+    ``"user"`` | ``"model"`` (who wrote it last); ``session_id`` / ``message_index`` /
+    ``session_project``: the conversation (and its project key) it came from, or None;
+    ``created_at`` / ``updated_at``: Unix seconds."""
 
     id: str
     text: str
@@ -44,6 +46,7 @@ class Memory:
     message_index: int | None
     created_at: float
     updated_at: float
+    session_project: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field."""
@@ -60,10 +63,12 @@ def _eid() -> str:
 
 
 def add_entry(memory_id: str, text: str, source: str, *, session_id: str | None = None,
-              message_index: int | None = None, ts: float | None = None) -> dict[str, Any]:
+              message_index: int | None = None, session_project: str | None = None,
+              ts: float | None = None) -> dict[str, Any]:
     """An ``add`` entry (``ts`` Unix seconds, default now)."""
     return {"op": "add", "eid": _eid(), "id": memory_id, "ts": time.time() if ts is None else ts, "text": text,
-            "source": source, "session_id": session_id, "message_index": message_index}
+            "source": source, "session_id": session_id, "message_index": message_index,
+            "session_project": session_project}
 
 
 def update_entry(memory_id: str, text: str, source: str, *, ts: float | None = None) -> dict[str, Any]:
@@ -125,5 +130,6 @@ def fold(entries: Iterable[Any], scope: str, project_key: str | None) -> MemoryF
             session_id=a.get("session_id") if isinstance(a.get("session_id"), str) else None,
             message_index=index if isinstance(index, int) and not isinstance(index, bool) else None,
             created_at=float(a["ts"]), updated_at=float(max(a["ts"], u["ts"]) if u else a["ts"]),
+            session_project=a.get("session_project") if isinstance(a.get("session_project"), str) else None,
         )
     return MemoryFold(memories, gone)

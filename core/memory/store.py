@@ -142,7 +142,8 @@ class MemoryStore:
         for m in self.list(project_key, scope):
             if same_text(m.text, text):
                 return m
-        entry = add_entry(new_memory_id(), text, source, session_id=session_id, message_index=message_index)
+        entry = add_entry(new_memory_id(), text, source, session_id=session_id, message_index=message_index,
+                          session_project=project_key if session_id else None)
         self.log.append(name, [entry])
         memory = self._fold(scope, project_key).memories.get(entry["id"])
         if memory is None:  # pragma: no cover - removed in the instant since (another process)

@@ -3,12 +3,13 @@ instead of the session files, and how a folder of never-indexed files is indexed
 
 The index is a cache of :class:`~core.stores.jsonl_io.FileScan` records, one per session file,
 validated against each file's size and mtime on every ``list()``; deleting it, or any damage to
-it, only costs a rebuild. On disk (version 3)::
+it, only costs a rebuild. On disk (version 4)::
 
-    {"version": 3, "cwds": ["/home/u/proj", …],
+    {"version": 4, "cwds": ["/home/u/proj", …],
      "files": {"<session id>": [size, mtime_ns, offset, lines, sig, message_count, created_at,
                                 last_message_at, title, title_source, cwd_id, forked_from,
-                                has_header, id_or_null, project_key_or_null], …}}
+                                has_header, id_or_null, project_key_or_null, version_of,
+                                current], …}}
 
 Compact because a new process reads it at every start (``anycode``, ``anycode sessions list``):
 the workspace path, the same for nearly every session of a folder, is stored once in ``cwds`` and
@@ -40,7 +41,7 @@ from core.stores.whole_file import place_whole
 log = logging.getLogger(__name__)
 
 INDEX_FILE = ".index.json"
-INDEX_VERSION = 3  # another version is not read: the index is rebuilt from the files
+INDEX_VERSION = 4  # 4: version_of and current (version families); another version is not read: the index is rebuilt from the files
 _CWD, _ID, _PK = RECORD_FIELDS.index("cwd"), RECORD_FIELDS.index("id"), RECORD_FIELDS.index("project_key")
 # Helper processes pay off past this much work (each costs ~0.1 s to start and import this module).
 POOL_MIN_FILES = 1000
@@ -102,7 +103,7 @@ class FolderIndex:
             updated = created if last is None or last < created else last
         cwd = rec[_CWD]
         return SessionMeta(sid, project_key, rec[8], created, updated, rec[5], archived, rec[11],
-                           None if cwd is None else self.cwds[cwd], rec[9])
+                           None if cwd is None else self.cwds[cwd], rec[9], rec[15], rec[16])
 
 
 def read_index(d: Path, cached: FolderIndex | None) -> FolderIndex:

@@ -72,6 +72,10 @@ sessions = Table(
     Column("forked_from", Text),  # JSON object or NULL
     Column("archived", Boolean, nullable=False, default=False),
     Column("state", Text, nullable=False),  # JSON of SessionState
+    # Added by migration 4 (version families): the header's version_of (JSON object or NULL) and
+    # a family root's last version entry (a session id or NULL).
+    Column("version_of", Text),
+    Column("current_version", String(200)),
     UniqueConstraint("project_key", "session_id", "subpath", name="anycode_sessions_key"),
 )
 
@@ -99,10 +103,16 @@ list_index = Index(
 )
 
 
+_V4_COLUMNS = ("version_of", "current_version")
+
+
 def _v1(conn: Connection) -> None:
     # CreateTable (not Table.create / metadata.create_all): tables only, without the indexes
-    # later migrations add, so what v1 did never changes as the schema grows.
-    conn.execute(CreateTable(sessions))
+    # and columns later migrations add, so what v1 did never changes as the schema grows.
+    v1_sessions = Table("anycode_sessions", MetaData(),
+                        *[c._copy() for c in sessions.columns if c.name not in _V4_COLUMNS],
+                        UniqueConstraint("project_key", "session_id", "subpath", name="anycode_sessions_key"))
+    conn.execute(CreateTable(v1_sessions))
     conn.execute(CreateTable(entries))
 
 
@@ -114,11 +124,18 @@ def _v3(conn: Connection) -> None:
     conn.execute(CreateTable(memory))
 
 
+def _v4(conn: Connection) -> None:
+    # Sessions written before versions existed have no family data: NULL is their true value.
+    for name, kind in (("version_of", "TEXT"), ("current_version", "VARCHAR(200)")):
+        conn.execute(text(f"ALTER TABLE anycode_sessions ADD COLUMN {name} {kind}"))
+
+
 # Ordered and append-only: never edit a released step, add a new one.
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "sessions and entries tables", _v1),
     (2, "index for list(): project, subpath, archived, updated_at", _v2),
     (3, "memory logs (add/update/remove entries per scope)", _v3),
+    (4, "version families: version_of and current_version on sessions", _v4),
 ]
 LATEST = MIGRATIONS[-1][0]
 _PG_LOCK_ID = 0x616E79636F6465  # "anycode": serialises migrations across processes
