@@ -15,7 +15,7 @@ import pytest
 from core.session.entries import header_entry, message_entry, title_entry
 from core.session.keys import SessionKey, new_session_id, project_key
 from core.stores.jsonl_store import LocalSessionStore
-from tests.test_browser_e2e import BROWSER_ARGS, CHROMIUM, TIMEOUT_MS, expect, sync_api
+from tests.test_browser_e2e import expect, page  # noqa: F401  (page: the Chromium page fixture)
 from tests.web_server import app_env, launch
 
 pytestmark = pytest.mark.browser
@@ -104,18 +104,6 @@ def _seed(data: Path, project: Path, user: str, reply: str, marker: str) -> str:
 
 
 @pytest.fixture
-def browser_page():
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
-        page = browser.new_page(viewport={"width": 1360, "height": 900})
-        page.set_default_timeout(TIMEOUT_MS)
-        try:
-            yield page
-        finally:
-            browser.close()
-
-
-@pytest.fixture
 def counter():
     c = HitCounter()
     try:
@@ -137,8 +125,7 @@ class TestRemoteContentIsNotFetched:
     CSS url() pointing at another site must not make the page request them when the chat is shown
     — the URL itself carries the data out. They must show as links the user can choose to open."""
 
-    def test_chat_full_of_remote_media_makes_no_request(self, tmp_path, counter, browser_page):
-        page = browser_page
+    def test_chat_full_of_remote_media_makes_no_request(self, tmp_path, counter, page):
         user, reply = remote_content(counter.origin)
         sid = _seed(tmp_path / "data", tmp_path / "project", user, reply, "MARK-1")
         app = _start(tmp_path, tmp_path / "systmp").wait_ready()
@@ -209,8 +196,7 @@ class TestExportFilesArePrivate:
     were 0644 in 0755 folders of Gradio's shared cache), updates must not pile up copies, and
     nothing may be left behind once the app stops."""
 
-    def test_export_files_are_0600_in_0700_folders_and_removed(self, tmp_path, browser_page):
-        page = browser_page
+    def test_export_files_are_0600_in_0700_folders_and_removed(self, tmp_path, page):
         sysdir = tmp_path / "systmp"
         marker = "PRIVATE-MARK-8"
         sid = _seed(tmp_path / "data", tmp_path / "project", "hello", "a private reply", marker)

@@ -119,6 +119,19 @@ class TestWrittenAtPersistence:
         assert memories.list(s.project_key) == []
         assert any(s.id in r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING)
 
+    def test_the_chat_never_waits_for_the_job(self, fake_openai, env):
+        from core.agent.runner import MemoryStarted, run_session_stream
+
+        store, manager, ws, memories = env
+        s = manager.create(ws)
+        fake_openai.push({"text": '{"add": ["Slow fact"]}', "wait": 3.0}, kind="memory")
+        events = list(run_session_stream(s.key, store, "hello", client=fake_openai.client(), model=MODEL))
+        [job] = [e.thread for e in events if isinstance(e, MemoryStarted)]
+        assert job.is_alive()  # the reply is stored and the stream over while the job still waits
+        assert manager.get(s.key).messages[-1]["content"] == "You said: hello"
+        job.join(15)
+        assert [m.text for m in memories.list(s.project_key)] == ["Slow fact"]
+
     def test_off_means_no_job_no_tool_no_memories(self, fake_openai, env, monkeypatch):
         store, manager, ws, memories = env
         s = manager.create(ws)

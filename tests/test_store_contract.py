@@ -972,10 +972,12 @@ class TestCompactionEntries:
         s, msgs, entry = self._compacted(manager, cwd)
         after = manager.get(manager.fork(s.key, 4).key)
         assert after.messages == msgs[:5] and [c["summary"] for c in after.compactions] == [entry["summary"]]
-        at_point = manager.get(manager.fork(s.key, 3).key)
+        inside = manager.get(manager.fork(s.key, 2).key)  # after the cut (first_kept_index 2), before the entry
+        assert inside.messages == msgs[:3] and len(inside.compactions) == 1
+        at_point = manager.get(manager.fork(s.key, 1).key)  # exactly the summarised messages
         assert len(at_point.compactions) == 1
-        before = manager.get(manager.fork(s.key, 2).key)
-        assert before.messages == msgs[:3] and before.compactions == []
+        before = manager.get(manager.fork(s.key, 0).key)
+        assert before.messages == msgs[:1] and before.compactions == []
 
 
 class TestVersionFamilies:

@@ -3,7 +3,10 @@
 of route (pages, ``/config``, the Gradio API, the queue, files, uploads)."""
 from __future__ import annotations
 
+import os
+import stat
 import uuid
+from pathlib import Path
 
 import httpx
 import pytest
@@ -191,3 +194,52 @@ class TestContentSecurityPolicy:
                 assert directives["frame-ancestors"] == "'none'"
                 assert resp.headers.get("referrer-policy") == "no-referrer"
         assert policy == security.CONTENT_SECURITY_POLICY
+
+
+class TestUploadsArePrivate:
+    """An upload (a ChatGPT export to import) holds conversation text: it must not land in a
+    folder other users of the machine can read (Gradio's shared temp cache, 0755 folders)."""
+
+    def test_uploaded_file_is_0600_in_0700_folders_of_the_run(self, served):
+        base, own, _ = served["127.0.0.1"]
+        with httpx.Client(timeout=15, trust_env=False) as client:
+            resp = client.post(base + "/gradio_api/upload", headers={"Host": own},
+                               files={"files": ("conversations.json", b"[]", "application/json")})
+        path = Path(resp.json()[0])
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        folder = path.parent
+        while not folder.name.startswith("anycode-web-"):
+            assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+            assert folder != folder.parent, f"{path} is not in the app's private folder"
+            folder = folder.parent
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+        assert folder.name.startswith(f"anycode-web-") and os.access(folder, os.W_OK)
+
+
+class TestHostRules:
+    """The rules themselves, without a server: a name that slips through is a rebinding hole; a
+    user's own name refused makes the app unusable behind it."""
+
+    def test_wildcard_bind_accepts_addresses_never_names(self):
+        policy = security.HostPolicy.for_server("0.0.0.0", ["box.lan"])
+        assert policy.allows("192.168.1.20") and policy.allows("box.lan")
+        assert not policy.allows("evil.example") and not policy.allows("192.168.1.20.evil.example")
+        narrow = security.HostPolicy.for_server("127.0.0.1")
+        assert not narrow.allows("192.168.1.20") and narrow.allows("::ffff:127.0.0.1")
+
+    def test_origin_must_be_the_requested_host_and_port(self):
+        assert security.same_origin("http://127.0.0.1:7860", "127.0.0.1:7860", "http")
+        assert security.same_origin("https://box.lan", "box.lan", "https")
+        assert not security.same_origin("http://127.0.0.1:7861", "127.0.0.1:7860", "http")
+        assert not security.same_origin("null", "127.0.0.1:7860", "http")
+        assert not security.same_origin("http://localhost:7860", "127.0.0.1:7860", "http")
+
+    def test_allowed_host_values_are_bare_names(self, tmp_path):
+        assert security.parse_allowed_hosts(["a.lan, B.lan", "[::2]"]) == ["a.lan", "b.lan", "::2"]
+        for bad in ("http://a.lan", "a.lan:8080", "a.lan/x"):
+            with pytest.raises(ValueError):
+                security.parse_allowed_hosts([bad])
+        from webui import cli
+
+        assert cli.main(["--allowed-host", "http://a.lan", "--no-browser", "--project",
+                         str(tmp_path), "--data-dir", str(tmp_path / "d")]) == 2

@@ -20,7 +20,8 @@ from typing import Any
 import gradio as gr
 
 from core.errors import AnycodeError, SessionNotFound
-from webui import approval_card, handlers, import_panel, memory_panel, render, search_panel, versions
+from webui import (approval_card, compaction_ui, handlers, import_panel, memory_panel, render, search_panel,
+                   subagent_panel, versions)
 from webui.context import WebContext
 from webui.handlers import SessionView
 
@@ -158,6 +159,8 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                 model = gr.Dropdown(choices=[], value=None, show_label=False, container=False,
                                     allow_custom_value=True, elem_id="ac-model", scale=2,
                                     min_width=150)
+                meter = gr.HTML("", elem_id="ac-meter-box", scale=0, min_width=110)  # context used (issue 9)
+                compact_btn = gr.Button("Compact", size="sm", elem_id="ac-compact", scale=0, min_width=90)
                 archive_btn = gr.Button("Archive", size="sm", elem_id="ac-archive",
                                         scale=0, min_width=90, interactive=False)
                 md_btn = gr.DownloadButton("Markdown", size="sm", elem_id="ac-export-md",
@@ -335,6 +338,11 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                         **stream_args).then(
             on_send, [state, pending, model, tab, search, show_archived], view_outputs,
             **stream_args).then(on_sent, [tab, pending, box], box, **stream_args))
+
+        compaction_ui.add_compaction_controls(
+            ctx, gr, state=state, model=model, meter=meter, compact_btn=compact_btn, tab=tab, box=box,
+            pending=pending, on_send=on_send, send_inputs=[state, pending, model, tab, search, show_archived],
+            view_outputs=view_outputs, on_sent=on_sent, stream_args=stream_args, tab_key=_tab_key)
 
         def on_stop(tab_id, text, request: gr.Request):
             tab_key = _tab_key(request, tab_id)
@@ -519,6 +527,9 @@ def build_app(ctx: WebContext) -> gr.Blocks:
         with search_slot:
             search_panel.add_search(ctx, gr, state=state, search=search, show_archived=show_archived, tab=tab,
                                     show=show, switching=switching, switch=switch, idle_box=idle_box)
+
+        # --- sub-agent transcripts (a task step's link opens its run, read-only) -----------------
+        subagent_panel.add_transcript(ctx, gr, state=state, notify=_notify)
 
         # --- import (ChatGPT, Claude Code, Codex files) --------------------------------------------
         with import_foot:

@@ -507,7 +507,8 @@ def _serve(args: argparse.Namespace, store: Any, project_path: str, data_dir: Pa
     try:
         demo.launch(**security.install(
             launch_kwargs(host=preflight.url_host(args.host), port=port, auth=auth, quiet=True),
-            host_policy or security.HostPolicy.for_server(args.host)), prevent_thread_lock=True)
+            host_policy or security.HostPolicy.for_server(args.host),
+            after_upload=lambda: private_files.tighten(private)), prevent_thread_lock=True)
     except OSError as err:  # e.g. another program took the port since it was probed
         shutil.rmtree(private, ignore_errors=True)
         raise CliError(f"The web server could not start on port {port} "

@@ -34,8 +34,9 @@ from core.errors import (
 )
 from core.session.keys import SessionKey
 from core.session.subagents import export_entries, subagent_records
+from webui.subagent_panel import LiveSubagents
 from core.session.text import clean_text, is_blank
-from webui import render
+from webui import compaction_ui, render
 from webui.export import write_exports
 from webui.timefmt import relative_time
 
@@ -113,10 +114,11 @@ def view_of(session: Any, *, title_wait: float = 0.0, notice: str | None = None,
     # What the tab shows, so a change is written only when the user made one, and one made
     # against what another tab changed since is refused (issue 15; see rename, set_archived).
     state["title"], state["archived"] = session.title or "", bool(session.archived)
+    state["compactions"] = len(session.compactions)  # a compaction changes the state: the meter refreshes
     return SessionView(
         state=state,
         title=session.title or "",
-        rows=render.chat_window(session.messages, start).rows,
+        rows=render.chat_window(session.messages, start, session.compactions).rows,
         archived=bool(session.archived),
         notice=notice,
         label=render.session_label(session.title, session.created_at),
@@ -358,7 +360,7 @@ def branch(ctx: Any, state: dict[str, Any], row_index: int, now: float | None = 
         return view
     key = _key(state)
     session = ctx.manager.get(key)
-    view = render.chat_window(session.messages, shown_from(session, state))
+    view = render.chat_window(session.messages, shown_from(session, state), session.compactions)
     if not 0 <= row_index < len(view.source):
         raise IndexError(f"There is no message {row_index + 1} in this conversation.")
     try:
@@ -562,7 +564,7 @@ class SendUpdate:
 
 
 def _error_row(text: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": f"\u26a0 {text}"}  # ⚠ without emoji presentation
+    return {"role": "assistant", "content": render.safe_markdown(f"\u26a0 {text}")}  # ⚠ without emoji presentation
 
 
 class _LiveRows:
@@ -572,11 +574,16 @@ class _LiveRows:
         self.rows: list[dict[str, Any]] = []
         self._steps: dict[str, int] = {}
         self._args: dict[str, str] = {}
+        self._subagents = LiveSubagents()
         self._text: dict[int, str] = {}  # row index -> the reply text as streamed
 
     def apply(self, event: Any) -> bool:
         """Fold one agent event in; return True when it changed what is shown."""
         kind = type(event).__name__
+        if kind.startswith("Compaction"):  # summarising before the request (issue 9)
+            return compaction_ui.apply_event(self.rows, event)
+        if kind.startswith("Subagent"):  # a task step's sub-agent at work (webui.subagent_panel)
+            return self._subagents.apply(self.rows, self._steps, event)
         if kind == "TextDelta":
             if not event.text:
                 return False
@@ -589,9 +596,13 @@ class _LiveRows:
             self.rows[-1]["content"] = render.safe_markdown(self._text[len(self.rows) - 1])
             return True
         if kind == "ToolCallStarted":
-            self._steps[event.call_id] = len(self.rows)
             self._args[event.call_id] = event.arguments
-            self.rows.append(render.tool_step(event.call_id, event.name, event.arguments))
+            row = render.tool_step(event.call_id, event.name, event.arguments)
+            if event.call_id in self._steps:  # a task step its sub-agent's start already showed
+                self.rows[self._steps[event.call_id]] = row
+            else:
+                self._steps[event.call_id] = len(self.rows)
+                self.rows.append(row)
             return True
         if kind == "ToolCallFinished":
             row = render.tool_step(event.call_id, event.name, self._args.get(event.call_id, ""),
@@ -687,6 +698,9 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
     from core.agent.runner import run_session_stream
 
     retry = text is None
+    if compaction_ui.is_compact_command(text):  # `/compact` typed, or the Compact button
+        yield from compaction_ui.compact_updates(ctx, state, model, run)
+        return
     text = clean_text((text or "").strip())
     if is_blank(text) and not (retry and state.get("session")):
         current = reload(ctx, state)
@@ -720,7 +734,7 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
     label = render.session_label(session.title, session.created_at)
     start = shown_from(session, state)
     state["from"] = start
-    base = render.chat_window(session.messages, start).rows
+    base = render.chat_window(session.messages, start, session.compactions).rows
     shown = base if retry else base + [{"role": "user", "content": render.safe_markdown(text)}]
     yield SendUpdate(state, shown, title, label=label)
 

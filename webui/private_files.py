@@ -84,6 +84,24 @@ def private_dir(path: Path) -> Path:
     return path
 
 
+def tighten(root: Path) -> None:
+    """Make every folder under ``root`` ``0700`` and every file ``0600`` (Gradio creates its upload
+    and cache folders with the process umask, typically ``0755``). Raises ``OSError``."""
+    for folder, _dirs, files in os.walk(root):
+        _chmod(folder, 0o700)
+        for name in files:
+            path = os.path.join(folder, name)
+            if not os.path.islink(path):
+                _chmod(path, 0o600)
+
+
+def _chmod(path: str, mode: int) -> None:
+    try:
+        os.chmod(path, mode)
+    except FileNotFoundError:  # removed meanwhile (an import consumed its upload)
+        pass
+
+
 def write_private(path: Path, data: bytes) -> Path:
     """Write ``data`` to ``path`` as a ``0600`` file that appears whole: written aside in the same
     folder (created ``0600`` from the start, never readable by others), then renamed over

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.session.export import UNTITLED, message_text, session_label  # noqa: F401  (UNTITLED: re-exported for the UI)
+from webui.subagent_panel import TASK_TOOL, task_step_title, transcript_link
 from webui.remote_media import safe_markdown
 from webui.timefmt import GROUPS, group_label, relative_time
 
@@ -52,9 +53,13 @@ def tool_step(call_id: str, name: str, arguments: str, result: str | None = None
               is_error: bool = False) -> dict[str, Any]:
     """A collapsible chat row for one tool call: title ``🛠️ name``, status pending until a result."""
     title = f"{TOOL_ICON} {name}" + (" — failed" if is_error else "")
+    content = tool_step_content(arguments, result, is_error)
+    if name == TASK_TOOL:  # a sub-agent: its description, and a link to its transcript
+        title = task_step_title(arguments, is_error)
+        content = transcript_link(call_id) + "\n\n" + content
     return {
         "role": "assistant",
-        "content": tool_step_content(arguments, result, is_error),
+        "content": content,
         "metadata": {"title": title, "id": call_id,
                      "status": "pending" if result is None else "done"},
     }
@@ -68,7 +73,7 @@ def memory_note(system_text: Any) -> dict[str, Any] | None:
     used = memories_in_prompt(system_text)
     if not used:
         return None
-    return {"role": "assistant", "content": "\n".join(f"- {line}" for line in used),
+    return {"role": "assistant", "content": safe_markdown("\n".join(f"- {line}" for line in used)),
             "metadata": {"title": f"Used {len(used)} memor{'y' if len(used) == 1 else 'ies'}",
                          "id": "ac-memories-used", "status": "done"}}
 
@@ -100,31 +105,62 @@ def window_start(messages: list[dict[str, Any]], size: int = CHAT_WINDOW, includ
     return start
 
 
-def chat_window(messages: list[dict[str, Any]], start: int) -> ChatView:
-    """:func:`chat_rows` of ``messages[start:]``, with ``source`` still indexing ``messages``."""
+def chat_window(messages: list[dict[str, Any]], start: int,
+                compactions: list[dict[str, Any]] | None = None) -> ChatView:
+    """:func:`chat_rows` of ``messages[start:]``, with ``source`` still indexing ``messages``;
+    ``compactions`` (``Session.compactions``) adds a summary divider where each one cut."""
     if start <= 0:
-        return chat_rows(messages)
-    view = chat_rows(messages[start:])
+        return chat_rows(messages, compactions)
+    shifted = [{**c, "first_kept_index": c["first_kept_index"] - start} for c in compactions or ()
+               if c.get("first_kept_index", 0) > start]
+    view = chat_rows(messages[start:], shifted)
     view.source = [i + start for i in view.source]
     return view
+
+
+SUMMARY_DIVIDER = "Earlier messages were summarised"
+
+
+def summary_divider(compaction: dict[str, Any]) -> dict[str, Any]:
+    """The chat row standing where a compaction cut: a collapsed step titled
+    :data:`SUMMARY_DIVIDER` that expands to the summary. Every message above it stays shown;
+    the model sees the summary instead of them (core.session.compaction.model_view)."""
+    how = {"manual": "on request", "overflow": "after the model's window overflowed"}.get(
+        str(compaction.get("trigger")), "automatically")
+    before, after = compaction.get("tokens_before"), compaction.get("tokens_after")
+    sizes = f" (~{before:,} → ~{after:,} tokens)" if isinstance(before, int) and isinstance(after, int) else ""
+    note = (f"*The messages above were summarised {how}{sizes}; the model sees this summary instead of "
+            "them. Nothing was deleted.*\n\n")
+    return {"role": "assistant", "content": note + safe_markdown(str(compaction.get("summary", ""))),
+            "metadata": {"title": f"\u2702 {SUMMARY_DIVIDER}", "status": "done",
+                         "id": f"compaction-{compaction.get('ts', '')}"}}
 
 
 def _looks_like_error(text: str) -> bool:
     return text.startswith(("Error", "error:", "Interrupted", "interrupted"))
 
 
-def chat_rows(messages: list[dict[str, Any]]) -> ChatView:
+def chat_rows(messages: list[dict[str, Any]], compactions: list[dict[str, Any]] | None = None) -> ChatView:
     """Render stored OpenAI messages as chat rows; the system message is hidden. Remote images
     and media in their text are shown as links (:func:`webui.remote_media.safe_markdown`).
 
     An assistant message becomes its text row (if any) followed by one collapsible step per tool
     call; a ``tool`` message fills in the result of its step (matched by ``tool_call_id``).
+    Each of ``compactions`` puts a :func:`summary_divider` row before its ``first_kept_index``
+    (its ``source`` is the last summarised message, so "Branch from here" on it forks there).
     """
     view = ChatView()
     steps: dict[str, int] = {}  # tool_call_id -> row index
     calls: dict[str, tuple[str, str]] = {}  # tool_call_id -> (name, arguments)
+    dividers: dict[int, list[dict[str, Any]]] = {}
+    for c in compactions or ():
+        dividers.setdefault(int(c.get("first_kept_index", 0)), []).append(c)
     note: dict[str, Any] | None = None  # "Used N memories", shown above the first reply
     for i, msg in enumerate(messages):
+        for c in dividers.pop(i, ()):
+            if view.rows:  # nothing shown above it (all outside the window): no divider
+                view.rows.append(summary_divider(c))
+                view.source.append(max(0, i - 1))
         role = msg.get("role")
         if role == "system":
             note = memory_note(msg.get("content"))
@@ -162,6 +198,11 @@ def chat_rows(messages: list[dict[str, Any]]) -> ChatView:
                 view.source.append(i)
         else:
             log.debug("not showing message %d with role %r", i, role)
+    for rest in dividers.values():  # everything was summarised: the divider comes last
+        for c in rest:
+            if view.rows:
+                view.rows.append(summary_divider(c))
+                view.source.append(len(messages) - 1)
     return view
 
 

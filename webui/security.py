@@ -185,9 +185,11 @@ class SecurityMiddleware:
     """ASGI middleware enforcing :class:`HostPolicy`, same-origin requests and the response headers
     of this module on ``http`` and ``websocket`` scopes; other scopes (lifespan) pass through."""
 
-    def __init__(self, app: ASGIApp, policy: HostPolicy):
+    def __init__(self, app: ASGIApp, policy: HostPolicy,
+                 after_upload: Callable[[], None] | None = None):
         self.app = app
         self.policy = policy
+        self.after_upload = after_upload  # called once an upload request was answered
         self._warned: set[str] = set()
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
@@ -213,6 +215,12 @@ class SecurityMiddleware:
                 await _forbidden(send, refusal)
             return
         await self.app(scope, receive, _with_headers(send))
+        if self.after_upload is not None and scope.get("method") == "POST" \
+                and str(scope.get("path", "")).endswith("/upload"):
+            try:
+                self.after_upload()
+            except OSError as err:  # never fail the request over it; say so
+                log.warning("could not restrict the uploaded files' folders: %s", err)
 
     def refusal(self, host: str | None, origin: str | None, scheme: str) -> str | None:
         """Why a request with these ``Host`` and ``Origin`` header values is refused (one
@@ -259,9 +267,11 @@ def _with_headers(send: Any) -> Any:
 # --- installing it in Gradio's app --------------------------------------------------------
 
 
-def install(launch_kwargs: dict[str, Any], policy: HostPolicy) -> dict[str, Any]:
+def install(launch_kwargs: dict[str, Any], policy: HostPolicy,
+            after_upload: Callable[[], None] | None = None) -> dict[str, Any]:
     """``launch_kwargs`` (for ``Blocks.launch``) with an ``app_kwargs`` lifespan that wraps the
-    app's whole middleware stack in :class:`SecurityMiddleware` before uvicorn accepts a
+    app's whole middleware stack in :class:`SecurityMiddleware` (``after_upload``: run after each
+    upload, e.g. to make Gradio's new upload folders ``0700``) before uvicorn accepts a
     connection. Check the result with :func:`is_installed` after launching."""
     app_kwargs = dict(launch_kwargs.get("app_kwargs") or {})
     user_lifespan = app_kwargs.get("lifespan")
@@ -270,7 +280,7 @@ def install(launch_kwargs: dict[str, Any], policy: HostPolicy) -> dict[str, Any]
     async def lifespan(app: Any):
         stack = app.middleware_stack or app.build_middleware_stack()
         if not isinstance(stack, SecurityMiddleware):
-            app.middleware_stack = SecurityMiddleware(stack, policy)
+            app.middleware_stack = SecurityMiddleware(stack, policy, after_upload)
         if user_lifespan is not None:
             async with user_lifespan(app) as state:
                 yield state

@@ -70,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id", help="session id or unique prefix")
     p.add_argument("--format", choices=("md", "jsonl"), default="md", help="md (default) or jsonl")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+    p = cmd("compact", "summarise a session's older messages now (every message stays in the session)")
+    p.add_argument("id", help="session id or unique prefix")
     p = cmd("fork", "copy messages 0..N of a session into a new session")
     p.add_argument("id", help="session id or unique prefix")
     p.add_argument("--at", type=int, required=True, metavar="N", help="last message index to keep (0-based)")
@@ -243,6 +245,25 @@ def _name_output(err: OSError, output: str) -> str:
     return os_error_message(OSError(err.errno, err.strerror, output))
 
 
+def _cmd_compact(mgr: SessionManager, args: argparse.Namespace) -> int:
+    """Summarise with the configured model (OPENAI_BASE_URL, ANYCODE_MODEL), printing progress."""
+    from core.agent.compaction import CompactionFinished, CompactionStarted, compact_session
+    from core.agent.config import ModelConfig, make_client
+
+    key = _resolve(mgr, args)
+    config = ModelConfig.from_env()
+    client = make_client(config)
+    for event in compact_session(key, mgr.store, client=client, model=config.model):
+        if isinstance(event, CompactionStarted):
+            print(f"Summarising {event.messages} earlier messages with {config.model}…", file=sys.stderr)
+        elif isinstance(event, CompactionFinished):
+            entry = event.entry
+            print(f"Compacted {key.session_id}: messages 0–{entry['first_kept_index'] - 1} summarised "
+                  f"(~{entry['tokens_before']:,} → ~{entry['tokens_after']:,} tokens); every message is still "
+                  "in the session.")
+    return 0
+
+
 def _cmd_fork(mgr: SessionManager, args: argparse.Namespace) -> int:
     try:
         new = mgr.fork(_resolve(mgr, args), args.at)
@@ -341,7 +362,7 @@ def _cmd_migrate(mgr: SessionManager, args: argparse.Namespace) -> int:
 
 
 _COMMANDS = {
-    "list": _cmd_list, "show": _cmd_show, "export": _cmd_export, "fork": _cmd_fork, "rename": _cmd_rename,
+    "list": _cmd_list, "show": _cmd_show, "compact": _cmd_compact, "export": _cmd_export, "fork": _cmd_fork, "rename": _cmd_rename,
     "archive": _cmd_archive, "unarchive": _cmd_unarchive, "rm": _cmd_rm, "cleanup": _cmd_cleanup,
     "migrate": _cmd_migrate, "search": lambda mgr, args: search_cli.run(mgr, args),
 }

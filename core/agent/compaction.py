@@ -371,3 +371,27 @@ def overflow_of(err: ModelError, guard: ContextGuard) -> ModelContextExceeded | 
     if broke and guard.last_request_tokens >= 1024:
         return True
     return None
+
+
+def compact_session(key: Any, store: Any, *, client: Any, model: str, cancel: threading.Event | None = None,
+                    trigger: str = "manual") -> Iterator[CompactionEvent]:
+    """Compact a stored session now (the Compact button, ``/compact``, ``anycode sessions
+    compact``): summarise everything before the most recent turns, append the entry, yield the
+    events. Checked against the message count it was computed on (``SessionConflict`` if the
+    session grew meanwhile). Raises ``SessionNotFound``, :class:`CompactionFailed` (also "nothing
+    to compact yet" when only the last turn is there), ``ModelNotConfigured`` without a client."""
+    from core.agent.config import NOT_CONFIGURED_MESSAGE
+    from core.agent.tools import TOOL_SPECS
+    from core.errors import ModelNotConfigured
+    from core.session.manager import SessionManager
+
+    if client is None:
+        raise ModelNotConfigured(NOT_CONFIGURED_MESSAGE)
+    manager = SessionManager(store)
+    session = manager.get(key)
+    guard = make_guard(session, client=client, model=model, tools=TOOL_SPECS, cancel=cancel,
+                       append=lambda entry, count: manager.add_compaction(key, entry, count))
+    messages = session.messages
+    if plan_cut(messages, guard.start(messages), int(guard.window * KEEP_FRACTION)) is None:
+        raise CompactionFailed("Nothing to compact yet: the conversation is only its latest turn.")
+    yield from guard.compact(messages, trigger)

@@ -152,8 +152,14 @@ def _get_json(client: Any, url: str, *, body: dict | None = None) -> Any:
         if resp.status_code != 200:
             return None
         return resp.json()
+    except httpx.TransportError as err:
+        raise _Unreachable(str(err)) from err
     except (httpx.HTTPError, ValueError):
         return None
+
+
+class _Unreachable(Exception):
+    """The server did not answer at all: no other endpoint will either."""
 
 
 def _positive(value: Any) -> int | None:
@@ -187,7 +193,16 @@ def _ollama_window(client: Any, root: str, model: str) -> Window | None:
 
 def probe_window(client: Any, model: str) -> Window | None:
     """Ask the server at ``client.base_url`` for ``model``'s window (see the module docstring);
-    None when no endpoint says. Never raises: a probe failure only means "unknown"."""
+    None when no endpoint says. Never raises: a probe failure only means "unknown" (a server that
+    does not answer at all is asked once, not once per endpoint)."""
+    try:
+        return _probe(client, model)
+    except _Unreachable as err:
+        log.info("could not ask %s for the context window: %s", client.base_url, err)
+        return None
+
+
+def _probe(client: Any, model: str) -> Window | None:
     base = str(client.base_url).rstrip("/")
     root = re.sub(r"/v1$", "", base)
     listing = _get_json(client, f"{base}/models")
@@ -239,13 +254,17 @@ def context_window(client: Any, model: str, *, probe: bool = True) -> Window:
         return cached
     learnt = learnt_window(base, model)
     window = Window(learnt, "learnt") if learnt else None
+    asked = False
     if window is None and client is not None and probe:
-        window = probe_window(client, model)
+        try:
+            window, asked = _probe(client, model), True
+        except _Unreachable as err:
+            log.info("could not ask %s for the context window: %s", base, err)
     if window is None:
         family = family_window(model)
         window = Window(family, "family") if family else Window(DEFAULT_WINDOW, "default")
-        if not probe:
-            return window  # not cached: a later call may still ask the server
+        if not asked and not learnt:
+            return window  # not cached: once the server answers, it is asked
     with _LOCK:
         _CACHE[key] = window
     return window

@@ -28,7 +28,6 @@ Settings (environment): ``ANYCODE_SUBAGENT_MODEL`` (default: the chat model),
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import queue
@@ -42,7 +41,7 @@ from core.agent.loop import AgentEvent, AgentRun, RoundCompleted
 from core.agent.persist import store_messages
 from core.agent.prompts import subagent_system_prompt
 from core.agent.repair import interrupted_result, sanitize_text
-from core.agent.tools import TOOL_SPECS, cap_output
+from core.agent.tools import TOOL_SPECS, ToolError, arguments_object, cap_output
 from core.errors import AnycodeError, ModelError, SessionExists
 from core.session.entries import header_entry, message_entry
 from core.session.keys import SessionKey
@@ -171,11 +170,9 @@ def parse_task_arguments(raw: str | None) -> tuple[str, str]:
     """``(description, prompt)`` from a task call's raw JSON arguments. Raises ``ValueError``
     with a sentence for the model (bad JSON, a missing or empty ``prompt``)."""
     try:
-        args = json.loads(raw) if raw and raw.strip() else {}
-    except ValueError as err:
-        raise ValueError(f"The arguments are not valid JSON ({err}).") from None
-    if not isinstance(args, dict):
-        raise ValueError("The arguments must be a JSON object.")
+        args = arguments_object(raw)
+    except ToolError as err:
+        raise ValueError(str(err)) from None
     prompt = args.get("prompt")
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError("A non-empty 'prompt' string is required: the full task for the sub-agent.")

@@ -512,13 +512,19 @@ def parse_arguments(tool_name: str, raw_arguments: str | None, registry: ToolReg
     tool = registry.get(tool_name)
     if tool is None:
         raise ToolError(f"Unknown tool {tool_name!r}; available tools: {', '.join(registry.names())}.")
+    return tool, arguments_object(raw_arguments)
+
+
+def arguments_object(raw_arguments: str | None) -> dict:
+    """A call's raw JSON arguments as a dict (empty text: ``{}``). Raises ToolError (bad JSON,
+    not an object), whose message is meant for the model."""
     try:
         args = json.loads(raw_arguments) if raw_arguments and raw_arguments.strip() else {}
     except ValueError as err:
         raise ToolError(f"The arguments are not valid JSON ({err}).") from None
     if not isinstance(args, dict):
         raise ToolError("The arguments must be a JSON object.")
-    return tool, args
+    return args
 
 
 def _call(tool: Tool, workspace: Workspace, args: dict) -> tuple[str, bool]:

@@ -22,6 +22,8 @@ from __future__ import annotations
 import time
 from typing import Any, Iterable
 
+from core.session.export import message_text
+
 COMPACTION_TRIGGERS = ("auto", "manual", "overflow")
 # How the summary is introduced to the model, inside the system message (one system message at
 # the start: several local chat templates reject a system message anywhere else).
@@ -76,18 +78,10 @@ def latest_compaction(compactions: list[dict[str, Any]], upto: int | None = None
     return None
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text")
-    return "" if content is None else str(content)
-
-
 def summary_message(system: dict[str, Any] | None, summary: str) -> dict[str, Any]:
     """The system message of a compacted view: the session's system prompt (if any) followed by
     :data:`SUMMARY_HEADER` and the summary."""
-    base = _text(system.get("content")) if system else ""
+    base = message_text(system.get("content")) if system else ""
     text = f"{SUMMARY_HEADER}\n\n{summary.strip()}"
     return {"role": "system", "content": f"{base}\n\n{text}" if base else text}
 

@@ -91,7 +91,7 @@ def session_to_markdown(session: Session, subagents: Iterable[Any] | None = None
     if session.archived:
         lines.append("- Archived")
     lines.append("")
-    lines += _messages_markdown(session.messages)
+    lines += _messages_markdown(session.messages, compactions=session.compactions)
     for rec in subagents or ():
         lines += [f"## Sub-agent: {rec.description}", "",
                   f"- Record: `{rec.key.subpath}`" + (f", for tool call `{rec.tool_call_id}`" if rec.tool_call_id else ""),
@@ -100,12 +100,33 @@ def session_to_markdown(session: Session, subagents: Iterable[Any] | None = None
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _messages_markdown(messages: list[dict[str, Any]], level: int = 2) -> list[str]:
+def compaction_markdown(compaction: dict[str, Any], level: int = 2) -> list[str]:
+    """Markdown lines of one compaction (``Session.compactions`` item): a heading saying which
+    messages were summarised, when, how and by which model, then the summary as a quote."""
+    first = compaction.get("first_kept_index", 0)
+    facts = [f"messages 0–{first - 1}" if first else "no messages", str(compaction.get("trigger") or "auto")]
+    if isinstance(compaction.get("ts"), (int, float)):
+        facts.append(_when(compaction["ts"]))
+    if compaction.get("model"):
+        facts.append(f"by {compaction['model']}")
+    if compaction.get("tokens_before") and compaction.get("tokens_after"):
+        facts.append(f"{compaction['tokens_before']:,} → {compaction['tokens_after']:,} tokens")
+    quoted = ["> " + line if line else ">" for line in str(compaction.get("summary", "")).splitlines()]
+    return [f"{'#' * level} Earlier messages were summarised ({', '.join(facts)})", "", *quoted, ""]
+
+
+def _messages_markdown(messages: list[dict[str, Any]], level: int = 2,
+                       compactions: list[dict[str, Any]] | None = None) -> list[str]:
     """Markdown lines of OpenAI messages: a heading of ``level`` per message, tool calls and
-    results as fenced blocks."""
+    results as fenced blocks; each compaction's summary right before the first message it kept."""
     lines: list[str] = []
     h, h2 = "#" * level, "#" * (level + 1)
-    for msg in messages:
+    by_index: dict[int, list[dict[str, Any]]] = {}
+    for c in compactions or ():
+        by_index.setdefault(int(c.get("first_kept_index", 0)), []).append(c)
+    for i, msg in enumerate(messages):
+        for c in by_index.pop(i, ()):
+            lines += compaction_markdown(c, level)
         role = msg.get("role", "?")
         text = message_text(msg.get("content"))
         if role == "tool":
@@ -120,6 +141,9 @@ def _messages_markdown(messages: list[dict[str, Any]], level: int = 2) -> list[s
             fn = call.get("function") if isinstance(call.get("function"), dict) else {}
             lines += [f"**Tool call** `{fn.get('name', '')}` ({call.get('id', '')})", ""]
             lines += _fence(_pretty(str(fn.get("arguments", ""))), "json")
+    for rest in by_index.values():  # summarised everything: the summary comes last
+        for c in rest:
+            lines += compaction_markdown(c, level)
     return lines
 
 

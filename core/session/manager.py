@@ -68,6 +68,11 @@ def session_from_entries(key: SessionKey, entries: list[dict[str, Any]], *, arch
     )
 
 
+def _summarises_within(entry: dict[str, Any], count: int) -> bool:
+    fki = entry.get("first_kept_index")
+    return count > 0 and isinstance(fki, int) and not isinstance(fki, bool) and 0 <= fki <= count
+
+
 class SessionManager:
     """Create, find, resume, fork, rename, archive, delete and expire sessions.
 
@@ -243,8 +248,9 @@ class SessionManager:
 
         The cut is first moved out of any tool round (:func:`core.session.versions.valid_cut`):
         the copy never holds a tool call without its result and no result is made up.
-        A compaction entry placed within the copied messages (a cut at or after the compaction
-        point) is copied too, so the fork's model view matches; one placed later is not.
+        A compaction whose summarised messages are all in the fork (``first_kept_index`` <=
+        ``message_index + 1``: a cut at or after the compaction point, the divider) is copied too,
+        so the fork's model view is the summary plus what follows; one cut before it is not.
         The original is not touched. The fork's header records ``forked_from`` =
         ``{"session_id", "message_index"}`` (the cut actually used). A plain fork ("Branch from
         here") is titled the original's plus " (branch)". With ``version`` (Edit/Regenerate) the
@@ -269,12 +275,11 @@ class SessionManager:
         seen = 0
         for e in entries:
             if e.get("type") == "message" and isinstance(e.get("message"), dict):
-                if seen > message_index:
-                    break
-                copied.append(e)
+                if seen <= message_index:
+                    copied.append(e)
                 seen += 1
-            elif e.get("type") == "compaction":  # placed within (or right after) the copied messages
-                copied.append(e)
+            elif e.get("type") == "compaction" and _summarises_within(e, message_index + 1):
+                copied.append(e)  # a later one lands right after the copied messages
         forked_from = {"session_id": key.session_id, "message_index": message_index}
         root = original.family
         version_of = {"session_id": root, "message_index": message_index} if version else None
