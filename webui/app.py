@@ -475,7 +475,8 @@ def build_app(ctx: WebContext) -> gr.Blocks:
         chat.like(None, None, None, js=CLOSE_BRANCH_MENU_JS, api_visibility="private")
         versions.attach(ctx, version_bar, chat=chat, state=state, tab=tab, box=box, pending=pending, model=model,
                         search=search, show_archived=show_archived, view_outputs=view_outputs, show=show,
-                        switching=switching, tab_key=_tab_key, on_send=on_send, on_sent=on_sent, notify=_notify)
+                        switching=switching, tab_key=_tab_key, on_send=on_send, on_sent=on_sent, notify=_notify,
+                        after_turn=after_turn)
 
         def on_archive(st, query, archived):
             current = handlers.reload(ctx, st)

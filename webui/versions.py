@@ -159,11 +159,13 @@ def bar() -> dict[str, Any]:
 def attach(ctx: Any, parts: dict[str, Any], *, chat: Any, state: Any, tab: Any, box: Any, pending: Any,
            model: Any, search: Any, show_archived: Any, view_outputs: list[Any],
            show: Callable[..., tuple], switching: Callable[..., Any], tab_key: Callable[..., str],
-           on_send: Callable[..., Any], on_sent: Callable[..., Any], notify: Callable[..., None]) -> None:
+           on_send: Callable[..., Any], on_sent: Callable[..., Any], notify: Callable[..., None],
+           after_turn: Callable[[Any], Any] = lambda dep: dep) -> None:
     """Wire the switcher ``parts`` (from :func:`bar`), the chat's ``.edit`` (Send of an edited user
     message) and its "Regenerate" feedback option into the app. ``show``, ``switching``,
     ``on_send``, ``on_sent``, ``tab_key`` and ``notify`` are the app's own helpers, so a version
-    streams its reply exactly like a sent message."""
+    streams its reply exactly like a sent message; ``after_turn`` wraps each chain as the app wraps
+    its own sends (e.g. to show an approval card when the turn pauses)."""
     def on_state(st):
         point = switcher(ctx, st)
         if point is None:
@@ -226,9 +228,9 @@ def attach(ctx: Any, parts: dict[str, Any], *, chat: Any, state: Any, tab: Any, 
 
     outs = [*view_outputs, box, pending]
     send_inputs = [state, pending, model, tab, search, show_archived]
-    chat.edit(on_edit, [tab, state, search, show_archived], outs, concurrency_limit=1,
-              **stream_args).then(on_send, send_inputs, view_outputs, **stream_args).then(
-        on_sent, [tab, pending, box], box, **stream_args)
-    chat.like(on_regenerate, [tab, state, search, show_archived], outs, concurrency_limit=1,
-              **stream_args).then(on_send, send_inputs, view_outputs, **stream_args).then(
-        on_sent, [tab, pending, box], box, **stream_args)
+    after_turn(chat.edit(on_edit, [tab, state, search, show_archived], outs, concurrency_limit=1,
+                         **stream_args).then(on_send, send_inputs, view_outputs, **stream_args).then(
+        on_sent, [tab, pending, box], box, **stream_args))
+    after_turn(chat.like(on_regenerate, [tab, state, search, show_archived], outs, concurrency_limit=1,
+                         **stream_args).then(on_send, send_inputs, view_outputs, **stream_args).then(
+        on_sent, [tab, pending, box], box, **stream_args))
