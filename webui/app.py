@@ -20,7 +20,7 @@ from typing import Any
 import gradio as gr
 
 from core.errors import AnycodeError, SessionNotFound
-from webui import handlers, import_panel
+from webui import handlers, import_panel, render
 from webui.context import WebContext
 from webui.handlers import SessionView
 
@@ -232,6 +232,16 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                 return gr.skip(), gr.skip(), gr.skip()
             return gr.Textbox(submit_btn=False, stop_btn="Stop"), run_id, gr.Row(visible=False)
 
+        def on_take_option(tab_id, evt: gr.SelectData, request: gr.Request):
+            # "Continue" under a cut-off reply: sent as a message; a draft in the box stays.
+            if evt.value != render.CONTINUE:
+                return gr.skip(), gr.skip()
+            run_id, notice = handlers.take(ctx, _tab_key(request, tab_id), render.CONTINUE)
+            if run_id is None:
+                _notify(notice)
+                return gr.skip(), gr.skip()
+            return gr.Textbox(submit_btn=False, stop_btn="Stop"), run_id
+
         def on_send(st, run_id, model_name, tab_id, query, archived, request: gr.Request):
             skip_all = tuple(gr.skip() for _ in view_outputs)
             if run_id is None:
@@ -289,6 +299,9 @@ def build_app(ctx: WebContext) -> gr.Blocks:
             **stream_args).then(on_sent, [tab, pending, box], box, **stream_args)
         retry_btn.click(on_take_retry, tab, [box, pending, noreply_row], queue=False,
                         **stream_args).then(
+            on_send, [state, pending, model, tab, search, show_archived], view_outputs,
+            **stream_args).then(on_sent, [tab, pending, box], box, **stream_args)
+        chat.option_select(on_take_option, tab, [box, pending], queue=False, **stream_args).then(
             on_send, [state, pending, model, tab, search, show_archived], view_outputs,
             **stream_args).then(on_sent, [tab, pending, box], box, **stream_args)
 

@@ -28,6 +28,7 @@ from core.errors import (
     SessionConflict,
     SessionNotFound,
 )
+from core.agent.repair import INTERRUPTED_RESULT
 from core.session.keys import SessionKey
 from webui import render
 from webui.export import write_exports
@@ -90,7 +91,7 @@ def view_of(session: Any, *, title_wait: float = 0.0, notice: str | None = None)
     return SessionView(
         state=tab_state(session.project_key, session.id, len(session.messages), title_wait),
         title=session.title or "",
-        rows=render.chat_rows(session.messages).rows,
+        rows=render.chat_rows(session.messages, session.reply_ends).rows,
         archived=bool(session.archived),
         notice=notice,
         label=render.session_label(session.title, session.created_at),
@@ -99,9 +100,15 @@ def view_of(session: Any, *, title_wait: float = 0.0, notice: str | None = None)
 
 
 def _reply_lost(session: Any, shown: list[dict[str, Any]]) -> bool:
-    """The last stored message is the user's and has no answer. A branch made at a user message
-    ends that way on purpose (nothing was lost), until something is added to it."""
-    if not shown or shown[-1].get("role") != "user":
+    """The last stored message is the user's and has no answer, or a tool result the model never
+    answered (it failed, or sent an empty reply, which is never stored). A branch made at a user
+    message ends that way on purpose (nothing was lost), until something is added to it. Tool
+    results of a stopped round ("interrupted") are not lost replies: the user stopped them."""
+    if not shown:
+        return False
+    if shown[-1].get("role") == "tool":
+        return render.message_text(shown[-1].get("content")) != INTERRUPTED_RESULT
+    if shown[-1].get("role") != "user":
         return False
     fork = session.forked_from or {}
     return not (isinstance(fork.get("message_index"), int)
@@ -289,7 +296,7 @@ def branch(ctx: Any, state: dict[str, Any], row_index: int, now: float | None = 
         return view
     key = _key(state)
     session = ctx.manager.get(key)
-    view = render.chat_rows(session.messages)
+    view = render.chat_rows(session.messages, session.reply_ends)
     if not 0 <= row_index < len(view.source):
         raise IndexError(f"There is no message {row_index + 1} in this conversation.")
     fork = ctx.manager.fork(key, view.source[row_index])
@@ -618,7 +625,7 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
         return
     title = session.title or ""
     label = render.session_label(session.title, session.created_at)
-    base = render.chat_rows(session.messages).rows
+    base = render.chat_rows(session.messages, session.reply_ends).rows
     shown = base if retry else base + [{"role": "user", "content": text}]
     yield SendUpdate(state, shown, title, label=label)
 

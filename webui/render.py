@@ -72,12 +72,34 @@ def _looks_like_error(text: str) -> bool:
     return text.startswith(("Error", "error:", "Interrupted", "interrupted"))
 
 
-def chat_rows(messages: list[dict[str, Any]]) -> ChatView:
+CONTINUE = "Continue"  # the option under a cut-off reply; choosing it sends this as a message
+CUT_OFF_REASONS = {
+    "length": "the model reached its output limit",
+    "content_filter": "the server's content filter stopped it",
+    "no_end": "the server stopped sending without an end marker",
+}
+
+
+def cut_off_row(end: str, last: bool) -> dict[str, Any]:
+    """The row marking a reply the model did not finish (``end`` as stored: ``"length"``,
+    ``"content_filter"``, ``"no_end"``); the last one offers **Continue** (``options``)."""
+    why = CUT_OFF_REASONS.get(end, "it did not finish")
+    row: dict[str, Any] = {"role": "assistant", "content": f"\u26a0 The reply was cut off ({why}).",
+                           "metadata": {"title": "The reply was cut off", "status": "done", "id": f"cut-off-{end}"}}
+    if last:
+        row["options"] = [{"label": CONTINUE, "value": CONTINUE}]
+    return row
+
+
+def chat_rows(messages: list[dict[str, Any]], ends: dict[int, str] | None = None) -> ChatView:
     """Render stored OpenAI messages as chat rows; the system message is hidden.
 
     An assistant message becomes its text row (if any) followed by one collapsible step per tool
     call; a ``tool`` message fills in the result of its step (matched by ``tool_call_id``).
+    ``ends`` (``Session.reply_ends``): replies the model did not finish get a "cut off" row after
+    their text, with a **Continue** option when nothing follows them.
     """
+    ends = ends or {}
     view = ChatView()
     steps: dict[str, int] = {}  # tool_call_id -> row index
     calls: dict[str, tuple[str, str]] = {}  # tool_call_id -> (name, arguments)
@@ -92,6 +114,9 @@ def chat_rows(messages: list[dict[str, Any]]) -> ChatView:
             text = message_text(msg.get("content"))
             if text.strip():
                 view.rows.append({"role": "assistant", "content": text})
+                view.source.append(i)
+            if i in ends and not msg.get("tool_calls"):
+                view.rows.append(cut_off_row(ends[i], last=i == len(messages) - 1))
                 view.source.append(i)
             for call in msg.get("tool_calls") or []:
                 fn = call.get("function") or {}
