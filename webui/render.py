@@ -84,8 +84,7 @@ def cut_off_row(end: str, last: bool) -> dict[str, Any]:
     """The row marking a reply the model did not finish (``end`` as stored: ``"length"``,
     ``"content_filter"``, ``"no_end"``); the last one offers **Continue** (``options``)."""
     why = CUT_OFF_REASONS.get(end, "it did not finish")
-    row: dict[str, Any] = {"role": "assistant", "content": f"\u26a0 The reply was cut off ({why}).",
-                           "metadata": {"title": "The reply was cut off", "status": "done", "id": f"cut-off-{end}"}}
+    row: dict[str, Any] = {"role": "assistant", "content": f"\u26a0 The reply was cut off ({why})."}
     if last:
         row["options"] = [{"label": CONTINUE, "value": CONTINUE}]
     return row
