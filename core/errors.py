@@ -54,12 +54,34 @@ class SessionConflict(AnycodeError):
         self.actual = actual
 
 
+class StaleChange(AnycodeError):
+    """A title, archive or version change was made against state another tab or process has
+    changed since (the ``expected_count`` rule applied to metadata): nothing was written.
+
+    ``what`` names the field ("title", "version", …); ``expected``/``actual`` its values."""
+
+    def __init__(self, what: str, expected: object, actual: object):
+        super().__init__(
+            f"This conversation's {what} was changed elsewhere; your change was not saved and the "
+            "conversation has been reloaded."
+        )
+        self.what, self.expected, self.actual = what, expected, actual
+
+
 class SessionExists(AnycodeError):
     """A session with this key already exists where a new one was to be created."""
 
 
 class InvalidTitle(AnycodeError, ValueError):
     """A title is empty or whitespace only."""
+
+
+class InvalidMemory(AnycodeError, ValueError):
+    """A memory's text is empty, too long, or looks like a secret (never stored)."""
+
+
+class MemoryNotFound(AnycodeError, LookupError):
+    """No memory has this id (or id prefix) in the scopes searched, or the prefix is ambiguous."""
 
 
 class StoreUnavailable(AnycodeError):
@@ -106,6 +128,24 @@ class ModelBadRequest(ModelError):
     """The server rejected the request (HTTP 400/404/422), e.g. an unknown model name."""
 
 
+class ModelContextExceeded(ModelBadRequest):
+    """The request did not fit the model's context window (HTTP 400 ``context_length_exceeded``
+    per the OpenAI API, or a local server saying so in a 500 or a stream error).
+
+    ``window``: the window in tokens when the server's message named it (else None);
+    ``requested``: the request's size in tokens when named."""
+
+    def __init__(self, message: str, window: int | None = None, requested: int | None = None):
+        super().__init__(message)
+        self.window = window
+        self.requested = requested
+
+
+class CompactionFailed(ModelError):
+    """Summarising the earlier messages failed (the summary request failed or came back empty);
+    nothing was changed and the user's message is kept. ``str(err)`` says why."""
+
+
 class ModelEmptyReply(ModelError):
     """The model answered with no text and no tool call (nothing to save); ``str(err)`` says why
     (its output limit spent on reasoning, a content filter, a stream that just stopped) and that
@@ -114,3 +154,46 @@ class ModelEmptyReply(ModelError):
     def __init__(self, message: str, end: str = "complete"):
         super().__init__(message)
         self.end = end
+
+
+# --- operating-system failures (disk full, permissions, bad paths) ------------------------------
+
+_DISK_FULL_ERRNOS = {28, 122}  # ENOSPC, EDQUOT (Linux): no space left, quota exceeded
+
+
+def is_disk_full(err: BaseException) -> bool:
+    """True when ``err`` is an ``OSError`` saying the disk (or the user's quota) is full."""
+    return isinstance(err, OSError) and err.errno in _DISK_FULL_ERRNOS
+
+
+def os_error_message(err: OSError, path: str | None = None) -> str:
+    """What went wrong, as the start of one user-facing sentence without a final period, e.g.
+    ``"The disk is full"`` or ``"The folder /x does not exist"``; callers add what it means
+    (``": nothing was saved."``). ``path``: the file the user named, when ``err`` does not carry
+    it (``err.filename`` wins). Covers the errors a write can meet (POSIX errno names)."""
+    import errno as e
+
+    where = err.filename if isinstance(getattr(err, "filename", None), str) else path
+    shown = f" {where}" if where else ""
+    code = err.errno
+    if code in _DISK_FULL_ERRNOS:
+        return "The disk is full"
+    if code == e.EFBIG:
+        return "The file size limit was reached"
+    if code in (e.EACCES, e.EPERM):
+        return f"There is no permission to write{shown or ' there'}"
+    if code == e.EROFS:
+        return f"The filesystem of{shown or ' this path'} is read-only"
+    if code == e.ENOENT:
+        import os
+
+        folder = os.path.dirname(where) if where else ""
+        return f"The folder {folder} does not exist" if folder else f"The path{shown} does not exist"
+    if code == e.EISDIR:
+        return f"{where} is a folder, not a file" if where else "The path is a folder, not a file"
+    if code == e.ENOTDIR:
+        return f"A part of the path{shown} is not a folder"
+    if code == e.ENAMETOOLONG:
+        return f"The file name{shown[:120]} is too long"
+    reason = err.strerror or type(err).__name__
+    return f"{reason}{f' ({where})' if where else ''}"

@@ -4,6 +4,14 @@
   ``anycode`` (e.g. ``~/.local/share/anycode`` on Linux). Never inside the user's project.
 - ``ANYCODE_CLEANUP_DAYS``: sessions with no activity for this many days are deleted at start
   (default 30, as Claude Code's ``cleanupPeriodDays``); 0 or less disables cleanup.
+- ``ANYCODE_ARCHIVE_DAYS``: sessions with no activity for this many days are archived at start
+  (the design article's "超过 N 天未活跃" rule); default off (unset, 0 or less), so nothing moves
+  out of the list unless asked. Archived sessions are kept by cleanup.
+- ``ANYCODE_CONTEXT_WINDOW``: the model's context window in tokens; wins over what the server
+  reports (see ``core.agent.context``). Unset: asked of the server, else a model-family table,
+  else 32,768.
+- ``ANYCODE_COMPACT_AT``: the fraction of the window at which the older messages are summarised
+  before the next request (default 0.8; accepted 0.1 to 0.95).
 - ``ANYCODE_FSYNC``: ``0``/``false``/``no``/``off`` turns off the fsync after each append
   (faster on slow disks, at the price of losing the last rounds on power loss; a killed
   process loses nothing either way, the kernel still has the data).
@@ -45,6 +53,53 @@ def cleanup_days() -> float:
         return float(DEFAULT_CLEANUP_DAYS)
 
 
+def archive_days() -> float:
+    """Return ``$ANYCODE_ARCHIVE_DAYS`` (days, may be fractional); 0 (off) when unset or unparsable
+    (logged): a typo never archives anything."""
+    raw = os.environ.get("ANYCODE_ARCHIVE_DAYS", "").strip()
+    if not raw:
+        return 0.0
+    try:
+        return float(raw)
+    except ValueError:
+        log.warning("ANYCODE_ARCHIVE_DAYS=%r is not a number; auto-archive stays off", raw)
+        return 0.0
+
+
 def fsync_enabled() -> bool:
     """Return False when ``$ANYCODE_FSYNC`` is 0/false/no/off, else True."""
     return os.environ.get("ANYCODE_FSYNC", "1").strip().lower() not in _FALSE
+
+
+DEFAULT_COMPACT_AT = 0.8
+
+
+def context_window_override() -> int | None:
+    """``$ANYCODE_CONTEXT_WINDOW`` in tokens (``128000``, ``128k``), or None when unset/unparsable
+    (logged: a typo must not shrink every request)."""
+    raw = os.environ.get("ANYCODE_CONTEXT_WINDOW", "").strip().lower().replace("_", "").replace(",", "")
+    if not raw:
+        return None
+    try:
+        value = int(float(raw[:-1]) * 1000) if raw.endswith("k") else int(raw)
+    except ValueError:
+        log.warning("ANYCODE_CONTEXT_WINDOW=%r is not a number of tokens; ignored", raw)
+        return None
+    if value < 512:
+        log.warning("ANYCODE_CONTEXT_WINDOW=%d is below 512 tokens; ignored", value)
+        return None
+    return value
+
+
+def compact_at() -> float:
+    """``$ANYCODE_COMPACT_AT``: the fraction of the context window that triggers compaction
+    (default 0.8; values outside 0.1..0.95 are clamped, unparsable ones logged and ignored)."""
+    raw = os.environ.get("ANYCODE_COMPACT_AT", "").strip()
+    if not raw:
+        return DEFAULT_COMPACT_AT
+    try:
+        value = float(raw.rstrip("%")) / (100 if raw.endswith("%") else 1)
+    except ValueError:
+        log.warning("ANYCODE_COMPACT_AT=%r is not a fraction; using %s", raw, DEFAULT_COMPACT_AT)
+        return DEFAULT_COMPACT_AT
+    return min(0.95, max(0.1, value))

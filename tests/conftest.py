@@ -48,6 +48,8 @@ def anycode_home(tmp_path, monkeypatch):
     monkeypatch.setenv("ANYCODE_HOME", str(home))
     monkeypatch.delenv("ANYCODE_CLEANUP_DAYS", raising=False)
     monkeypatch.delenv("ANYCODE_FSYNC", raising=False)
+    monkeypatch.delenv("ANYCODE_APPROVAL", raising=False)
+    monkeypatch.delenv("ANYCODE_TOOL_TIMEOUT", raising=False)
     return home
 
 

@@ -12,7 +12,15 @@ Endpoints (all under ``/v1`` like the real API)
     A valid one is answered with the next scripted reply, or, when the queue is empty, the auto
     reply. Requests whose first message is the title system prompt (it starts with
     ``"Generate a concise title"``) take replies from a separate *title* queue, so background
-    title requests never steal a reply meant for the chat.
+    title requests never steal a reply meant for the chat. Requests of a sub-agent (first message
+    the sub-agent system prompt: it starts with ``"You are a sub-agent of anycode"``) take replies
+    from the *subagent* queues: first a queue scripted for a task (``task="alpha"``: the sub-agent
+    whose task text contains ``alpha``), else the common sub-agent queue; so parallel sub-agents
+    each get their own script whatever order their requests arrive in.
+    Memory extraction requests (first message starts with ``"You maintain the long-term
+    memory"``) likewise take replies from a *memory* queue. Compaction summary requests (first
+    message starts with ``"You are summarising the earlier part"``) take the *summary* queue; their
+    auto reply is ``"Summary: goals so far; last request: <the transcript's last user line>"``.
 ``GET /v1/models``
     ``{"object": "list", "data": [{"id": ..., "object": "model", ...}]}`` for ``FakeOpenAI.models``.
 
@@ -56,14 +64,38 @@ reply side:
 ``empty``          no text and no tool call, ``finish_reason: "stop"``
 ``error_event``    the text, then a ``data: {"error": {...}}`` event, then the end of the body (llama.cpp)
 
+``no_usage``     never sends ``usage`` in the stream, even when ``stream_options.include_usage`` asks
+               (most local servers before 2025, LM Studio)
+
+Context window (``server.context_limit = N`` tokens; ``None``, the default, is unlimited). A request's
+size is :func:`count_tokens` (JSON characters / 4, like a BPE tokenizer on English text and code);
+streamed usage reports that count as ``prompt_tokens``. A request over the limit is answered the way
+``server.context_style`` says:
+``"openai"``       HTTP 400 ``{"error": {"message": "This model's maximum context length is N tokens.
+                   However, your messages resulted in M tokens. ...", "type": "invalid_request_error",
+                   "param": "messages", "code": "context_length_exceeded"}}`` (OpenAI, vLLM)
+``"http_500"``     HTTP 500 whose message mentions the context size (llama.cpp server builds)
+``"stream_break"`` HTTP 200, the role chunk, then the connection drops with no content
+                   (llama-cpp-python past its window)
+``server.window_api`` makes the window discoverable the way one real server tells it:
+``"vllm"`` (``max_model_len`` in ``GET /v1/models``), ``"llamacpp"`` (``GET /props`` → ``n_ctx``),
+``"lmstudio"`` (``GET /api/v0/models`` → ``loaded_context_length``), ``"ollama"`` (``POST /api/show`` →
+``model_info["llama.context_length"]`` = 4 × the limit and ``parameters`` ``num_ctx <limit>``);
+those paths answer 404 otherwise. Over-limit requests are logged with their status (400s count as rejections).
+
 Auto mode (queue empty): a chat request is answered with the streamed text
 ``"You said: <last user message>"``; a title request with ``"Chat: <first words of the first user
-message>"``. So a browser test can run the app against this server without scripting anything.
+message>"``; a memory request with ``{"add": [...], "remove": []}`` adding each sentence of the
+exchange's user message that starts with "Convention:" or "Remember that" (the JSON inside a
+```json fence with prose around it, as real models often answer); a sub-agent request with ``"Sub-agent report: <first words of its task>"``. To call the
+``task`` tool, script a chat reply ``{"tool_calls": [{"name": "task", "arguments": {"description":
+"...", "prompt": "..."}}]}``. So a browser test can run the app against this server without scripting anything.
 
 Control API (for a server running as a subprocess)
 --------------------------------------------------
-``POST /_script``   body ``{"replies": [reply, ...], "kind": "chat" | "title"}`` appends replies to a
-                    queue (``kind`` defaults to ``"chat"``); answers ``{"queued": n}``.
+``POST /_script``   body ``{"replies": [reply, ...], "kind": "chat" | "title" | "subagent" | "memory" | "summary",
+                    "task": "alpha"}`` appends replies to a queue (``kind`` defaults to ``"chat"``; ``task``
+                    only for sub-agents, optional); answers ``{"queued": n}``.
 ``GET /_requests``  every request received so far: ``[{"path", "body", "status", "error"}]``.
 ``POST /_reset``    empties the queues and the request log (keeps ``--api-key``).
 ``GET /_health``    ``{"ok": true}``.
@@ -82,6 +114,7 @@ import asyncio
 import collections
 import json
 import logging
+import re
 import socket
 import sys
 import threading
@@ -99,6 +132,9 @@ from starlette.routing import Route
 log = logging.getLogger(__name__)
 
 TITLE_PROMPT_PREFIX = "Generate a concise title"
+SUBAGENT_PROMPT_PREFIX = "You are a sub-agent of anycode"  # core.agent.prompts.SUBAGENT_PROMPT_START
+MEMORY_PROMPT_PREFIX = "You maintain the long-term memory"
+SUMMARY_PROMPT_PREFIX = "You are summarising the earlier part"  # core.agent.compaction.SUMMARY_PROMPT
 
 # Top-level request parameters of POST /v1/chat/completions (the real API rejects any other key
 # with "Unrecognized request argument supplied").
@@ -303,16 +339,26 @@ class FakeOpenAI:
         self.api_key: str | None = None
         self.allow_rejections = False
         self.quirk: str | None = None  # see "Quirk modes" in the module docstring
+        self.context_limit: int | None = None  # tokens; see "Context window" in the module docstring
+        self.context_style = "openai"
+        self.window_api: str | None = None
         self.requests: list[dict] = []
         # Bumped by clear(): a slow request from an earlier test must not land in this test's log.
         self._generation = 0
-        self._queues: dict[str, collections.deque] = {"chat": collections.deque(), "title": collections.deque()}
+        # "subagent:<text>" queues serve the sub-agent whose task contains <text>.
+        self._queues: dict[str, collections.deque] = {"chat": collections.deque(), "title": collections.deque(),
+                                                      "subagent": collections.deque(),
+                                                      "memory": collections.deque(),
+                                                      "summary": collections.deque()}
         self._lock = threading.Lock()
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.app = Starlette(routes=[
             Route("/v1/chat/completions", self._chat, methods=["POST"]),
             Route("/v1/models", self._models, methods=["GET"]),
+            Route("/props", self._props, methods=["GET"]),
+            Route("/api/show", self._ollama_show, methods=["POST"]),
+            Route("/api/v0/models", self._lmstudio_models, methods=["GET"]),
             Route("/_script", self._script, methods=["POST"]),
             Route("/_requests", self._requests, methods=["GET"]),
             Route("/_reset", self._reset, methods=["POST"]),
@@ -330,16 +376,21 @@ class FakeOpenAI:
 
         return openai.OpenAI(api_key=api_key, base_url=self.base_url, timeout=timeout, max_retries=max_retries)
 
-    def push(self, *replies: dict, kind: str = "chat") -> None:
-        """Queue replies (see the module docstring for their shape) for chat or title requests."""
-        if kind not in self._queues:
-            raise ValueError(f"kind must be 'chat' or 'title', not {kind!r}")
+    def push(self, *replies: dict, kind: str = "chat", task: str | None = None) -> None:
+        """Queue replies (see the module docstring for their shape) for chat, title, memory, summary or
+        sub-agent requests; ``task`` (sub-agents only): for the sub-agent whose task text contains it."""
+        kinds = ("chat", "title", "memory", "subagent", "summary")
+        if kind not in kinds or (task is not None and (kind != "subagent" or not task)):
+            raise ValueError(f"kind must be one of {kinds} (task only for sub-agents), not {kind!r}")
+        name = f"subagent:{task}" if task else kind
         with self._lock:
-            self._queues[kind].extend(replies)
+            self._queues.setdefault(name, collections.deque()).extend(replies)
 
     def clear(self) -> None:
         """Forget queued replies and logged requests (what ``POST /_reset`` does)."""
         with self._lock:
+            for name in [n for n in self._queues if n.startswith("subagent:")]:
+                del self._queues[name]
             for q in self._queues.values():
                 q.clear()
             self.requests.clear()
@@ -351,10 +402,13 @@ class FakeOpenAI:
         self.api_key = None
         self.allow_rejections = False
         self.quirk = None
+        self.context_limit = None
+        self.context_style = "openai"
+        self.window_api: str | None = None
         self.models = ["gpt-4o-mini", "fake-large"]
 
     def chat_requests(self, kind: str | None = "chat") -> list[dict]:
-        """Bodies of accepted chat completion requests; ``kind`` "chat", "title" or None for both."""
+        """Bodies of accepted chat completion requests; ``kind`` "chat", "title", "memory" or None for all."""
         with self._lock:
             out = [r["body"] for r in self.requests
                    if r["path"] == "/v1/chat/completions" and r["status"] == 200]
@@ -367,10 +421,10 @@ class FakeOpenAI:
         with self._lock:
             return [r for r in self.requests if r["status"] == 400]
 
-    def pending(self, kind: str = "chat") -> int:
-        """How many scripted replies of ``kind`` are still queued."""
+    def pending(self, kind: str = "chat", task: str | None = None) -> int:
+        """How many scripted replies of ``kind`` (and ``task``, see :meth:`push`) are still queued."""
         with self._lock:
-            return len(self._queues[kind])
+            return len(self._queues.get(f"subagent:{task}" if task else kind, ()))
 
     def start(self) -> "FakeOpenAI":
         config = uvicorn.Config(self.app, host=self.host, port=self.port, log_level="warning",
@@ -399,7 +453,22 @@ class FakeOpenAI:
         first = msgs[0] if msgs and isinstance(msgs[0], dict) else {}
         if first.get("role") == "system" and _text_of(first.get("content")).startswith(TITLE_PROMPT_PREFIX):
             return "title"
+        if first.get("role") == "system" and _text_of(first.get("content")).startswith(SUBAGENT_PROMPT_PREFIX):
+            return "subagent"
+        if first.get("role") == "system" and _text_of(first.get("content")).startswith(MEMORY_PROMPT_PREFIX):
+            return "memory"
+        if first.get("role") == "system" and _text_of(first.get("content")).startswith(SUMMARY_PROMPT_PREFIX):
+            return "summary"
         return "chat"
+
+    def _next_reply(self, body: dict, kind: str) -> dict | None:
+        with self._lock:
+            if kind == "subagent":
+                task = next((_text_of(m.get("content")) for m in body["messages"] if m.get("role") == "user"), "")
+                for name, q in self._queues.items():
+                    if name.startswith("subagent:") and q and name[len("subagent:"):] in task:
+                        return q.popleft()
+            return self._queues[kind].popleft() if self._queues[kind] else None
 
     def _log(self, path: str, body: Any, status: int, error: str | None = None,
              generation: int | None = None) -> None:
@@ -423,7 +492,31 @@ class FakeOpenAI:
         if denied:
             return denied
         return JSONResponse({"object": "list", "data": [
-            {"id": m, "object": "model", "created": 1700000000, "owned_by": "fake"} for m in self.models]})
+            {"id": m, "object": "model", "created": 1700000000, "owned_by": "fake",
+             **({"max_model_len": self.context_limit} if self.window_api == "vllm" and self.context_limit else {})}
+            for m in self.models]})
+
+    def _window_route(self, api: str) -> bool:
+        return self.window_api == api and self.context_limit is not None
+
+    async def _props(self, request: Request):
+        if not self._window_route("llamacpp"):
+            return JSONResponse({"error": "not found"}, status_code=404)
+        return JSONResponse({"default_generation_settings": {"n_ctx": self.context_limit}, "total_slots": 1})
+
+    async def _ollama_show(self, request: Request):
+        if not self._window_route("ollama"):
+            return JSONResponse({"error": "not found"}, status_code=404)
+        return JSONResponse({"model_info": {"general.architecture": "llama",
+                                            "llama.context_length": 4 * self.context_limit},
+                             "parameters": f"num_ctx                        {self.context_limit}\nstop \"<|eot|>\""})
+
+    async def _lmstudio_models(self, request: Request):
+        if not self._window_route("lmstudio"):
+            return JSONResponse({"error": "not found"}, status_code=404)
+        return JSONResponse({"object": "list", "data": [
+            {"id": m, "object": "model", "state": "loaded", "max_context_length": 4 * self.context_limit,
+             "loaded_context_length": self.context_limit} for m in self.models]})
 
     async def _chat(self, request: Request):
         generation = self._generation
@@ -451,9 +544,11 @@ class FakeOpenAI:
             log.warning("fake OpenAI rejected a request: %s", err.message)
             self._log("/v1/chat/completions", body, 400, err.message)
             return JSONResponse(_error_body(err.message, "invalid_request_error", err.param), status_code=400)
+        over = self._over_limit(body, generation)
+        if over is not None:
+            return over
         kind = self._kind(body)
-        with self._lock:
-            reply = self._queues[kind].popleft() if self._queues[kind] else None
+        reply = self._next_reply(body, kind)
         if reply is None:
             reply = self._auto_reply(body, kind)
         if reply.get("wait"):
@@ -475,6 +570,34 @@ class FakeOpenAI:
         if body.get("stream") and reply.get("quirk", self.quirk) != "json_body":
             return StreamingResponse(self._stream(body, reply), media_type="text/event-stream")
         return JSONResponse(self._completion(body, reply))
+
+    def _over_limit(self, body: dict, generation: int):
+        """The answer to a request past :attr:`context_limit` (see the module docstring), or None."""
+        if self.context_limit is None:
+            return None
+        tokens = count_tokens(body)
+        if tokens <= self.context_limit:
+            return None
+        limit = self.context_limit
+        if self.context_style == "http_500":
+            message = f"the request exceeds the available context size ({tokens} tokens > n_ctx {limit}), try increasing it"
+            self._log("/v1/chat/completions", body, 500, message, generation)
+            return JSONResponse({"error": {"code": 500, "message": message, "type": "server_error"}}, status_code=500)
+        if self.context_style == "stream_break":
+            self._log("/v1/chat/completions", body, 200, "context overflow: stream dropped", generation)
+
+            async def broken():
+                yield "data: " + json.dumps({"id": "chatcmpl-x", "object": "chat.completion.chunk", "created": 0,
+                                             "model": body["model"], "choices": [{"index": 0, "delta": {
+                                                 "role": "assistant", "content": ""}, "finish_reason": None}]}) + "\n\n"
+                raise ConnectionAbortedError("llama_decode failed: context overflow")
+
+            return StreamingResponse(broken(), media_type="text/event-stream")
+        message = (f"This model's maximum context length is {limit} tokens. However, your messages resulted in "
+                   f"{tokens} tokens. Please reduce the length of the messages.")
+        self._log("/v1/chat/completions", body, 400, message, generation)
+        return JSONResponse(_error_body(message, "invalid_request_error", "messages", "context_length_exceeded"),
+                            status_code=400)
 
     def _quirk_refusal(self, body: Any) -> tuple[int, dict, str] | None:
         """(status, body, log message) when the current request-side quirk refuses ``body``."""
@@ -506,11 +629,28 @@ class FakeOpenAI:
     @staticmethod
     def _auto_reply(body: dict, kind: str) -> dict:
         messages = body["messages"]
+        if kind == "summary":
+            # The newest user request seen in the transcript, so a test can tell summaries apart.
+            transcript = _text_of(messages[-1].get("content"))
+            asked = [line for line in transcript.splitlines()
+                     if line and not line.startswith(("[", "Write the", "Summary of", "Conversation to"))]
+            return {"text": "Summary: goals so far; last request: " + (asked[-1][:80] if asked else "none")}
         if kind == "title":
             first_user = next((_text_of(m.get("content")) for m in messages if m.get("role") == "user"), "")
             words = first_user.split()[:5]
             return {"text": "Chat: " + " ".join(words) if words else "Chat"}
+        if kind == "subagent":
+            task = next((_text_of(m.get("content")) for m in messages if m.get("role") == "user"), "")
+            return {"text": "Sub-agent report: " + " ".join(task.split()[:8])}
         last_user = next((_text_of(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
+        if kind == "memory":
+            exchange = last_user.split("Latest exchange:", 1)[-1]
+            said = " ".join(line[len("USER: "):] for line in exchange.splitlines() if line.startswith("USER: "))
+            facts = [p.strip() for p in re.split(r"(?<=[.!?])\s+", said)
+                     if p.strip().lower().startswith(("convention:", "remember that"))]
+            # Prose around a fenced block, as real models often answer.
+            return {"text": "Here is the memory update:\n```json\n" + json.dumps({"add": facts, "remove": []})
+                            + "\n```\nLet me know if anything else should be remembered."}
         return {"text": f"You said: {last_user}"}
 
     @staticmethod
@@ -604,10 +744,12 @@ class FakeOpenAI:
         finish = {"length": "length", "content_filter": "content_filter"}.get(
             quirk or "", "tool_calls" if calls else "stop")
         pieces.append(chunk({}, finish))
-        if (body.get("stream_options") or {}).get("include_usage"):
+        if (body.get("stream_options") or {}).get("include_usage") and quirk != "no_usage":
+            prompt, completion = count_tokens(body), max(1, len(text) // 4)
             pieces.append("data: " + json.dumps({
                 "id": cid, "object": "chat.completion.chunk", "created": created, "model": body["model"],
-                "choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}) + "\n\n")
+                "choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                                         "total_tokens": prompt + completion}}) + "\n\n")
         pieces.append("data: [DONE]\n\n")
         return pieces
 
@@ -628,10 +770,15 @@ class FakeOpenAI:
         data = await request.json()
         replies = data.get("replies", [])
         kind = data.get("kind", "chat")
-        if not isinstance(replies, list) or kind not in self._queues:
-            return JSONResponse({"error": "body must be {'replies': [...], 'kind': 'chat'|'title'}"}, status_code=400)
-        self.push(*replies, kind=kind)
-        return JSONResponse({"queued": self.pending(kind)})
+        task = data.get("task")
+        if not isinstance(replies, list) or not isinstance(task, (str, type(None))):
+            return JSONResponse({"error": "body must be {'replies': [...], 'kind': 'chat'|'title'|'memory'|'subagent'}"},
+                                status_code=400)
+        try:
+            self.push(*replies, kind=kind, task=task)
+        except ValueError as err:
+            return JSONResponse({"error": str(err)}, status_code=400)
+        return JSONResponse({"queued": self.pending(kind, task)})
 
     async def _requests(self, request: Request):
         with self._lock:
@@ -643,6 +790,15 @@ class FakeOpenAI:
 
     async def _health(self, request: Request):
         return JSONResponse({"ok": True})
+
+
+def count_tokens(body: dict) -> int:
+    """The fake's token count of a chat request: the JSON characters of its messages and tools / 4
+    (about what a BPE tokenizer gives for English text and code)."""
+    size = len(json.dumps(body.get("messages") or [], ensure_ascii=False))
+    if body.get("tools"):
+        size += len(json.dumps(body["tools"], ensure_ascii=False))
+    return size // 4
 
 
 def _free_port(host: str = "127.0.0.1") -> int:

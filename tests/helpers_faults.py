@@ -7,6 +7,9 @@
     print ``go``, then create session SID holding N messages with ``SessionStore.create_whole``
     (an import or restore of a big session) and print ``done``.
 
+``restore STORE ZIP``
+    print ``go``, then restore the backup ZIP into STORE (``anycode restore``) and print ``done``.
+
 The parent kills the process with SIGKILL at a random moment after ``go``.
 """
 from __future__ import annotations
@@ -27,8 +30,16 @@ def big_entries(key: SessionKey, n: int) -> list[dict]:
 
 
 def main(argv: list[str]) -> int:
-    cmd, spec, pk, sid = argv[0], argv[1], argv[2], argv[3]
+    cmd, spec = argv[0], argv[1]
     store = open_store(spec)
+    if cmd == "restore":
+        from core.stores.backup import restore_backup
+
+        print("go", flush=True)
+        report = restore_backup(argv[2], store)
+        print("done" if report.ok else f"failed {report.to_dict()}", flush=True)
+        return 0
+    pk, sid = argv[2], argv[3]
     key = SessionKey(pk, sid)
     if cmd == "fork":
         mgr = SessionManager(store)

@@ -36,6 +36,18 @@ class PgServer:
     data_dir: str | None = None  # set for a throwaway server we own
     pg_ctl: list[str] = field(default_factory=list)
     schemas: list[str] = field(default_factory=list)
+    start_args: list[str] = field(default_factory=list)  # pg_ctl arguments that start it again
+
+    def kill(self) -> None:
+        """Crash a throwaway server the way an operator's kill does (``pg_ctl stop -m immediate``:
+        every backend aborts, no shutdown checkpoint); its data stays for :meth:`restart`."""
+        subprocess.run(self.pg_ctl + ["-m", "immediate", "-w", "stop"], capture_output=True, timeout=60)
+
+    def restart(self) -> None:
+        """Start a killed throwaway server again on the same port (crash recovery runs)."""
+        done = subprocess.run(self.pg_ctl + self.start_args, capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            raise RuntimeError(f"pg_ctl start failed: {(done.stderr or done.stdout).strip()[-300:]}")
 
     def stop(self) -> None:
         """Drop the test schemas (external server) or stop and delete the throwaway server."""
@@ -112,8 +124,8 @@ def _start_throwaway() -> PgServer:
     port = _free_port()
     pg_ctl = prefix + [os.path.join(bindir, "pg_ctl"), "-D", data]
     opts = f"-h 127.0.0.1 -p {port} -k {tmp} -F -c max_connections=300 -c shared_buffers=32MB"
-    start = subprocess.run(pg_ctl + ["-o", opts, "-l", os.path.join(tmp, "server.log"), "-w", "-t", "60", "start"],
-                           capture_output=True, text=True, timeout=120)
+    start_args = ["-o", opts, "-l", os.path.join(tmp, "server.log"), "-w", "-t", "60", "start"]
+    start = subprocess.run(pg_ctl + start_args, capture_output=True, text=True, timeout=120)
     if start.returncode != 0:
         try:
             with open(os.path.join(tmp, "server.log")) as f:
@@ -122,7 +134,19 @@ def _start_throwaway() -> PgServer:
             detail = start.stderr
         shutil.rmtree(tmp, ignore_errors=True)
         raise RuntimeError(f"pg_ctl start failed: {detail.strip()}")
-    return PgServer(f"postgresql+psycopg://{ROLE}@127.0.0.1:{port}/postgres", data_dir=data, pg_ctl=pg_ctl)
+    return PgServer(f"postgresql+psycopg://{ROLE}@127.0.0.1:{port}/postgres", data_dir=data, pg_ctl=pg_ctl,
+                    start_args=start_args)
+
+
+def own_server() -> PgServer:
+    """A throwaway server of the caller's own (to kill and restart; never the shared one), stopped
+    at exit; ``pytest.skip`` with the reason when none can be started."""
+    try:
+        server = _start_throwaway()
+    except Exception as e:  # any reason at all: report it as the skip reason
+        pytest.skip(f"PostgreSQL unavailable for an outage test: {e}")
+    atexit.register(server.stop)
+    return server
 
 
 def get_server() -> PgServer:

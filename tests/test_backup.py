@@ -43,9 +43,21 @@ def _session_files(home: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*.jsonl"))}
 
 
+@pytest.fixture
+def saved(tmp_path):
+    """A JSONL store with :func:`_fill`'s sessions, backed up: ``(store, keys, zip path)``."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    src = LocalSessionStore(tmp_path / "src")
+    keys = _fill(src, ws)
+    zpath = tmp_path / "b.zip"
+    backup_store(src, zpath)
+    return src, keys, zpath
+
+
 class TestBackupRoundTrip:
-    """A backup that misses archived sessions or sub-agent records, or a restore that changes a
-    byte of what was saved."""
+    """A backup that misses archived sessions, sub-agent records or memories, or a restore that
+    changes a byte of what was saved."""
 
     def test_restore_into_empty_dir_is_byte_identical(self, tmp_path):
         ws = tmp_path / "ws"
@@ -66,13 +78,8 @@ class TestBackupRoundTrip:
         assert _session_files(tmp_path / "dst") == _session_files(tmp_path / "src")
         assert [m.id for m in SessionManager(dst).list(keys["b"].project_key, archived=True)] == [keys["b"].session_id]
 
-    def test_restore_again_skips_identical_and_never_overwrites(self, store, tmp_path):
-        ws = tmp_path / "ws"
-        ws.mkdir()
-        src = LocalSessionStore(tmp_path / "src")
-        keys = _fill(src, ws)
-        zpath = tmp_path / "b.zip"
-        backup_store(src, zpath)
+    def test_restore_again_skips_identical_and_never_overwrites(self, store, saved):
+        src, keys, zpath = saved
         assert restore_backup(zpath, store).ok
         # the user carries on in the restored store; a second restore must not undo that
         SessionManager(store).add_messages(keys["a"], [{"role": "user", "content": "new since backup"}])
@@ -83,13 +90,9 @@ class TestBackupRoundTrip:
         assert SessionManager(store).get(keys["a"]).messages[-1]["content"] == "new since backup"
         assert store.load(keys["c"]) == other
 
-    def test_conflicting_session_reported_and_left_alone(self, tmp_path):
+    def test_conflicting_session_reported_and_left_alone(self, tmp_path, saved):
+        src, keys, zpath = saved
         ws = tmp_path / "ws"
-        ws.mkdir()
-        src = LocalSessionStore(tmp_path / "src")
-        keys = _fill(src, ws)
-        zpath = tmp_path / "b.zip"
-        backup_store(src, zpath)
         dst = LocalSessionStore(tmp_path / "dst")
         dst.append(keys["a"], [header_entry(keys["a"].session_id, keys["a"].project_key, str(ws)),
                               message_entry({"role": "user", "content": "a different life"})])
@@ -97,13 +100,8 @@ class TestBackupRoundTrip:
         assert [k for k, _ in report.conflicts] == [str(keys["a"])]
         assert SessionManager(dst).get(keys["a"]).messages == [{"role": "user", "content": "a different life"}]
 
-    def test_damaged_member_is_named(self, tmp_path):
-        ws = tmp_path / "ws"
-        ws.mkdir()
-        src = LocalSessionStore(tmp_path / "src")
-        keys = _fill(src, ws)
-        zpath = tmp_path / "b.zip"
-        backup_store(src, zpath)
+    def test_damaged_member_is_named(self, tmp_path, saved):
+        src, keys, zpath = saved
         tampered = tmp_path / "t.zip"
         with zipfile.ZipFile(zpath) as zin, zipfile.ZipFile(tampered, "w") as zout:
             for info in zin.infolist():
@@ -116,6 +114,26 @@ class TestBackupRoundTrip:
         assert [k for k, _ in report.errors] == [str(keys["b"])]
         assert "damaged" in report.errors[0][1]
         assert len(report.copied) == 3
+
+    def test_memories_travel_and_a_removed_one_stays_removed(self, tmp_path, store):
+        from core.memory.store import MemoryStore
+
+        ws = tmp_path / "ws"
+        ws.mkdir()
+        src = LocalSessionStore(tmp_path / "src")
+        keys = _fill(src, ws)
+        mem = MemoryStore.for_store(src)
+        kept = mem.add("The user prefers tabs over spaces.", scope="user")
+        gone = mem.add("The project uses Python 3.8.", scope="project", project_key=keys["a"].project_key)
+        mem.remove(gone.id, project_key=keys["a"].project_key)
+        zpath = tmp_path / "m.zip"
+        assert backup_store(src, zpath).memories == 3  # two adds and a removal
+        report = restore_backup(zpath, store)
+        assert report.ok, report.to_dict()
+        restored = MemoryStore.for_store(store)
+        assert [m.text for m in restored.list(keys["a"].project_key)] == [kept.text]
+        assert restore_backup(zpath, store).ok  # again: nothing doubled, nothing revived
+        assert [m.text for m in MemoryStore.for_store(store).list(keys["a"].project_key)] == [kept.text]
 
     def test_not_a_backup(self, tmp_path):
         junk = tmp_path / "junk.zip"

@@ -246,7 +246,7 @@ class TestStoreOption:
         err = capsys.readouterr().err
         assert code == 2
         line = [x for x in err.splitlines() if x.startswith("anycode: ")]
-        assert len(line) == 1 and "unavailable" in line[0] and "s3cret" not in err
+        assert len(line) == 1 and "The session database is unreachable" in line[0] and "s3cret" not in err
         assert "Traceback" not in err
         assert not [r for r in caplog.records if r.name == "core.stores.sql_store"]  # said once only
 

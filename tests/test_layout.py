@@ -1,4 +1,4 @@
-"""The layout of ``core/``: three wings imported one way only (session ← stores ← agent ← webui).
+"""The layout of ``core/``: wings imported one way only (session ← stores ← memory ← agent ← webui).
 
 Guards against a module quietly reaching "upwards" (a session module importing a store, a store
 importing the agent), which would make the wings a folder naming and nothing more.
@@ -15,10 +15,11 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # wing -> wings it must never import
 FORBIDDEN = {
-    "core.session": ("core.stores", "core.importers", "core.search", "core.agent", "webui", "gradio"),
-    "core.stores": ("core.importers", "core.search", "core.agent", "webui", "gradio"),
+    "core.session": ("core.stores", "core.importers", "core.search", "core.memory", "core.agent", "webui", "gradio"),
+    "core.stores": ("core.importers", "core.search", "core.memory", "core.agent", "webui", "gradio"),
     "core.importers": ("core.agent", "webui", "gradio"),
     "core.search": ("core.agent", "webui", "gradio"),
+    "core.memory": ("core.agent", "webui", "gradio"),
     "core.agent": ("webui", "gradio"),
 }
 

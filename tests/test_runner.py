@@ -23,6 +23,13 @@ REPO = Path(__file__).resolve().parent.parent
 MODEL = "gpt-4o-mini"
 
 
+@pytest.fixture(autouse=True)
+def no_approval(monkeypatch):
+    """These tests are about persistence: side-effect tools run without asking (approval has
+    its own tests in tests/test_approval.py)."""
+    monkeypatch.setenv("ANYCODE_APPROVAL", "auto")
+
+
 @pytest.fixture
 def home(tmp_path, monkeypatch):
     monkeypatch.setenv("ANYCODE_HOME", str(tmp_path / "home"))

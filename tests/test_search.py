@@ -105,6 +105,8 @@ class TestFindsWhatWasSaid:
         for q in ["f(x)", "-v", "100%", "a*b", "NEAR", '"NEAR the"']:
             assert _ids(idx.search(q, project_keys=[s.key.project_key])) == [s.id], q
         assert idx.search("100_", project_keys=[s.key.project_key]) == []  # LIKE wildcards are literal
+        assert idx.search("f_", project_keys=[s.key.project_key]) == []
+        assert _ids(idx.search("0%", project_keys=[s.key.project_key])) == [s.id]
 
 
 class TestScopeAndLifecycle:
@@ -202,6 +204,27 @@ class TestJsonlIndexFile:
         assert idx.search("original", project_keys=[s.key.project_key]) == []
         assert _ids(idx.search("replaced", project_keys=[s.key.project_key])) == [s.id]
 
+    def test_other_writers_show_within_the_freshness_window(self, jsonl):
+        store, m, s = jsonl
+        idx = open_search(store)
+        idx.fresh_seconds = 0.3
+        assert idx.search("quetzal", project_keys=[s.key.project_key]) == []
+        other = LocalSessionStore(store.base_dir, fsync=False)  # another process's store
+        other.append(s.key, [message_entry({"role": "user", "content": "a quetzal flew by"})])
+        time.sleep(0.35)
+        assert _ids(idx.search("quetzal", project_keys=[s.key.project_key])) == [s.id]
+
+    def test_writes_through_this_store_show_at_once(self, jsonl):
+        store, m, s = jsonl
+        idx = open_search(store)
+        idx.fresh_seconds = 3600
+        assert idx.search("ocelot", project_keys=[s.key.project_key]) == []
+        m.add_messages(s.key, [{"role": "user", "content": "an ocelot"}])
+        assert _ids(idx.search("ocelot", project_keys=[s.key.project_key])) == [s.id]
+        other = LocalSessionStore(store.base_dir, fsync=False)
+        other.remove(s.key)  # deleted by another process: gone from the very next results
+        assert idx.search("ocelot", project_keys=[s.key.project_key]) == []
+
     def test_damaged_index_is_rebuilt(self, jsonl):
         store, m, s = jsonl
         idx = open_search(store)
@@ -229,6 +252,7 @@ class TestJsonlIndexFile:
     def test_torn_tail_is_indexed_once_complete(self, jsonl):
         store, m, s = jsonl
         idx = open_search(store)
+        idx.fresh_seconds = 0  # walk on every search: the file is written by hand below
         path = store._main_file(s.key, False)
         line = b'{"type":"message","ts":1.0,"message":{"role":"user","content":"half a platypus"}}\n'
         with open(path, "ab") as f:

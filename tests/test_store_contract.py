@@ -899,3 +899,174 @@ class TestCreateWhole:
         session = manager.create_whole(key, self._entries(key, 4))
         assert session.title == "Imported" and len(session.messages) == 4
         assert manager.get(key).messages == session.messages
+
+
+class TestApprovalEntries:
+    """Guards against a store dropping or reordering the approval entries of a paused turn (issue
+    10): a restart must show the pending approval again instead of losing the turn."""
+
+    def test_pending_approval_survives_a_reload(self, store):
+        from core.agent.approval import ApprovalState, decision_entry, request_entry
+
+        key = new_key()
+        call = {"id": "call_w", "type": "function",
+                "function": {"name": "write_file", "arguments": '{"path": "a.txt", "content": "A"}'}}
+        make_session(store, key, messages=[user("write a.txt")])
+        request = request_entry("call_w", "write_file", call["function"]["arguments"],
+                                "--- /dev/null\n+++ b/a.txt\n@@ -0,0 +1 @@\n+A\n", ts=T0 + 5)
+        count = store.append(key, [message_entry({"role": "assistant", "content": "", "tool_calls": [call]},
+                                                 ts=T0 + 4), request], expected_count=1)
+        assert count == 2  # the approval entry is not a message
+        loaded = store.load(key)
+        assert loaded[-1] == request
+        pending = ApprovalState.from_entries(loaded).pending()
+        assert [(p.call_id, p.tool, p.preview) for p in pending] == [("call_w", "write_file", request["preview"])]
+        assert [m.message_count for m in store.list(PK)] == [2]
+        # the answer closes it, in every store
+        store.append(key, [decision_entry("call_w", False, reason="not now", ts=T0 + 6)], expected_count=2)
+        assert ApprovalState.from_entries(store.load(key)).pending() == []
+        assert store.load(key)[-1]["reason"] == "not now"
+class TestCompactionEntries:
+    """A compaction is one appended entry: a store that drops it, rewrites messages around it, or
+    counts it as a message would lose the summary or shift every message index (issue 9)."""
+
+    def _compacted(self, manager, cwd, n=6):
+        from core.session.compaction import compaction_entry
+
+        s = manager.create(cwd, title="Long one")
+        msgs = [user(f"u{i}") if i % 2 == 0 else assistant(f"a{i}") for i in range(n)]
+        manager.add_messages(s.key, msgs[:4])
+        entry = compaction_entry("Earlier: the user asked u0 and u2.", 2, tokens_before=900, tokens_after=300,
+                                 model="m", trigger="auto")
+        assert manager.add_compaction(s.key, entry, expected_count=4) == 4
+        manager.add_messages(s.key, msgs[4:])
+        return s, msgs, entry
+
+    def test_round_trip_keeps_every_message_and_the_entry(self, manager, store, cwd):
+        from core.session.compaction import model_view
+
+        s, msgs, entry = self._compacted(manager, cwd)
+        stored = [e for e in store.load(s.key) if e.get("type") == "compaction"]
+        assert stored == [entry]
+        got = manager.get(s.key)
+        assert got.messages == msgs  # nothing removed or rewritten
+        assert [c["at"] for c in got.compactions] == [4]
+        view = model_view(got.messages, got.compactions)
+        assert view[0]["role"] == "system" and "Earlier: the user asked u0 and u2." in view[0]["content"]
+        assert view[1:] == msgs[2:]
+
+    def test_list_counts_messages_only(self, manager, cwd):
+        s, msgs, _ = self._compacted(manager, cwd)
+        meta = next(m for m in manager.list(s.project_key) if m.id == s.id)
+        assert meta.message_count == len(msgs) and meta.title == "Long one"
+
+    def test_stale_compaction_is_a_conflict(self, manager, cwd):
+        from core.session.compaction import compaction_entry
+
+        s, _, _ = self._compacted(manager, cwd)
+        with pytest.raises(SessionConflict):
+            manager.add_compaction(s.key, compaction_entry("x", 1, tokens_before=None, tokens_after=None,
+                                                           model=None, trigger="manual"), expected_count=4)
+
+    def test_fork_after_the_compaction_keeps_it_before_drops_it(self, manager, cwd):
+        s, msgs, entry = self._compacted(manager, cwd)
+        after = manager.get(manager.fork(s.key, 4).key)
+        assert after.messages == msgs[:5] and [c["summary"] for c in after.compactions] == [entry["summary"]]
+        inside = manager.get(manager.fork(s.key, 2).key)  # after the cut (first_kept_index 2), before the entry
+        assert inside.messages == msgs[:3] and len(inside.compactions) == 1
+        at_point = manager.get(manager.fork(s.key, 1).key)  # exactly the summarised messages
+        assert len(at_point.compactions) == 1
+        before = manager.get(manager.fork(s.key, 0).key)
+        assert before.messages == msgs[:1] and before.compactions == []
+
+
+class TestVersionFamilies:
+    """Edit/Regenerate versions: a store that dropped the family link or the version in use would
+    show every version as its own conversation, or reopen the wrong one after a reload."""
+
+    def _chat(self, manager, cwd):
+        s = manager.create(cwd, title="Plan")
+        manager.add_messages(s.key, [user("q1"), assistant("a1"), user("q2"), assistant("a2")])
+        return s
+
+    def test_version_header_list_and_current(self, manager, store, cwd):
+        s = self._chat(manager, cwd)
+        before = store.load(s.key)
+        v = manager.fork(s.key, 1, version=True)  # an edit of message 2
+        assert store.load(v.key)[0]["version_of"] == {"session_id": s.id, "message_index": 1}
+        assert v.title == "Plan" and v.messages == [user("q1"), assistant("a1")]
+        metas = {m.id: m for m in store.list(s.project_key)}
+        assert metas[v.id].version_of == {"session_id": s.id, "message_index": 1}
+        assert metas[v.id].family == s.id
+        assert metas[s.id].current_version == v.id  # the root remembers the version in use
+        assert manager.get(s.key).messages == [user("q1"), assistant("a1"), user("q2"), assistant("a2")]
+        # Only a version entry was appended to the root: every earlier entry is unchanged.
+        after = store.load(s.key)
+        assert after[:-1] == before and after[-1]["type"] == "version" and after[-1]["current"] == v.id
+        assert manager.current_version(s.key) == v.key
+        assert manager.current_version(v.key) == v.key
+
+    def test_one_row_per_conversation_and_switching(self, manager, store, cwd, clock):
+        s = self._chat(manager, cwd)
+        other = manager.create(cwd, title="Other")
+        v = manager.fork(s.key, 1, version=True)
+        manager.add_messages(v.key, [user("q2 edited")])
+        rows = manager.conversations(s.project_key)
+        assert sorted(m.id for m in rows) == sorted([s.id, other.id])
+        assert rows[0].id == s.id  # the version's new message counts as the conversation's activity
+        manager.switch_version(s.key, s.id, expected=v.id)
+        assert manager.current_version(v.key) == s.key
+        assert {m.id: m for m in store.list(s.project_key)}[s.id].current_version == s.id
+
+    def test_stale_switch_is_refused(self, manager, cwd):
+        from core.errors import StaleChange
+        s = self._chat(manager, cwd)
+        v1 = manager.fork(s.key, 1, version=True)
+        v2 = manager.fork(s.key, 1, version=True)  # another tab made v2 current meanwhile
+        with pytest.raises(StaleChange):
+            manager.switch_version(s.key, s.id, expected=v1.id)
+        assert manager.current_version(s.key) == v2.key
+
+    def test_archive_and_delete_take_the_versions(self, manager, store, cwd):
+        s = self._chat(manager, cwd)
+        v = manager.fork(s.key, 2, version=True)
+        manager.archive(s.key)
+        assert manager.list(s.project_key) == []
+        assert {m.id for m in manager.list(s.project_key, archived=True)} == {s.id, v.id}
+        manager.unarchive(s.key)
+        manager.delete(s.key)
+        assert not store.exists(v.key) and not store.exists(s.key)
+
+    def test_branch_is_its_own_row(self, manager, cwd):
+        s = self._chat(manager, cwd)
+        b = manager.fork(s.key, 1)
+        assert b.version_of is None and b.forked_from == {"session_id": s.id, "message_index": 1}
+        assert {m.id for m in manager.conversations(s.project_key)} == {s.id, b.id}
+
+
+class TestCutPoints:
+    """A fork inside a tool round would copy a call without its result: the API refuses the
+    whole conversation after that, so every fork path moves the cut to a boundary."""
+
+    def _round(self, manager, cwd, results=3):
+        s = manager.create(cwd)
+        calls = [{"id": f"c{i}", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+                 for i in range(3)]
+        msgs = [user("look"), {"role": "assistant", "content": None, "tool_calls": calls}]
+        msgs += [{"role": "tool", "tool_call_id": f"c{i}", "content": f"r{i}"} for i in range(results)]
+        manager.add_messages(s.key, msgs)
+        return s, msgs
+
+    @pytest.mark.parametrize("at", [1, 2, 3])
+    def test_branch_inside_a_parallel_round_keeps_the_round_whole(self, manager, cwd, at):
+        s, msgs = self._round(manager, cwd)
+        f = manager.fork(s.key, at)
+        assert f.messages == msgs[:5]
+        assert f.forked_from["message_index"] == 4
+
+    def test_unfinished_round_is_left_out_not_made_up(self, manager, cwd):
+        s, msgs = self._round(manager, cwd, results=2)
+        f = manager.fork(s.key, 3)
+        assert f.messages == msgs[:1]
+        v = manager.fork(s.key, 2, version=True)
+        assert v.messages == msgs[:1] and v.version_of["message_index"] == 0

@@ -20,7 +20,8 @@ from typing import Any
 import gradio as gr
 
 from core.errors import AnycodeError, SessionNotFound
-from webui import handlers, import_panel, render
+from webui import (approval_card, compaction_ui, handlers, import_panel, memory_panel, render, search_panel,
+                   subagent_panel)
 from webui.context import WebContext
 from webui.handlers import SessionView
 
@@ -35,12 +36,34 @@ CHAT_HEIGHT = "calc(100vh - 200px)"
 # sits on the component's root, so it keeps working after the list is re-rendered.
 SESSION_LIST_JS = """
 element.addEventListener('click', (e) => {
+  if (e.target.closest('[data-more]')) { trigger('expand', {}); return; }
   const row = e.target.closest('[data-sid]');
   if (!row) return;
   element.querySelectorAll('.ac-session.active').forEach((x) => x.classList.remove('active'));
   row.classList.add('active');
   trigger('select', {index: row.dataset.sid, value: row.dataset.sid});
 });
+// The next page of the list when its "Show more" row scrolls into view (once per page).
+let asked = null;
+document.addEventListener('scroll', () => {
+  const more = element.querySelector('[data-more]');
+  if (!more || more === asked) return;
+  const r = more.getBoundingClientRect();
+  if (r.top < window.innerHeight + 200 && r.bottom > 0) { asked = more; trigger('expand', {}); }
+}, true);
+"""
+
+# A long conversation opens on its latest messages; scrolled to its top, the earlier ones come.
+EARLIER_ON_SCROLL_JS = """
+() => {
+  document.addEventListener('scroll', (e) => {
+    const chat = document.getElementById('ac-chat');
+    const btn = document.querySelector('#ac-earlier');
+    if (!chat || !btn || btn.offsetParent === null || !chat.contains(e.target)) return;
+    if (e.target.scrollTop <= 0 && Date.now() - (btn._asked || 0) > 1500) { btn._asked = Date.now(); btn.click(); }
+  }, true);
+  return [];
+}
 """
 
 # "Branch from here" sits in a menu Gradio opens on hover, so it stayed open under the pointer
@@ -115,16 +138,19 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                                 variant="secondary", size="md")
             search = gr.Textbox(placeholder="Search chats", show_label=False, container=False,
                                 elem_id="ac-search")
+            search_slot = gr.Column(elem_id="ac-search-slot")  # message search results (search_panel)
             sessions = gr.HTML("", js_on_load=SESSION_LIST_JS, elem_id="ac-list")
             with gr.Column(elem_id="ac-sidebar-foot"):
                 show_archived = gr.Checkbox(label="Show archived", value=False,
                                             elem_id="ac-archived")
                 project = gr.Dropdown(label="Project", choices=[], value=None,
                                       elem_id="ac-project", interactive=True)
+                ask_switch = approval_card.add_switch(ctx, gr)
                 # Only with a mirrored store: without one there is no line and no polling.
                 mirror_line = (gr.HTML("", elem_id="ac-mirror")
                                if handlers.has_mirror(ctx) else None)
                 import_foot = gr.Column(elem_id="ac-import-foot")
+                memory_foot = gr.Column(elem_id="ac-memory-foot")  # the Memory button (memory_panel)
 
         with gr.Column(elem_id="ac-main"):
             with gr.Row(elem_id="ac-topbar", equal_height=True):
@@ -133,6 +159,8 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                 model = gr.Dropdown(choices=[], value=None, show_label=False, container=False,
                                     allow_custom_value=True, elem_id="ac-model", scale=2,
                                     min_width=150)
+                meter = gr.HTML("", elem_id="ac-meter-box", scale=0, min_width=110)  # context used (issue 9)
+                compact_btn = gr.Button("Compact", size="sm", elem_id="ac-compact", scale=0, min_width=90)
                 archive_btn = gr.Button("Archive", size="sm", elem_id="ac-archive",
                                         scale=0, min_width=90, interactive=False)
                 md_btn = gr.DownloadButton("Markdown", size="sm", elem_id="ac-export-md",
@@ -148,12 +176,15 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                 cancel_btn = gr.Button("Cancel", size="sm", elem_id="ac-cancel-delete",
                                        scale=0, min_width=90)
             banner = gr.Markdown(visible=False, elem_id="ac-banner")
+            memory_slot = gr.Column(visible=False, elem_id="ac-memory")  # the Memory panel (memory_panel)
             # A stored user message without an answer (the app was killed mid-reply, or the
             # model failed): say so and offer to answer it again.
             with gr.Row(visible=False, elem_id="ac-noreply", equal_height=True) as noreply_row:
                 gr.Markdown(handlers.NO_REPLY_NOTICE, elem_id="ac-noreply-text")
                 retry_btn = gr.Button("Retry", size="sm", elem_id="ac-retry", scale=0,
                                       min_width=80)
+            earlier_btn = gr.Button("Show earlier messages", visible=False, size="sm", variant="secondary",
+                                    elem_id="ac-earlier")
             chat = gr.Chatbot(
                 elem_id="ac-chat", show_label=False, height=CHAT_HEIGHT,
                 layout="bubble", buttons=["copy"], feedback_options=[BRANCH_OPTION],
@@ -162,6 +193,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                             "<p>Ask anything about this project. The assistant can list, read and "
                             "write files in it.</p></div>",
             )
+            approval_parts = approval_card.add_card(ctx, gr)  # hidden until a change waits
             box = gr.Textbox(placeholder="Message anycode", show_label=False, lines=1,
                              max_lines=10, submit_btn=True, stop_btn=False, autofocus=True,
                              elem_id="ac-input", container=False)
@@ -267,11 +299,13 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                            upd.state["session"] or "", *[gr.skip()] * 6, gr.Row(visible=False))
                     continue
                 final = True
-                stored = handlers.reload(ctx, upd.state)
-                view = SessionView(state=upd.state, title=upd.title, rows=upd.rows,
+                stored = handlers.settled(ctx, upd.state)  # never raises (database down)
+                view = SessionView(state=upd.state, title=upd.title, rows=upd.rows or [],
                                    archived=stored.archived, notice=upd.notice,
                                    label=stored.label, needs_reply=stored.needs_reply)
                 out = list(show(view, query, archived))
+                if upd.rows is None:  # the store could not be read: leave the chat as it is
+                    out[2] = gr.skip()
                 if upd.title == started_title and st_session(st) in (None, upd.state.get("session")):
                     # The title did not change during the reply: leave what is in the field
                     # (the user may be typing a new one), update the placeholder only.
@@ -294,16 +328,32 @@ def build_app(ctx: WebContext) -> gr.Blocks:
 
         stream_args = {"api_visibility": "private", "show_progress": "hidden",
                        "trigger_mode": "multiple"}
-        box.submit(on_take, [box, tab], [box, pending], queue=False, **stream_args).then(
+
+        def continue_turn(event):
+            """Stream the run whose id ``event`` put in ``pending`` (the approval card's answers)."""
+            return event.then(
+                on_send, [state, pending, model, tab, search, show_archived], view_outputs,
+                **stream_args).then(on_sent, [tab, pending, box], box, **stream_args)
+
+        after_turn = approval_card.wire(ctx, gr, approval_parts, state=state, tab=tab, box=box,
+                                        pending=pending, chat=chat, switch=ask_switch,
+                                        tab_key=_tab_key, continue_turn=continue_turn,
+                                        notify=_notify)
+        after_turn(box.submit(on_take, [box, tab], [box, pending], queue=False, **stream_args).then(
             on_send, [state, pending, model, tab, search, show_archived], view_outputs,
-            **stream_args).then(on_sent, [tab, pending, box], box, **stream_args)
-        retry_btn.click(on_take_retry, tab, [box, pending, noreply_row], queue=False,
+            **stream_args).then(on_sent, [tab, pending, box], box, **stream_args))
+        after_turn(retry_btn.click(on_take_retry, tab, [box, pending, noreply_row], queue=False,
                         **stream_args).then(
             on_send, [state, pending, model, tab, search, show_archived], view_outputs,
-            **stream_args).then(on_sent, [tab, pending, box], box, **stream_args)
-        chat.option_select(on_take_option, tab, [box, pending], queue=False, **stream_args).then(
+            **stream_args).then(on_sent, [tab, pending, box], box, **stream_args))
+
+        compaction_ui.add_compaction_controls(
+            ctx, gr, state=state, model=model, meter=meter, compact_btn=compact_btn, tab=tab, box=box,
+            pending=pending, on_send=on_send, send_inputs=[state, pending, model, tab, search, show_archived],
+            view_outputs=view_outputs, on_sent=on_sent, stream_args=stream_args, tab_key=_tab_key)
+        after_turn(chat.option_select(on_take_option, tab, [box, pending], queue=False, **stream_args).then(
             on_send, [state, pending, model, tab, search, show_archived], view_outputs,
-            **stream_args).then(on_sent, [tab, pending, box], box, **stream_args)
+            **stream_args).then(on_sent, [tab, pending, box], box, **stream_args))
 
         def on_stop(tab_id, text, request: gr.Request):
             tab_key = _tab_key(request, tab_id)
@@ -353,6 +403,30 @@ def build_app(ctx: WebContext) -> gr.Blocks:
             return (*show(view, query, archived), idle_box())
 
         sessions.select(switching(on_pick), [tab, state, search, show_archived], **switch)
+
+        # --- long lists and long conversations (issue 17) ---------------------------------------
+        def on_more(st, query, archived):
+            st = dict(st or {})
+            st["list_limit"] = int(st.get("list_limit") or render.SIDEBAR_PAGE) + render.SIDEBAR_PAGE
+            return st, handlers.session_list_html(ctx, st["project"], query=query or "", archived=bool(archived),
+                                                  active=st.get("session"), limit=st["list_limit"])
+
+        sessions.expand(on_more, [state, search, show_archived], [state, sessions], api_visibility="private",
+                        trigger_mode="once", show_progress="hidden")
+
+        def on_earlier_state(st):
+            hidden = int((st or {}).get("earlier") or 0)
+            label = f"Show earlier messages ({hidden:,} more)" if hidden else "Show earlier messages"
+            return gr.Button(value=label, visible=hidden > 0)
+
+        state.change(on_earlier_state, state, earlier_btn, api_visibility="private", show_progress="hidden")
+
+        def on_earlier(st, query, archived):
+            return show(handlers.earlier(ctx, st), query, archived)
+
+        earlier_btn.click(on_earlier, [state, search, show_archived], view_outputs, api_visibility="private",
+                          show_progress="minimal")
+        demo.load(None, None, None, js=EARLIER_ON_SCROLL_JS)
 
         def on_filter(st, query, archived):
             return handlers.session_list_html(ctx, st["project"], query=query or "",
@@ -455,10 +529,23 @@ def build_app(ctx: WebContext) -> gr.Blocks:
         timer.tick(on_tick, [state, search, show_archived], [title, sessions, timer, md_btn, jl_btn],
                    api_visibility="private", show_progress="hidden")
 
+        # --- message search (results under the search box) ------------------------------------------
+        with search_slot:
+            search_panel.add_search(ctx, gr, state=state, search=search, show_archived=show_archived, tab=tab,
+                                    show=show, switching=switching, switch=switch, idle_box=idle_box)
+
+        # --- sub-agent transcripts (a task step's link opens its run, read-only) -----------------
+        subagent_panel.add_transcript(ctx, gr, state=state, notify=_notify)
+
         # --- import (ChatGPT, Claude Code, Codex files) --------------------------------------------
         with import_foot:
             import_panel.add_import(ctx, gr, state=state, search=search, show_archived=show_archived,
                                     sessions=sessions, notify=_notify)
+
+        # --- memory (issue 14): the panel, the "Memory updated" toast --------------------------------
+        memory_panel.add_memory_panel(ctx, gr, button_slot=memory_foot, panel_slot=memory_slot, state=state,
+                                      search=search, show_archived=show_archived, tab=tab, show=show,
+                                      switching=switching, switch=switch, idle_box=idle_box, notify=_notify)
 
         # --- mirror state (a MirroredSessionStore only) ------------------------------------------
         if mirror_line is not None:

@@ -34,6 +34,7 @@ SUBCOMMANDS = {
     "import": "webui.transfer_cli:import_main",
     "backup": "webui.transfer_cli:backup_main",
     "restore": "webui.transfer_cli:restore_main",
+    "memory": "webui.memory_cli",
 }
 
 
@@ -66,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="interface to listen on (default 127.0.0.1; others require --auth)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT,
                    help="port (default 7860; the next free one is used when it is taken)")
+    p.add_argument("--allowed-host", metavar="NAME", action="append", default=None,
+                   help="also answer requests made to this host name (repeatable; default: "
+                        "localhost, 127.0.0.1, [::1] and --host; also $ANYCODE_ALLOWED_HOSTS)")
     p.add_argument("--auth", metavar="USER:PASSWORD", default=None,
                    help="require this login (mandatory when --host is not a loopback address)")
     p.add_argument("--data-dir", metavar="DIR", default=None,
@@ -198,6 +202,18 @@ def _safe_url(url: str) -> str:
     if "@" not in parts.netloc:
         return url
     return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+def make_host_policy(args: argparse.Namespace) -> Any:
+    """The ``webui.security.HostPolicy`` for ``--host``, ``--allowed-host`` and
+    ``$ANYCODE_ALLOWED_HOSTS``. Raises :class:`CliError` for an entry that is not a bare name."""
+    from webui import security
+
+    try:
+        extra = security.parse_allowed_hosts(args.allowed_host) + security.allowed_hosts_from_env()
+    except ValueError as err:
+        raise CliError(f"{str(err)[:1].upper()}{str(err)[1:]}.") from err
+    return security.HostPolicy.for_server(args.host, extra)
 
 
 # --- sessions --------------------------------------------------------------------------------
@@ -396,6 +412,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl+C while starting: stop quietly, like once running
         print("anycode: stopped.", file=sys.stderr)
         return 130
+    except OSError as err:  # a full disk or an unusable folder met while starting: one sentence
+        from core.errors import os_error_message
+
+        logging.getLogger(__name__).debug("start-up failed", exc_info=True)
+        print(f"anycode: {os_error_message(err)}; anycode did not start.", file=sys.stderr)
+        return 1
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -410,6 +432,7 @@ def _run(args: argparse.Namespace) -> int:
     check_exposure(args.host, auth)
     check_port(args.port)
     check_host(args.host)
+    host_policy = make_host_policy(args)
     project_path = normalize_path(args.project or os.getcwd())
     if not os.path.isdir(project_path):
         raise CliError(f"--project {project_path} is not a directory.")
@@ -429,19 +452,24 @@ def _run(args: argparse.Namespace) -> int:
     check_data_dir(args, data_dir)
     store = make_store(args)
     try:
-        return _serve(args, store, project_path, data_dir, auth, overrides)
+        return _serve(args, store, project_path, data_dir, auth, overrides, host_policy)
     finally:
         close_store(store)
 
 
 def _serve(args: argparse.Namespace, store: Any, project_path: str, data_dir: Path,
-           auth: tuple[str, str] | None, overrides: dict[str, Any]) -> int:
+           auth: tuple[str, str] | None, overrides: dict[str, Any], host_policy: Any = None) -> int:
     """Clean up, resolve the first session, launch the UI and block until Ctrl+C / SIGTERM."""
     from core.session.keys import project_key
     from core.session.manager import SessionManager
     from webui import preflight
 
     manager = SessionManager(store)
+    # Archive first: a session idle long enough to archive is kept, not cleaned up.
+    archived = manager.auto_archive()
+    if archived:
+        log.info("auto-archive moved %d idle sessions to the archive: %s", len(archived),
+                 ", ".join(k.session_id for k in archived))
     removed = manager.cleanup()
     if removed:
         log.info("cleanup removed %d expired sessions: %s", len(removed),
@@ -461,24 +489,33 @@ def _serve(args: argparse.Namespace, store: Any, project_path: str, data_dir: Pa
     if port != args.port:
         print(f"anycode: port {args.port} is taken; using {port}.", file=sys.stderr)
 
+    from webui import private_files, security
     from webui.app import build_app, launch_kwargs
     from webui.context import WebContext
 
+    # Exports, uploads and Gradio's cache: a 0700 folder of this run, removed when it stops.
+    private = private_files.make_root(os.environ.get("GRADIO_TEMP_DIR") or None)
+    os.environ["GRADIO_TEMP_DIR"] = str(private)  # read by every Gradio component when built
     ctx = WebContext(manager=manager, store=store, project_path=project_path, data_dir=data_dir,
-                     model_overrides=overrides, initial_session=first)
+                     model_overrides=overrides, initial_session=first,
+                     export_dir=private_files.private_dir(private / "exports"))
     model_line = describe_model(ctx.model_config())
     _no_proxy_for(args.host)
     demo = build_app(ctx)
     demo.queue(default_concurrency_limit=16)
     # Gradio builds its own URL from server_name: an IPv6 literal must be bracketed there.
     try:
-        demo.launch(**launch_kwargs(host=preflight.url_host(args.host), port=port, auth=auth,
-                                    quiet=True),
-                    prevent_thread_lock=True)
+        demo.launch(**security.install(
+            launch_kwargs(host=preflight.url_host(args.host), port=port, auth=auth, quiet=True),
+            host_policy or security.HostPolicy.for_server(args.host),
+            after_upload=lambda: private_files.tighten(private)), prevent_thread_lock=True)
     except OSError as err:  # e.g. another program took the port since it was probed
-        shutil.rmtree(ctx.export_dir, ignore_errors=True)
+        shutil.rmtree(private, ignore_errors=True)
         raise CliError(f"The web server could not start on port {port} "
                        f"({err.strerror or err}).") from err
+    if not security.is_installed(getattr(demo, "app", None)):  # never serve without the guard
+        _close_app(demo)
+        raise CliError("The web server started without its Host/Origin checks; stopped.")
     url = f"http://{preflight.browse_host(args.host)}:{port}/"
     if first:
         url += f"?session={first}"
@@ -498,7 +535,7 @@ def _serve(args: argparse.Namespace, store: Any, project_path: str, data_dir: Pa
         _close_app(demo)
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
-        shutil.rmtree(ctx.export_dir, ignore_errors=True)  # download copies, not the sessions
+        shutil.rmtree(private, ignore_errors=True)  # download copies, not the sessions
     print("anycode: stopped.", flush=True)
     return 0
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.agent.approval import Grants
 from core.errors import ModelError
 from core.session.keys import normalize_path, project_key
 
@@ -45,6 +46,11 @@ class WebContext:
     _cancel_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _run_ids: Any = field(default_factory=lambda: itertools.count(1), repr=False)
     _model_cache: dict[str, Any] = field(default_factory=dict, repr=False)
+    # Messages of a reply the store could not save (database down, disk full), by session key:
+    # (message count they follow, messages); stored before that session's next send.
+    unsaved: dict[Any, tuple[int, list[dict[str, Any]]]] = field(default_factory=dict, repr=False)
+    # What the user allowed in this running app (approvals "for this chat", chosen workspaces).
+    grants: Grants = field(default_factory=Grants, repr=False)
 
     def __post_init__(self) -> None:
         self.project_path = normalize_path(self.project_path)

@@ -4,11 +4,13 @@ this module only names and places the files for the UI's download buttons."""
 from __future__ import annotations
 
 import logging
+import os
 import re
 from pathlib import Path
 from typing import Any
 
 from core.session.export import session_to_jsonl, session_to_markdown
+from webui.private_files import private_dir, write_private
 
 log = logging.getLogger(__name__)
 
@@ -19,15 +21,20 @@ def file_stem(title: str | None, session_id: str) -> str:
     return f"anycode-{slug}-{session_id[:8]}"
 
 
-def write_exports(directory: Path, session: Any, entries: list[dict[str, Any]]) -> tuple[Path, Path]:
+def write_exports(directory: Path, session: Any, entries: list[dict[str, Any]],
+                  subagents: list[Any] | None = None) -> tuple[Path, Path]:
     """Write ``<stem>.md`` and ``<stem>.jsonl`` for ``session`` under ``directory/<session id>/``
-    (replacing older exports of it) and return both paths."""
-    target = Path(directory) / session.id
-    target.mkdir(parents=True, exist_ok=True)
-    for old in target.iterdir():
-        old.unlink()
+    (replacing older exports of it: one copy per session) and return both paths. ``subagents``:
+    its sub-agent records for the Markdown (the JSONL has them in ``entries``, see
+    ``core.session.subagents.export_entries``). They hold the conversation: files ``0600``,
+    folders ``0700`` (``webui.private_files``)."""
+    target = private_dir(Path(directory) / session.id)
+    os.chmod(directory, 0o700)
     stem = file_stem(session.title, session.id)
     md, jl = target / f"{stem}.md", target / f"{stem}.jsonl"
-    md.write_text(session_to_markdown(session), encoding="utf-8")
-    jl.write_bytes(session_to_jsonl(entries))
+    write_private(md, session_to_markdown(session, subagents).encode("utf-8"))
+    write_private(jl, session_to_jsonl(entries))
+    for old in target.iterdir():  # an earlier title's files
+        if old not in (md, jl) and not old.name.startswith("."):  # not another writer's part
+            old.unlink(missing_ok=True)
     return md, jl

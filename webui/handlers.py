@@ -27,10 +27,16 @@ from core.errors import (
     ModelError,
     SessionConflict,
     SessionNotFound,
+    StoreUnavailable,
+    is_disk_full,
+    os_error_message,
 )
 from core.agent.repair import INTERRUPTED_RESULT
 from core.session.keys import SessionKey
-from webui import render
+from core.session.subagents import export_entries, subagent_records
+from webui.subagent_panel import LiveSubagents
+from core.session.text import clean_text, is_blank
+from webui import compaction_ui, render
 from webui.export import write_exports
 from webui.timefmt import relative_time
 
@@ -85,13 +91,31 @@ def _key(state: dict[str, Any]) -> SessionKey:
     return SessionKey(state["project"], state["session"])
 
 
-def view_of(session: Any, *, title_wait: float = 0.0, notice: str | None = None) -> SessionView:
-    """The view of a loaded ``core.session.models.Session``."""
+def shown_from(session: Any, state: dict[str, Any] | None = None, include: int | None = None) -> int:
+    """The first stored message the tab shows: the default window of the conversation
+    (:func:`render.window_start`), or earlier when the tab already shows earlier messages
+    (``state["from"]``) or ``include`` (a search hit) needs it."""
+    start = render.window_start(session.messages, include=include)
+    earlier = (state or {}).get("from") if state and state.get("session") == session.id else None
+    return min(start, earlier) if isinstance(earlier, int) and earlier >= 0 else start
+
+
+def view_of(session: Any, *, title_wait: float = 0.0, notice: str | None = None,
+            start: int | None = None) -> SessionView:
+    """The view of a loaded ``core.session.models.Session``, showing its messages from stored
+    message ``start`` on (default: its latest, :func:`render.window_start`; see
+    :func:`shown_from`); ``state["earlier"]`` counts the messages not shown."""
+    if start is None:
+        start = render.window_start(session.messages)
     shown = [m for m in session.messages if m.get("role") != "system"]
+    state = tab_state(session.project_key, session.id, len(session.messages), title_wait)
+    state["from"] = start
+    state["earlier"] = sum(1 for m in session.messages[:start] if m.get("role") != "system")
+    state["compactions"] = len(session.compactions)  # a compaction changes the state: the meter refreshes
     return SessionView(
-        state=tab_state(session.project_key, session.id, len(session.messages), title_wait),
+        state=state,
         title=session.title or "",
-        rows=render.chat_rows(session.messages, session.reply_ends).rows,
+        rows=render.chat_window(session.messages, start, session.compactions, session.reply_ends).rows,
         archived=bool(session.archived),
         notice=notice,
         label=render.session_label(session.title, session.created_at),
@@ -121,13 +145,15 @@ def new_chat(ctx: Any, project: str | None = None, notice: str | None = None) ->
     return SessionView(state=tab_state(project or ctx.project_key), notice=notice)
 
 
-def open_session(ctx: Any, project: str, session_id: str) -> SessionView:
-    """Load session ``session_id`` (a unique prefix is fine) of ``project``.
+def open_session(ctx: Any, project: str, session_id: str, *, include: int | None = None) -> SessionView:
+    """Load session ``session_id`` (a unique prefix is fine) of ``project``, showing its latest
+    messages (and stored message ``include`` when given, e.g. a search hit).
 
     Raises ``SessionNotFound`` / ``AmbiguousSessionId`` / ``InvalidSessionKey``.
     """
     key = ctx.manager.find(project, session_id)
-    return view_of(ctx.manager.get(key))
+    session = ctx.manager.get(key)
+    return view_of(session, start=shown_from(session, include=include))
 
 
 def locate(ctx: Any, session_id: str, preferred_project: str | None = None) -> SessionKey:
@@ -160,7 +186,7 @@ def initial_view(ctx: Any, query_params: dict[str, str] | None) -> SessionView:
         return new_chat(ctx)
     try:
         return view_of(ctx.manager.get(locate(ctx, wanted)))
-    except (SessionNotFound, AmbiguousSessionId, InvalidSessionKey) as err:
+    except (SessionNotFound, AmbiguousSessionId, InvalidSessionKey, StoreUnavailable) as err:
         log.info("cannot open session %r from the URL: %s", wanted, err)
         return new_chat(ctx, notice=str(err))
 
@@ -171,8 +197,9 @@ def reload(ctx: Any, state: dict[str, Any], notice: str | None = None) -> Sessio
     if not state.get("session"):
         return new_chat(ctx, state.get("project"), notice)
     try:
-        return view_of(ctx.manager.get(_key(state)), title_wait=state.get("title_wait", 0.0),
-                       notice=notice)
+        session = ctx.manager.get(_key(state))
+        return view_of(session, title_wait=state.get("title_wait", 0.0), notice=notice,
+                       start=shown_from(session, state))
     except SessionNotFound as err:
         return new_chat(ctx, state.get("project"), notice=str(err))
 
@@ -181,22 +208,46 @@ def reload(ctx: Any, state: dict[str, Any], notice: str | None = None) -> Sessio
 
 
 def session_list_html(ctx: Any, project: str, *, query: str = "", archived: bool = False,
-                      active: str | None = None, now: float | None = None) -> str:
+                      active: str | None = None, now: float | None = None,
+                      limit: int | None = render.SIDEBAR_PAGE) -> str:
     """The sidebar's session list for ``project`` as HTML (most recently active first, grouped by
-    day, filtered by ``query`` on titles); ``archived=True`` lists the archive instead."""
+    day, filtered by ``query`` on titles, the first ``limit`` of them); ``archived=True`` lists
+    the archive instead."""
     try:
         metas = ctx.manager.list(project, archived=archived)
-    except AnycodeError as err:
+    except (AnycodeError, OSError) as err:
         log.warning("cannot list sessions: %s", err)
-        return render.sidebar_html([], empty_text=str(err))
-    groups = render.group_sessions(metas, query=query, active_id=active, now=now)
+        text = str(err) if isinstance(err, AnycodeError) else f"{os_error_message(err)}."
+        return render.sidebar_html([], empty_text=text)
+    query = clean_text(query or "")
+    if limit is not None and active:
+        # The open conversation stays in the list, however far down it is.
+        at = next((i for i, m in enumerate(metas) if m.id == active), -1)
+        if at >= limit and not query.strip():
+            limit = at + 1
+    page, total = render.page_sessions(metas, query=query, limit=limit)
+    groups = render.group_sessions(page, query=query, active_id=active, now=now)
     if query.strip():
         empty = "No conversation title matches this search."
     elif archived:
         empty = "No archived conversations."
     else:
         empty = "No conversations yet. Send a message to start one."
-    return render.sidebar_html(groups, empty_text=empty)
+    return render.sidebar_html(groups, empty_text=empty, more=total - len(page))
+
+
+def earlier(ctx: Any, state: dict[str, Any]) -> SessionView:
+    """Show the tab's conversation from :data:`render.CHAT_WINDOW` messages further back
+    ("Show earlier messages", or the chat scrolled to its top)."""
+    if not state.get("session"):
+        return reload(ctx, state)
+    try:
+        session = ctx.manager.get(_key(state))
+    except SessionNotFound as err:
+        return new_chat(ctx, state.get("project"), notice=str(err))
+    current = shown_from(session, state)
+    start = render.window_start(session.messages[:current]) if current > 0 else 0
+    return view_of(session, title_wait=state.get("title_wait", 0.0), start=start)
 
 
 def project_choices(ctx: Any, current: str | None = None) -> list[tuple[str, str]]:
@@ -246,8 +297,8 @@ def rename(ctx: Any, state: dict[str, Any], title: str | None) -> SessionView:
     new chat creates its session, so the name is not lost. An unchanged title writes nothing.
     """
     current = reload(ctx, state)
-    text = (title or "").strip()
-    if not text:
+    text = clean_text((title or "").strip())  # a lone surrogate from the browser would kill the page
+    if is_blank(text):
         if not state.get("session") and not (title or ""):
             return current  # leaving the empty title field of a new chat: nothing to refuse
         return replace(current, notice=EMPTY_TITLE_NOTICE)
@@ -262,6 +313,9 @@ def rename(ctx: Any, state: dict[str, Any], title: str | None) -> SessionView:
             view = reload(ctx, state)
     except InvalidTitle as err:
         return replace(current, notice=str(err))
+    except (StoreUnavailable, OSError) as err:  # disk full, database down: the field keeps the text
+        log.warning("rename failed: %s", err)
+        return replace(current, title=text, notice=not_saved(err, "the title was not saved."))
     if shortened and view.notice is None:
         view = replace(view, notice=TITLE_SHORTENED_NOTICE, notice_level="info")
     return view
@@ -296,10 +350,14 @@ def branch(ctx: Any, state: dict[str, Any], row_index: int, now: float | None = 
         return view
     key = _key(state)
     session = ctx.manager.get(key)
-    view = render.chat_rows(session.messages, session.reply_ends)
+    view = render.chat_window(session.messages, shown_from(session, state), session.compactions, session.reply_ends)
     if not 0 <= row_index < len(view.source):
         raise IndexError(f"There is no message {row_index + 1} in this conversation.")
-    fork = ctx.manager.fork(key, view.source[row_index])
+    try:
+        fork = ctx.manager.fork(key, view.source[row_index])
+    except (StoreUnavailable, OSError) as err:  # whole or absent: nothing was made
+        log.warning("branch of %s failed: %s", key.session_id, err)
+        return reload(ctx, state, notice=not_saved(err, "the branch was not made."))
     log.info("branched %s at message %d into %s", key.session_id, view.source[row_index], fork.id)
     result = view_of(ctx.manager.get(fork.key))
     result.state["branch_guard"] = [fork.id, row_index, now]
@@ -309,7 +367,12 @@ def branch(ctx: Any, state: dict[str, Any], row_index: int, now: float | None = 
 def set_archived(ctx: Any, state: dict[str, Any], archived: bool) -> SessionView:
     """Archive (``True``) or unarchive the tab's session; it stays open."""
     if state.get("session"):
-        (ctx.manager.archive if archived else ctx.manager.unarchive)(_key(state))
+        try:
+            (ctx.manager.archive if archived else ctx.manager.unarchive)(_key(state))
+        except (StoreUnavailable, OSError) as err:
+            log.warning("archive failed: %s", err)
+            what = "archived" if archived else "unarchived"
+            return reload(ctx, state, notice=not_saved(err, f"the conversation was not {what}."))
     return reload(ctx, state)
 
 
@@ -320,6 +383,9 @@ def delete(ctx: Any, state: dict[str, Any]) -> SessionView:
             ctx.manager.delete(_key(state))
         except SessionNotFound:
             pass  # already gone (another tab deleted it): the outcome the user asked for
+        except (StoreUnavailable, OSError) as err:
+            log.warning("delete failed: %s", err)
+            return reload(ctx, state, notice=not_saved(err, "the conversation was not deleted."))
     view = new_chat(ctx, state.get("project"), notice="The conversation was deleted.")
     view.notice_level = "info"
     return view
@@ -332,10 +398,12 @@ def exports(ctx: Any, state: dict[str, Any]) -> tuple[Path | None, Path | None]:
     key = _key(state)
     try:
         session = ctx.manager.get(key)
-        entries = ctx.store.load(key) or []
-    except SessionNotFound:
+        # Both files carry the sub-agent records of the session (core.session.subagents).
+        return write_exports(ctx.export_dir, session, export_entries(ctx.store, key),
+                             subagent_records(ctx.store, key))
+    except (AnycodeError, OSError) as err:  # gone, database down, disk full: no download now
+        log.warning("cannot prepare the exports of %s: %s", key.session_id, err)
         return None, None
-    return write_exports(ctx.export_dir, session, entries)
 
 
 def title_status(ctx: Any, state: dict[str, Any], now: float | None = None) -> tuple[str | None, bool]:
@@ -472,7 +540,7 @@ class SendUpdate:
     text to put back in the input box (on a conflict; None: clear it), and whether it is the end."""
 
     state: dict[str, Any]
-    rows: list[dict[str, Any]]
+    rows: list[dict[str, Any]] | None  # None: leave the chat as it is (the store could not be read)
     title: str = ""
     notice: str | None = None
     restore_text: str | None = None
@@ -492,23 +560,35 @@ class _LiveRows:
         self.rows: list[dict[str, Any]] = []
         self._steps: dict[str, int] = {}
         self._args: dict[str, str] = {}
+        self._subagents = LiveSubagents()
+        self._text: dict[int, str] = {}  # row index -> the reply text as streamed
 
     def apply(self, event: Any) -> bool:
         """Fold one agent event in; return True when it changed what is shown."""
         kind = type(event).__name__
+        if kind.startswith("Compaction"):  # summarising before the request (issue 9)
+            return compaction_ui.apply_event(self.rows, event)
+        if kind.startswith("Subagent"):  # a task step's sub-agent at work (webui.subagent_panel)
+            return self._subagents.apply(self.rows, self._steps, event)
         if kind == "TextDelta":
             if not event.text:
                 return False
             last = self.rows[-1] if self.rows else None
-            if last is not None and not last.get("metadata"):
-                last["content"] += event.text
-            else:
-                self.rows.append({"role": "assistant", "content": event.text})
+            if last is None or last.get("metadata"):
+                self.rows.append({"role": "assistant", "content": ""})
+                self._text[len(self.rows) - 1] = ""
+            self._text[len(self.rows) - 1] += event.text
+            # shown with remote images as links, like the stored reply will be
+            self.rows[-1]["content"] = render.safe_markdown(self._text[len(self.rows) - 1])
             return True
         if kind == "ToolCallStarted":
-            self._steps[event.call_id] = len(self.rows)
             self._args[event.call_id] = event.arguments
-            self.rows.append(render.tool_step(event.call_id, event.name, event.arguments))
+            row = render.tool_step(event.call_id, event.name, event.arguments)
+            if event.call_id in self._steps:  # a task step its sub-agent's start already showed
+                self.rows[self._steps[event.call_id]] = row
+            else:
+                self._steps[event.call_id] = len(self.rows)
+                self.rows.append(row)
             return True
         if kind == "ToolCallFinished":
             row = render.tool_step(event.call_id, event.name, self._args.get(event.call_id, ""),
@@ -527,8 +607,9 @@ def take(ctx: Any, tab: str, text: str | None) -> tuple[Any, str | None]:
     refused and must stay in the box (a reply is still being written and was not stopped), and
     ``(None, None)`` for a blank box. A message sent right after Stop is accepted: it goes out
     as soon as the stopped reply has been stored."""
-    if not (text or "").strip():
+    if is_blank(text):  # whitespace and zero-width characters only: nothing to send
         return None, None
+    text = clean_text(text)  # a lone surrogate (a cut emoji) would kill the page's event stream
     if ctx.repeated_take(tab, text, DOUBLE_SUBMIT_SECONDS):
         log.info("ignoring a repeated send of the same message in tab %s", tab)
         return None, None  # a double click or double Enter: the first one is being sent
@@ -603,30 +684,44 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
     from core.agent.runner import run_session_stream
 
     retry = text is None
-    text = (text or "").strip()
-    if not text and not (retry and state.get("session")):
+    if compaction_ui.is_compact_command(text):  # `/compact` typed, or the Compact button
+        yield from compaction_ui.compact_updates(ctx, state, model, run)
+        return
+    text = clean_text((text or "").strip())
+    if is_blank(text) and not (retry and state.get("session")):
         current = reload(ctx, state)
         yield SendUpdate(current.state, current.rows, current.title, done=True)
         return
+    give_back = None if retry else text
     state = dict(state)
     created = False
-    if not state.get("session"):
-        session = ctx.manager.create(project_cwd(ctx, state["project"]))
-        created = True
-        state = tab_state(session.project_key, session.id, 0)
-        log.info("created session %s in %s", session.id, session.cwd)
-    key = _key(state)
     try:
+        if not state.get("session"):
+            session = ctx.manager.create(project_cwd(ctx, state["project"]))
+            created = True
+            state = tab_state(session.project_key, session.id, 0)
+            log.info("created session %s in %s", session.id, session.cwd)
+        key = _key(state)
         session = ctx.manager.get(key)
+        pending = ctx.unsaved.pop(key, None)
+        if pending is not None:
+            session = _store_pending(ctx, key, pending, state)
     except SessionNotFound as err:
         view = new_chat(ctx, state["project"], notice=str(err))
-        yield SendUpdate(view.state, view.rows, notice=view.notice,
-                         restore_text=None if retry else text, done=True)
+        yield SendUpdate(view.state, view.rows, notice=view.notice, restore_text=give_back, done=True)
+        return
+    except (StoreUnavailable, OSError) as err:
+        # Nothing of this send was stored: say why, give the text back, leave the chat as it is.
+        log.warning("send refused, the store failed: %s", err)
+        yield SendUpdate(state, None, notice=storage_notice(err, saved=False), restore_text=give_back,
+                         done=True)
         return
     title = session.title or ""
     label = render.session_label(session.title, session.created_at)
-    base = render.chat_rows(session.messages, session.reply_ends).rows
-    shown = base if retry else base + [{"role": "user", "content": text}]
+    start = shown_from(session, state)
+    state["from"] = start
+    base = render.chat_window(session.messages, start, session.compactions, session.reply_ends).rows
+    shown = base if retry else base + [{"role": "user", "content": render.safe_markdown(text)}]
     yield SendUpdate(state, shown, title, label=label)
 
     config = ctx.model_config()
@@ -636,20 +731,37 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
     notice: str | None = None
     restore: str | None = None
     stream = None
+    saved = retry  # the user's message is stored (a retry adds none)
+    count = state.get("count", 0)  # what the store holds, as far as this send knows
     try:
         stream = run_session_stream(key, ctx.store, None if retry else text, **_runner_kwargs(
             ctx, state, client, model or config.model, config, run.cancel))
         last_yield = 0.0
         for event in stream:
+            kind = type(event).__name__
+            if kind == "UserMessageSaved":
+                saved, count = True, event.message_count
+            elif kind == "RoundCompleted":
+                count += len(event.messages)
             if live.apply(event):
                 t = time.monotonic()
-                if type(event).__name__ != "TextDelta" or t - last_yield >= STREAM_MIN_INTERVAL:
+                if kind != "TextDelta" or t - last_yield >= STREAM_MIN_INTERVAL:
                     last_yield = t
                     yield SendUpdate(state, shown + [dict(r) for r in live.rows], title,
                                      label=label)
     except SessionConflict as err:
         log.info("send in %s refused: %s", key, err)
-        notice, restore = str(err), (None if retry else text)
+        notice, restore = str(err), give_back
+    except (StoreUnavailable, OSError) as err:
+        log.warning("the store failed while answering in %s: %s", key, err)
+        if not saved:
+            notice, restore = storage_notice(err, saved=False), give_back
+            shown = base
+        else:
+            unsaved = getattr(err, "unsaved", None)
+            if unsaved:  # kept on screen, and stored before this session's next message
+                ctx.unsaved[key] = (getattr(err, "saved_count", count), unsaved)
+            error_row = _error_row(storage_notice(err, saved=True))
     except ModelError as err:
         log.warning("model error in %s: %s", key, err)
         error_row = _error_row(str(err))
@@ -664,21 +776,82 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
         if stream is not None:
             stream.close()
 
-    if created and _drop_if_empty(ctx, key):
+    if created and not saved and _drop_if_empty(ctx, key):
         # Nothing was stored (the send failed before the message): no empty "ghost" session.
         view = new_chat(ctx, state["project"], notice=notice)
         yield SendUpdate(view.state, [error_row] if error_row else [], notice=notice,
-                         restore_text=None if retry else text, done=True,
-                         error=error_row is not None)
+                         restore_text=give_back, done=True, error=error_row is not None)
         return
     now = time.time() if now is None else now
-    view = reload(ctx, state, notice)
+    on_screen = shown + [dict(r) for r in live.rows] if saved else shown
+    view = _settle(ctx, state, notice, count, on_screen, title)
     waiting = (client is not None and not view.title and error_row is None and notice is None
                and any(r["role"] == "assistant" for r in view.rows))
     view.state["title_wait"] = now + TITLE_WAIT_SECONDS if waiting else 0.0
     rows = view.rows + ([error_row] if error_row else [])
     yield SendUpdate(view.state, rows, view.title, notice=notice, restore_text=restore, done=True,
                      error=error_row is not None, label=view.label)
+
+
+def storage_notice(err: BaseException, *, saved: bool) -> str:
+    """What to tell the user when the store failed during a send. ``saved``: the user's message
+    was stored (then the reply could not be; it stays on screen and is stored before the next
+    message); otherwise nothing of the send was, and the text goes back in the box. E.g. "The
+    disk is full: your message was not sent and nothing was saved; it is back in the box." """
+    if saved:
+        return not_saved(err, "the reply shown is not saved yet; it is saved with your next "
+                              "message once saving works again.")
+    return not_saved(err, "your message was not sent and nothing was saved; it is back in the box.")
+
+
+def not_saved(err: BaseException, consequence: str) -> str:
+    """``"<what failed>: <consequence>"`` for a store failure: "The disk is full: …", "The folder …
+    is read-only: …", or the store's own sentence ("The session database is unreachable …")
+    followed by the consequence as a sentence of its own."""
+    if isinstance(err, StoreUnavailable):  # str(err) is a sentence: the database, and what to do
+        return f"{str(err).rstrip('.')}. {consequence[0].upper()}{consequence[1:]}"
+    if isinstance(err, OSError):
+        return f"{'The disk is full' if is_disk_full(err) else os_error_message(err)}: {consequence}"
+    return f"Saving failed ({type(err).__name__}): {consequence}"
+
+
+def _store_pending(ctx: Any, key: SessionKey, pending: Any, state: dict[str, Any]) -> Any:
+    """Store a reply an earlier send could not save (kept in ``ctx.unsaved``); return the session
+    as it is now and update ``state["count"]``. Store failures propagate (still pending)."""
+    from core.agent.persist import store_pending
+
+    try:
+        stored = store_pending(ctx.manager, key, pending)
+    except BaseException:
+        ctx.unsaved[key] = pending
+        raise
+    session = ctx.manager.get(key)
+    if stored is not None and state.get("count") == pending[0]:
+        state["count"] = len(session.messages)  # the tab showed that reply: it is its history now
+    log.info("stored the reply of %s that an earlier send could not save", key.session_id)
+    return session
+
+
+def _settle(ctx: Any, state: dict[str, Any], notice: str | None, count: int,
+            rows: list[dict[str, Any]], title: str) -> SessionView:
+    """The view at the end of a send: the stored session, or — when the store cannot be read
+    (database down) — what is on screen, with the message count this send knows is stored (so
+    the next send is never refused by a false "changed elsewhere")."""
+    try:
+        return reload(ctx, state, notice)
+    except (AnycodeError, OSError) as err:
+        log.warning("cannot reload %s after the send: %s", state.get("session"), err)
+        return SessionView(state=dict(state, count=count), title=title, rows=rows, notice=notice)
+
+
+def settled(ctx: Any, state: dict[str, Any]) -> SessionView:
+    """:func:`reload` that never raises: when the store cannot be read, an empty view of the same
+    state (for the archived flag and the Retry bar, which then stay as they are)."""
+    try:
+        return reload(ctx, state)
+    except (AnycodeError, OSError) as err:
+        log.warning("cannot reload %s: %s", state.get("session"), err)
+        return SessionView(state=state)
 
 
 def _drop_if_empty(ctx: Any, key: SessionKey) -> bool:
@@ -696,10 +869,13 @@ def _drop_if_empty(ctx: Any, key: SessionKey) -> bool:
 
 def _runner_kwargs(ctx: Any, state: dict[str, Any], client: Any, model: str, config: Any,
                    cancel: Any) -> dict[str, Any]:
-    # tools/workspace left to the runner: TOOL_SPECS, confined to the session's recorded cwd.
+    # tools left to the runner: TOOL_SPECS, in the session's checked project folder.
+    from webui import approvals
+
     return {
         "client": client, "model": model, "expected_count": state["count"], "cancel": cancel,
         "title_client": client, "title_model": getattr(config, "title_model", None) or model,
+        **approvals.runner_kwargs(ctx, state),  # the user's approvals and chosen workspace
     }
 
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.session.export import UNTITLED, message_text, session_label  # noqa: F401  (UNTITLED: re-exported for the UI)
+from webui.subagent_panel import TASK_TOOL, task_step_title, transcript_link
+from webui.remote_media import safe_markdown
 from webui.timefmt import GROUPS, group_label, relative_time
 
 log = logging.getLogger(__name__)
@@ -51,12 +53,29 @@ def tool_step(call_id: str, name: str, arguments: str, result: str | None = None
               is_error: bool = False) -> dict[str, Any]:
     """A collapsible chat row for one tool call: title ``🛠️ name``, status pending until a result."""
     title = f"{TOOL_ICON} {name}" + (" — failed" if is_error else "")
+    content = tool_step_content(arguments, result, is_error)
+    if name == TASK_TOOL:  # a sub-agent: its description, and a link to its transcript
+        title = task_step_title(arguments, is_error)
+        content = transcript_link(call_id) + "\n\n" + content
     return {
         "role": "assistant",
-        "content": tool_step_content(arguments, result, is_error),
+        "content": content,
         "metadata": {"title": title, "id": call_id,
                      "status": "pending" if result is None else "done"},
     }
+
+
+def memory_note(system_text: Any) -> dict[str, Any] | None:
+    """The "Used N memories" step shown above a new chat's first reply (collapsed; opening it
+    lists them), read from the session's stored system prompt; None when it holds none."""
+    from core.memory.context import memories_in_prompt
+
+    used = memories_in_prompt(system_text)
+    if not used:
+        return None
+    return {"role": "assistant", "content": "\n".join(f"- {line}" for line in used),
+            "metadata": {"title": f"Used {len(used)} memor{'y' if len(used) == 1 else 'ies'}",
+                         "id": "ac-memories-used", "status": "done"}}
 
 
 @dataclass
@@ -66,6 +85,57 @@ class ChatView:
 
     rows: list[dict[str, Any]] = field(default_factory=list)
     source: list[int] = field(default_factory=list)
+
+
+CHAT_WINDOW = 200  # stored messages shown when a conversation opens; earlier ones on request
+
+
+def window_start(messages: list[dict[str, Any]], size: int = CHAT_WINDOW, include: int | None = None) -> int:
+    """The index of the first stored message to show of ``messages``: the last ``size`` of them,
+    reaching back to ``include`` when given (a search hit), and moved back past tool results so
+    a tool step is never shown without its call. 0 shows everything.
+
+    A long conversation is shown from here, so opening one of 100,000 messages renders a few
+    hundred rows, not all of them (issue 17); the rest come with "Show earlier messages"."""
+    start = max(0, len(messages) - size)
+    if include is not None:
+        start = min(start, max(0, include))
+    while start > 0 and messages[start].get("role") == "tool":
+        start -= 1
+    return start
+
+
+def chat_window(messages: list[dict[str, Any]], start: int,
+                compactions: list[dict[str, Any]] | None = None,
+                ends: dict[int, str] | None = None) -> ChatView:
+    """:func:`chat_rows` of ``messages[start:]``, with ``source`` still indexing ``messages``;
+    ``compactions`` (``Session.compactions``) adds a summary divider where each one cut;
+    ``ends`` (``Session.reply_ends``) marks cut-off replies."""
+    if start <= 0:
+        return chat_rows(messages, compactions, ends)
+    shifted = [{**c, "first_kept_index": c["first_kept_index"] - start} for c in compactions or ()
+               if c.get("first_kept_index", 0) > start]
+    view = chat_rows(messages[start:], shifted, {i - start: e for i, e in (ends or {}).items() if i >= start})
+    view.source = [i + start for i in view.source]
+    return view
+
+
+SUMMARY_DIVIDER = "Earlier messages were summarised"
+
+
+def summary_divider(compaction: dict[str, Any]) -> dict[str, Any]:
+    """The chat row standing where a compaction cut: a collapsed step titled
+    :data:`SUMMARY_DIVIDER` that expands to the summary. Every message above it stays shown;
+    the model sees the summary instead of them (core.session.compaction.model_view)."""
+    how = {"manual": "on request", "overflow": "after the model's window overflowed"}.get(
+        str(compaction.get("trigger")), "automatically")
+    before, after = compaction.get("tokens_before"), compaction.get("tokens_after")
+    sizes = f" (~{before:,} → ~{after:,} tokens)" if isinstance(before, int) and isinstance(after, int) else ""
+    note = (f"*The messages above were summarised {how}{sizes}; the model sees this summary instead of "
+            "them. Nothing was deleted.*\n\n")
+    return {"role": "assistant", "content": note + str(compaction.get("summary", "")),
+            "metadata": {"title": f"\u2702 {SUMMARY_DIVIDER}", "status": "done",
+                         "id": f"compaction-{compaction.get('ts', '')}"}}
 
 
 def _looks_like_error(text: str) -> bool:
@@ -90,11 +160,15 @@ def cut_off_row(end: str, last: bool) -> dict[str, Any]:
     return row
 
 
-def chat_rows(messages: list[dict[str, Any]], ends: dict[int, str] | None = None) -> ChatView:
-    """Render stored OpenAI messages as chat rows; the system message is hidden.
+def chat_rows(messages: list[dict[str, Any]], compactions: list[dict[str, Any]] | None = None,
+              ends: dict[int, str] | None = None) -> ChatView:
+    """Render stored OpenAI messages as chat rows; the system message is hidden. Remote images
+    and media in their text are shown as links (:func:`webui.remote_media.safe_markdown`).
 
     An assistant message becomes its text row (if any) followed by one collapsible step per tool
     call; a ``tool`` message fills in the result of its step (matched by ``tool_call_id``).
+    Each of ``compactions`` puts a :func:`summary_divider` row before its ``first_kept_index``
+    (its ``source`` is the last summarised message, so "Branch from here" on it forks there).
     ``ends`` (``Session.reply_ends``): replies the model did not finish get a "cut off" row after
     their text, with a **Continue** option when nothing follows them.
     """
@@ -102,17 +176,30 @@ def chat_rows(messages: list[dict[str, Any]], ends: dict[int, str] | None = None
     view = ChatView()
     steps: dict[str, int] = {}  # tool_call_id -> row index
     calls: dict[str, tuple[str, str]] = {}  # tool_call_id -> (name, arguments)
+    dividers: dict[int, list[dict[str, Any]]] = {}
+    for c in compactions or ():
+        dividers.setdefault(int(c.get("first_kept_index", 0)), []).append(c)
+    note: dict[str, Any] | None = None  # "Used N memories", shown above the first reply
     for i, msg in enumerate(messages):
+        for c in dividers.pop(i, ()):
+            if view.rows:  # nothing shown above it (all outside the window): no divider
+                view.rows.append(summary_divider(c))
+                view.source.append(max(0, i - 1))
         role = msg.get("role")
         if role == "system":
+            note = memory_note(msg.get("content"))
             continue
+        if note is not None and role == "assistant":
+            view.rows.append(note)
+            view.source.append(i)
+            note = None
         if role == "user":
-            view.rows.append({"role": "user", "content": message_text(msg.get("content"))})
+            view.rows.append({"role": "user", "content": safe_markdown(message_text(msg.get("content")))})
             view.source.append(i)
         elif role == "assistant":
             text = message_text(msg.get("content"))
             if text.strip():
-                view.rows.append({"role": "assistant", "content": text})
+                view.rows.append({"role": "assistant", "content": safe_markdown(text)})
                 view.source.append(i)
             if i in ends and not msg.get("tool_calls"):
                 view.rows.append(cut_off_row(ends[i], last=i == len(messages) - 1))
@@ -138,6 +225,11 @@ def chat_rows(messages: list[dict[str, Any]], ends: dict[int, str] | None = None
                 view.source.append(i)
         else:
             log.debug("not showing message %d with role %r", i, role)
+    for rest in dividers.values():  # everything was summarised: the divider comes last
+        for c in rest:
+            if view.rows:
+                view.rows.append(summary_divider(c))
+                view.source.append(len(messages) - 1)
     return view
 
 
@@ -154,6 +246,19 @@ class SidebarRow:
     archived: bool = False
     active: bool = False
     forked: bool = False
+
+
+SIDEBAR_PAGE = 100  # rows the session list renders at first; more as the user scrolls
+
+
+def page_sessions(metas: list[Any], *, query: str = "", limit: int | None = SIDEBAR_PAGE) -> tuple[list[Any], int]:
+    """``(the metas to render, how many match)``: ``metas`` (most recent first, as ``list()``
+    returns them) filtered by ``query`` on their shown label, cut to ``limit`` (None: all).
+    With 10,000 sessions the sidebar renders one page, so it stays fast (issue 17)."""
+    needle = query.strip().casefold()
+    if needle:
+        metas = [m for m in metas if needle in session_label(m.title, m.created_at).casefold()]
+    return (list(metas) if limit is None else list(metas[:limit])), len(metas)
 
 
 def group_sessions(metas: list[Any], *, query: str = "", active_id: str | None = None,
@@ -177,9 +282,11 @@ def group_sessions(metas: list[Any], *, query: str = "", active_id: str | None =
     return [(g, rows) for g, rows in grouped.items() if rows]
 
 
-def sidebar_html(groups: list[tuple[str, list[SidebarRow]]], *, empty_text: str) -> str:
+def sidebar_html(groups: list[tuple[str, list[SidebarRow]]], *, empty_text: str, more: int = 0) -> str:
     """HTML for the session list; each row is a ``button.ac-session`` carrying ``data-sid``
-    (the page's script turns a click into a ``select`` event with that id)."""
+    (the page's script turns a click into a ``select`` event with that id). ``more``: how many
+    matching sessions are not rendered yet; a ``button.ac-more`` at the end loads the next page
+    (clicked, or scrolled into view)."""
     if not groups:
         return f'<div class="ac-empty">{html.escape(empty_text)}</div>'
     out = ['<nav class="ac-sessions" aria-label="Conversations">']
@@ -198,5 +305,7 @@ def sidebar_html(groups: list[tuple[str, list[SidebarRow]]], *, empty_text: str)
                 f'{html.escape(row.when)}</span></span></button>'
             )
         out.append("</div>")
+    if more > 0:
+        out.append(f'<button type="button" class="ac-more" data-more="1">Show more ({more:,} older)</button>')
     out.append("</nav>")
     return "".join(out)

@@ -2,7 +2,8 @@
 sessions from a terminal. Plain argparse over :mod:`core`; no Gradio import.
 
 Exit status: 0 done; 1 the command failed (one sentence on stderr: session not found, ambiguous
-id prefix, database unreachable, deletion declined, migration with conflicts); 2 bad usage.
+id prefix, database unreachable, deletion declined, migration with conflicts, a disk full or an
+output path that cannot be written); 2 bad usage.
 Session ids accept unique prefixes; an id not found in the current project is looked up in
 every project.
 """
@@ -18,11 +19,14 @@ import sys
 from typing import Any, Sequence
 
 from core import settings
-from core.errors import AmbiguousSessionId, AnycodeError, SessionNotFound
+from core.errors import AmbiguousSessionId, AnycodeError, SessionNotFound, os_error_message
+from core.session.entries import messages_of
 from core.session.export import session_label, session_to_jsonl, session_to_markdown
 from core.session.keys import SessionKey, project_key
 from core.session.manager import DAY_SECONDS, SessionManager
 from core.session.models import SessionMeta
+from core.session.subagents import export_entries, subagent_records
+from core.stores.whole_file import place_whole
 from webui import search_cli
 
 log = logging.getLogger(__name__)
@@ -61,10 +65,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = cmd("show", "print a session as Markdown (or JSON)")
     p.add_argument("id", help="session id or unique prefix")
     p.add_argument("--json", action="store_true", help="the session as JSON instead")
+    p.add_argument("--subagents", action="store_true", help="also the runs of its sub-agents (task tool calls)")
     p = cmd("export", "export a session as Markdown or as its JSONL entries")
     p.add_argument("id", help="session id or unique prefix")
     p.add_argument("--format", choices=("md", "jsonl"), default="md", help="md (default) or jsonl")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+    p = cmd("compact", "summarise a session's older messages now (every message stays in the session)")
+    p.add_argument("id", help="session id or unique prefix")
     p = cmd("fork", "copy messages 0..N of a session into a new session")
     p.add_argument("id", help="session id or unique prefix")
     p.add_argument("--at", type=int, required=True, metavar="N", help="last message index to keep (0-based)")
@@ -104,6 +111,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except BrokenPipeError:  # `anycode sessions show … | head`
         return 0
+    except OSError as e:  # disk full, a folder that is a file, no permission: one sentence
+        log.info("%s failed", args.command, exc_info=True)
+        print(f"{PROG}: {os_error_message(e)}; nothing was saved.", file=sys.stderr)
+        return 1
     finally:
         close = getattr(store, "close", None)
         if callable(close):
@@ -186,26 +197,37 @@ def _cmd_list(mgr: SessionManager, args: argparse.Namespace) -> int:
 
 def _cmd_show(mgr: SessionManager, args: argparse.Namespace) -> int:
     session = mgr.get(_resolve(mgr, args))
+    records = subagent_records(mgr.store, session.key) if args.subagents else []
     if args.json:
         data = dataclasses.asdict(session) | {"key": str(session.key), "id": session.id}
+        if args.subagents:
+            data["subagents"] = [{"subpath": r.key.subpath, "tool_call_id": r.tool_call_id,
+                                  "description": r.description, "parent": r.parent,
+                                  "messages": messages_of(r.entries)} for r in records]
         _out(json.dumps(data, ensure_ascii=False, indent=2))
     else:
-        _out(session_to_markdown(session))
+        _out(session_to_markdown(session, records))
     return 0
 
 
 def _cmd_export(mgr: SessionManager, args: argparse.Namespace) -> int:
     key = _resolve(mgr, args)
+    # Both formats carry the session's sub-agent records (core.session.subagents).
     if args.format == "md":
-        data = session_to_markdown(mgr.get(key)).encode("utf-8")
+        data = session_to_markdown(mgr.get(key), subagent_records(mgr.store, key)).encode("utf-8")
     else:
-        entries = mgr.store.load(key)
-        if entries is None:
+        entries = export_entries(mgr.store, key)
+        if not entries:
             raise SessionNotFound(key.session_id)
         data = session_to_jsonl(entries)
     if args.output:
-        with open(args.output, "wb") as f:
-            f.write(data)
+        try:
+            # Whole or not at all (a full disk never leaves half an export), private (0600).
+            place_whole(args.output, data, replace=True)
+        except OSError as e:
+            # Name the file the user gave, not the hidden temporary one beside it.
+            print(f"{PROG}: {_name_output(e, args.output)}; nothing was written.", file=sys.stderr)
+            return 1
         print(f"Exported {key.session_id} to {args.output}", file=sys.stderr)
     else:
         sys.stdout.flush()
@@ -215,6 +237,30 @@ def _cmd_export(mgr: SessionManager, args: argparse.Namespace) -> int:
             buffer.flush()
         else:
             sys.stdout.write(data.decode("utf-8"))
+    return 0
+
+
+def _name_output(err: OSError, output: str) -> str:
+    """The sentence for ``err`` about the export file ``output`` (``err`` may name its temporary)."""
+    return os_error_message(OSError(err.errno, err.strerror, output))
+
+
+def _cmd_compact(mgr: SessionManager, args: argparse.Namespace) -> int:
+    """Summarise with the configured model (OPENAI_BASE_URL, ANYCODE_MODEL), printing progress."""
+    from core.agent.compaction import CompactionFinished, CompactionStarted, compact_session
+    from core.agent.config import ModelConfig, make_client
+
+    key = _resolve(mgr, args)
+    config = ModelConfig.from_env()
+    client = make_client(config)
+    for event in compact_session(key, mgr.store, client=client, model=config.model):
+        if isinstance(event, CompactionStarted):
+            print(f"Summarising {event.messages} earlier messages with {config.model}…", file=sys.stderr)
+        elif isinstance(event, CompactionFinished):
+            entry = event.entry
+            print(f"Compacted {key.session_id}: messages 0–{entry['first_kept_index'] - 1} summarised "
+                  f"(~{entry['tokens_before']:,} → ~{entry['tokens_after']:,} tokens); every message is still "
+                  "in the session.")
     return 0
 
 
@@ -303,7 +349,7 @@ def _cmd_migrate(mgr: SessionManager, args: argparse.Namespace) -> int:
     else:
         _out(f"Migrated {report.records} records to {describe(args.to)}: {len(report.copied)} copied, "
              f"{len(report.extended)} extended, {len(report.identical)} already identical, "
-             f"{len(report.archive_synced)} archive flags set.")
+             f"{len(report.archive_synced)} archive flags set, {report.memory_entries} memory entries copied.")
         for key, why in report.conflicts:
             _out(f"conflict: {key}: {why}")
         for key, why in report.errors:
@@ -316,7 +362,7 @@ def _cmd_migrate(mgr: SessionManager, args: argparse.Namespace) -> int:
 
 
 _COMMANDS = {
-    "list": _cmd_list, "show": _cmd_show, "export": _cmd_export, "fork": _cmd_fork, "rename": _cmd_rename,
+    "list": _cmd_list, "show": _cmd_show, "compact": _cmd_compact, "export": _cmd_export, "fork": _cmd_fork, "rename": _cmd_rename,
     "archive": _cmd_archive, "unarchive": _cmd_unarchive, "rm": _cmd_rm, "cleanup": _cmd_cleanup,
     "migrate": _cmd_migrate, "search": lambda mgr, args: search_cli.run(mgr, args),
 }

@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any, Callable, Iterable, Sequence
 
-from core.errors import AnycodeError
+from core.errors import AnycodeError, os_error_message
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def _run(prog: str, args: argparse.Namespace, body: Callable[[Any], int]) -> int
         print(f"{prog}: {err}", file=sys.stderr)
         return 1
     except OSError as err:
-        print(f"{prog}: {err.strerror or err}" + (f": {err.filename}" if err.filename else "") + ".", file=sys.stderr)
+        print(f"{prog}: {os_error_message(err)}.", file=sys.stderr)
         return 1
     finally:
         if store is not None:
@@ -150,28 +150,12 @@ def backup_main(argv: Sequence[str] | None = None) -> int:
     def body(store: Any) -> int:
         from core.stores.backup import backup_store
 
-        report = backup_store(store, args.file, extra_files=_extra_files(args))
+        report = backup_store(store, args.file)
         print(f"Backed up {report.sessions} sessions ({report.records} records, {report.bytes} bytes) "
-              f"to {report.path}.")
+              f"and {report.memories} memory entries to {report.path}.")
         return 0
 
     return _run("anycode backup", args, body)
-
-
-def _extra_files(args: argparse.Namespace) -> list[tuple[str, str]]:
-    """Data-dir files kept beside the sessions (memories, when that feature stores them there)."""
-    from core import settings
-
-    base = args.data_dir or str(settings.data_dir())
-    found = []
-    memory_dir = os.path.join(base, "memory")
-    if os.path.isdir(memory_dir):
-        for dirpath, _dirs, files in os.walk(memory_dir):
-            for name in sorted(files):
-                if name.endswith(".jsonl"):
-                    full = os.path.join(dirpath, name)
-                    found.append((full, os.path.relpath(full, base).replace(os.sep, "/")))
-    return found
 
 
 def restore_main(argv: Sequence[str] | None = None) -> int:

@@ -220,7 +220,12 @@ def describe_api_error(exc: BaseException, *, mid_reply: bool = False) -> ModelE
             f"Could not reach the model server{url}; check that it is running and that OPENAI_BASE_URL is right.")
     elif isinstance(exc, openai.APIStatusError):
         detail = _server_detail(exc)
-        if status in (401, 403):
+        from core.agent.context import overflow_error  # lazy: context imports settings only
+
+        overflow = overflow_error(status, detail, exc.body)
+        if overflow is not None:
+            err = overflow
+        elif status in (401, 403):
             err = ModelAuthError(
                 f"The model server refused the API key (HTTP {status}); check OPENAI_API_KEY.")
         elif status == 429:

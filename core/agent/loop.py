@@ -12,13 +12,15 @@ import queue
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import openai
 
 from core.errors import ModelEmptyReply
 from core.agent.repair import interrupted_result, prepare_request, sanitize_text
 from core.agent.stream import END_FILTER, END_LENGTH, END_MISSING, Reply, ReplyReader, open_reply
-from core.agent.tools import Workspace, run_tool
+from core.agent.approval import ApprovalGate, ApprovalRequested, PendingApproval
+from core.agent.tools import ToolRegistry, Workspace, run_tool
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +65,12 @@ class RoundCompleted:
     # How the round's assistant reply ended when the model did not finish it: "length",
     # "content_filter" or "no_end" (see core.agent.stream.Reply.end); None when it finished.
     end: str | None = None
+    # The round paused on this approval (core.agent.approval): store it with the messages; the
+    # loop has ended and resumes from the stored session once the user answers.
+    pending: PendingApproval | None = None
 
 
-AgentEvent = TextDelta | ToolCallStarted | ToolCallFinished | RoundCompleted
+AgentEvent = TextDelta | ToolCallStarted | ToolCallFinished | RoundCompleted | ApprovalRequested
 
 
 class AgentRun:
@@ -79,8 +84,22 @@ class AgentRun:
 
     def __init__(self, messages: list[dict], *, client: openai.OpenAI, model: str,
                  tools: list[dict] | None, max_iterations: int = 20,
-                 cancel: threading.Event | None = None, workspace: Workspace | None = None):
+                 cancel: threading.Event | None = None, workspace: Workspace | None = None,
+                 gate: ApprovalGate | None = None, registry: ToolRegistry | None = None,
+                 workspace_problem: str | None = None,
+                 tool_handlers: dict | None = None, context: Any = None):
         self.messages = list(messages)
+        # Tools bound to the session rather than the workspace (e.g. ``remember``): name ->
+        # handler(raw_arguments) -> (result text, is_error).
+        self.tool_handlers = dict(tool_handlers or {})
+        # Optional window keeper (core.agent.compaction.ContextGuard): ``view(messages)`` is what
+        # is sent, ``before_request(messages)`` may compact first and yields its events.
+        self.context = context
+        # gate None: every call runs (a library caller's choice); the runner always passes one.
+        self.gate = gate
+        self.registry = registry
+        self.workspace_problem = workspace_problem
+        self._resumed = False  # the round in flight continues a stored assistant message
         self.client = client
         self.model = model
         self.tools = list(tools or [])
@@ -92,6 +111,8 @@ class AgentRun:
         self._reset_round()
 
     def _reset_round(self) -> None:
+        self._resumed = False
+        self._answered_before: set[str] = set()
         self._text: list[str] = []
         self._assistant: dict | None = None
         self._results: list[dict] = []
@@ -105,17 +126,18 @@ class AgentRun:
     def interrupted_round(self) -> list[dict]:
         """Messages to persist for the round in flight if it stops now (``[]`` if nothing)."""
         if self._assistant is not None:
-            done = {m["tool_call_id"] for m in self._results}
+            done = {m["tool_call_id"] for m in self._results} | self._answered_before
             missing = [interrupted_result(c["id"]) for c in self._assistant["tool_calls"] if c["id"] not in done]
-            return [self._assistant, *self._results, *missing]
+            head = [] if self._resumed else [self._assistant]
+            return [*head, *self._results, *missing]
         text = "".join(self._text)
         return [{"role": "assistant", "content": text}] if text else []
 
-    def _finish_round(self, new: list[dict]) -> RoundCompleted:
+    def _finish_round(self, new: list[dict], pending: PendingApproval | None = None) -> RoundCompleted:
         end = self._end
         self.messages.extend(new)
         self._reset_round()  # before yielding: a caller closing us now must not persist it twice
-        return RoundCompleted(messages=new, end=end)
+        return RoundCompleted(messages=new, end=end, pending=pending)
 
     def _direct_chunks(self, params: dict) -> Iterator:
         opened = open_reply(self.client, params)
@@ -181,7 +203,11 @@ class AgentRun:
 
         Raises ModelEmptyReply when the reply has neither text nor a tool call (nothing is
         saved: a blank answer would look like a finished one)."""
-        params = {"model": self.model, "messages": prepare_request(self.messages)}
+        history = self.context.view(self.messages) if self.context is not None else self.messages
+        # Usage in the stream (per the chat completions API) is the real token count the context
+        # meter and compaction rest on; a server refusing the option gets it dropped (stream.py).
+        params = {"model": self.model, "messages": prepare_request(history),
+                  "stream_options": {"include_usage": True}}
         if self.tools:
             params["tools"] = self.tools
         reader = ReplyReader(self._used_ids())
@@ -212,11 +238,42 @@ class AgentRun:
             self._assistant = {"role": "assistant", "content": reply.text}
         self._end = reply.end if reply.cut_off else None
 
+    def _unanswered_tail(self) -> tuple[dict, set[str]] | None:
+        """The last assistant message with tool calls when only some of its calls have results
+        after it (a round paused on an approval): ``(message, answered call ids)``; else None."""
+        answered: set[str] = set()
+        for msg in reversed(self.messages):
+            role = msg.get("role") if isinstance(msg, dict) else None
+            if role == "tool":
+                answered.add(msg.get("tool_call_id"))
+                continue
+            if role == "assistant" and msg.get("tool_calls"):
+                ids = [c.get("id") for c in msg["tool_calls"] if isinstance(c, dict)]
+                if any(i not in answered for i in ids):
+                    return msg, answered
+            return None
+        return None
+
     def events(self) -> Iterator[AgentEvent]:
-        """Run the loop, yielding events; raises a typed ModelError when the model call fails."""
+        """Run the loop, yielding events; raises a typed ModelError when the model call fails.
+
+        A history ending in an assistant message whose tool calls are not all answered (a round
+        paused on an approval) first finishes that round; then the model is called as usual."""
+        tail = self._unanswered_tail()
+        if tail is not None and not self._is_cancelled():
+            self._assistant, self._answered_before = tail
+            self._resumed = True
+            calls = [c for c in tail[0]["tool_calls"] if c.get("id") not in tail[1]]
+            paused = yield from self._run_calls(calls)
+            if paused or self.cancelled:
+                return
         for _ in range(self.max_iterations):
             if self._is_cancelled():
                 return
+            if self.context is not None:
+                yield from self.context.before_request(self.messages)
+                if self._is_cancelled():
+                    return
             yield from self._stream_reply()
             if self._assistant is None:  # cancelled while streaming: keep the text already shown
                 partial = self.interrupted_round()
@@ -227,23 +284,52 @@ class AgentRun:
             if "tool_calls" not in assistant:
                 yield self._finish_round([assistant])
                 return
-            for call in assistant["tool_calls"]:
-                cid, name, args = call["id"], call["function"]["name"], call["function"]["arguments"]
-                if self._is_cancelled():
-                    result, is_error = interrupted_result(cid)["content"], True
-                else:
-                    yield ToolCallStarted(cid, name, args)
-                    if self.workspace is None:
-                        result, is_error = "Error: no workspace is open, so tools cannot run.", True
-                    else:
-                        result, is_error = run_tool(self.workspace, name, args)
-                    result = sanitize_text(result)
-                self._results.append({"role": "tool", "tool_call_id": cid, "content": result})
-                yield ToolCallFinished(cid, name, result, is_error)
-            yield self._finish_round([assistant, *self._results])
-            if self.cancelled:
+            paused = yield from self._run_calls(assistant["tool_calls"])
+            if paused or self.cancelled:
                 return
         log.warning("agent loop stopped after %d iterations with tool calls still pending", self.max_iterations)
+
+    def _run_calls(self, calls: list[dict]) -> Iterator[AgentEvent]:
+        """Run ``calls`` of the round's assistant message in order and finish the round; returns
+        True when it paused on an approval (the round so far is completed with ``pending``)."""
+        assistant = self._assistant
+        for call in calls:
+            cid, name, args = call["id"], call["function"]["name"], call["function"]["arguments"]
+            if self._is_cancelled():
+                result, is_error = interrupted_result(cid)["content"], True
+            else:
+                verdict = (self.gate.check(cid, name, args, self.workspace)
+                           if self.gate is not None else None)
+                if verdict is not None and verdict.action == "ask":
+                    yield ToolCallStarted(cid, name, args)
+                    yield ApprovalRequested(verdict.pending)
+                    head = [] if self._resumed else [assistant]
+                    yield self._finish_round([*head, *self._results], pending=verdict.pending)
+                    return True
+                yield ToolCallStarted(cid, name, args)
+                if verdict is not None and verdict.action == "deny":
+                    result, is_error = verdict.result, True
+                else:
+                    result, is_error = yield from self._call_tool(cid, name, args)
+                result = sanitize_text(result)
+            self._results.append({"role": "tool", "tool_call_id": cid, "content": result})
+            yield ToolCallFinished(cid, name, result, is_error)
+        head = [] if self._resumed else [assistant]
+        yield self._finish_round([*head, *self._results])
+        return False
+
+    def _call_tool(self, cid: str, name: str, args: str) -> Iterator[AgentEvent]:
+        """Run one tool call (already approved); returns ``(result, is_error)``. A generator so
+        that a tool running a while can report progress as events (core.agent.subagents: the
+        ``task`` tool). Runs in a worker with a time limit; Stop ends it at once."""
+        if name in self.tool_handlers:
+            return self.tool_handlers[name](args)
+        if self.workspace is None:
+            if self.workspace_problem:
+                return f"Error: {self.workspace_problem}", True
+            return "Error: no workspace is open, so tools cannot run.", True
+        return run_tool(self.workspace, name, args, registry=self.registry, cancel=self.cancel)
+        yield  # noqa -- unreachable: makes this a generator
 
 
 def agent_loop_stream(messages: list[dict], *, client: openai.OpenAI, model: str, tools: list[dict] | None,

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from typing import Any
+
+from core.session.text import clean_text
 
 log = logging.getLogger(__name__)
 
@@ -33,12 +34,11 @@ _ALLOWED_KEYS = {
     "assistant": ("role", "content", "name", "tool_calls", "refusal"),
     "tool": ("role", "content", "tool_call_id"),
 }
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def sanitize_text(text: str) -> str:
     """``text`` with every lone surrogate replaced by U+FFFD (so it encodes as UTF-8)."""
-    return _SURROGATE.sub("\ufffd", text)
+    return clean_text(text)
 
 
 def sanitize(value: Any) -> Any:

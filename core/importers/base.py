@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
-from core.errors import AnycodeError
+from core.errors import AnycodeError, os_error_message
 from core.session.entries import header_entry, message_entry, title_entry
 from core.session.keys import SessionKey, normalize_path, project_key
 
@@ -239,8 +239,9 @@ def import_sessions(
                         log.exception("could not remove %s", sub_key)
                 raise
         except (AnycodeError, OSError, ValueError) as err:  # SessionExists: a racing import won
-            log.warning("importing %s from %s failed: %s", imp.source_id, imp.file, err)
-            report.failed.append((key.session_id, f"{imp.file}: {err}"))
+            log.info("importing %s from %s failed: %s", imp.source_id, imp.file, err)  # in the report
+            why = f"{os_error_message(err)}." if isinstance(err, OSError) else str(err)  # disk full, read-only
+            report.failed.append((key.session_id, f"{imp.file}: {why}"))
             continue
         report.imported.append(key.session_id)
         report.messages += len(imp.messages)

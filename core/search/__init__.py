@@ -34,9 +34,10 @@ def open_search(store: Any) -> Any:
         index = _CACHE.get(store)
         if index is None:
             if isinstance(store, LocalSessionStore):
-                from core.search.jsonl_index import JsonlSearchIndex
+                from core.search.jsonl_index import JsonlSearchIndex, watch_writes
 
                 index = JsonlSearchIndex(store.base_dir)
+                watch_writes(store, index)
             elif hasattr(store, "engine") and hasattr(store, "dialect"):
                 from core.search.sql_index import SqlSearchIndex
 

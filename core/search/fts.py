@@ -1,7 +1,8 @@
 """SQLite FTS5 tables holding indexed documents, shared by the JSONL index file and the SQLite store.
 
-Two tables per prefix, kept in step by triggers (the external-content pattern of the FTS5
-documentation, https://sqlite.org/fts5.html#external_content_tables):
+Two tables per prefix, kept in step by :class:`FtsTables` in the same transaction (the
+external-content pattern of https://sqlite.org/fts5.html#external_content_tables, without
+triggers: one ``INSERT … SELECT`` per record is about three times faster than a row trigger):
 
 - ``<p>docs(id INTEGER PRIMARY KEY, owner, idx, ts, role, text)``: one row per document; ``owner``
   is the indexed record (a file of the JSONL store, a session row of the SQL store), indexed so a
@@ -12,8 +13,9 @@ documentation, https://sqlite.org/fts5.html#external_content_tables):
   trigram index; they are matched with ``LIKE`` on the candidates (or on a scan when every term is
   short), newest first, stopping as soon as enough sessions are found.
 
-Ids grow with every insert, so ``ORDER BY id DESC`` is "most recently indexed first" — the order
-results are wanted in — and the scan can stop early.
+A search walks matches by id, highest owner first, and stops as soon as it has enough owners;
+the owners are numbered in the order they were first indexed (a first build goes oldest file
+first), so the sessions found first are the more recent ones.
 """
 from __future__ import annotations
 
@@ -25,7 +27,9 @@ from core.search.text import MIN_INDEXED_TERM, Document, fts5_phrase, like_patte
 
 log = logging.getLogger(__name__)
 
-MAX_SCAN = 20_000  # candidate rows looked at per query before giving up on finding more sessions
+MAX_SCAN = 200_000  # candidate rows looked at per query before giving up on finding more sessions
+OWNER_SHIFT = 24  # document id = owner << OWNER_SHIFT | n: up to 16,777,215 documents per record
+OWNER_MASK = (1 << OWNER_SHIFT) - 1
 
 
 def has_trigram(conn: sqlite3.Connection) -> bool:
@@ -41,6 +45,9 @@ def has_trigram(conn: sqlite3.Connection) -> bool:
 class FtsTables:
     """The documents and FTS5 tables named ``<prefix>docs`` / ``<prefix>fts`` on a sqlite3 connection.
 
+    A document's id is ``owner << OWNER_SHIFT | n`` (``n`` counting the owner's documents): the
+    owner is read off the id without a lookup, an owner's documents are one id range (deleted by
+    range, no extra index), and a search skips the rest of an owner once it has a match for it.
     Methods take the connection and never commit: the caller's transaction makes a record's update
     all-or-nothing (a crash mid-update rolls it back, and the record is indexed again next time)."""
 
@@ -49,19 +56,13 @@ class FtsTables:
         self.use_fts = use_fts  # False: no FTS5 trigram in this SQLite; every term is a LIKE scan
 
     def create(self, conn: sqlite3.Connection) -> None:
-        """Create the tables and triggers when missing."""
+        """Create the tables when missing."""
         d, f = self.docs, self.fts
-        conn.execute(f"CREATE TABLE IF NOT EXISTS {d}(id INTEGER PRIMARY KEY, owner INTEGER NOT NULL, "
-                     "idx INTEGER, ts REAL, role TEXT, text TEXT NOT NULL)")
-        conn.execute(f"CREATE INDEX IF NOT EXISTS {d}_owner ON {d}(owner)")
-        if not self.use_fts:
-            return
-        conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {f} USING fts5(text, content='{d}', content_rowid='id', "
-                     "tokenize='trigram')")
-        conn.execute(f"CREATE TRIGGER IF NOT EXISTS {d}_ai AFTER INSERT ON {d} BEGIN "
-                     f"INSERT INTO {f}(rowid, text) VALUES (new.id, new.text); END")
-        conn.execute(f"CREATE TRIGGER IF NOT EXISTS {d}_ad AFTER DELETE ON {d} BEGIN "
-                     f"INSERT INTO {f}({f}, rowid, text) VALUES ('delete', old.id, old.text); END")
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {d}(id INTEGER PRIMARY KEY, idx INTEGER, ts REAL, role TEXT, "
+                     "text TEXT NOT NULL)")
+        if self.use_fts:
+            conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {f} USING fts5(text, content='{d}', "
+                         "content_rowid='id', tokenize='trigram')")
 
     def drop(self, conn: sqlite3.Connection) -> None:
         """Remove the tables (for a rebuild)."""
@@ -69,48 +70,81 @@ class FtsTables:
                     f"DROP TABLE IF EXISTS {self.fts}", f"DROP TABLE IF EXISTS {self.docs}"):
             conn.execute(sql)
 
+    @staticmethod
+    def _range(owner: int) -> tuple[int, int]:
+        lo = owner << OWNER_SHIFT
+        return lo, lo | OWNER_MASK
+
     def add(self, conn: sqlite3.Connection, owner: int, docs: Iterable[Document]) -> int:
-        """Insert ``docs`` of ``owner``; return how many."""
-        rows = [(owner, d.idx, d.ts, d.role, d.text) for d in docs]
-        if rows:
-            conn.executemany(f"INSERT INTO {self.docs}(owner, idx, ts, role, text) VALUES (?,?,?,?,?)", rows)
+        """Insert ``docs`` of ``owner`` after its earlier ones; return how many."""
+        lo, hi = self._range(owner)
+        last = conn.execute(f"SELECT max(id) FROM {self.docs} WHERE id BETWEEN ? AND ?", (lo, hi)).fetchone()[0]
+        first = lo if last is None else last + 1
+        rows = [(first + n, d.idx, d.ts, d.role, d.text) for n, d in enumerate(docs)]
+        if rows and rows[-1][0] > hi:  # over 16 million documents in one session: the rest is not indexed
+            log.warning("search: record %d has too many documents; the newest are not indexed", owner)
+            rows = [r for r in rows if r[0] <= hi]
+        if not rows:
+            return 0
+        conn.executemany(f"INSERT INTO {self.docs}(id, idx, ts, role, text) VALUES (?,?,?,?,?)", rows)
+        if self.use_fts:
+            # One INSERT … SELECT, not a row trigger: about three times faster into FTS5.
+            conn.execute(f"INSERT INTO {self.fts}(rowid, text) SELECT id, text FROM {self.docs} "
+                         "WHERE id BETWEEN ? AND ?", (first, hi))
         return len(rows)
 
     def delete_owner(self, conn: sqlite3.Connection, owner: int) -> None:
-        """Drop every document of ``owner``."""
-        conn.execute(f"DELETE FROM {self.docs} WHERE owner = ?", (owner,))
+        """Drop every document of ``owner`` (from the FTS index first: it needs the old text)."""
+        lo, hi = self._range(owner)
+        if self.use_fts:
+            conn.execute(f"INSERT INTO {self.fts}({self.fts}, rowid, text) SELECT 'delete', id, text "
+                         f"FROM {self.docs} WHERE id BETWEEN ? AND ?", (lo, hi))
+        conn.execute(f"DELETE FROM {self.docs} WHERE id BETWEEN ? AND ?", (lo, hi))
 
-    def candidates(self, conn: sqlite3.Connection, terms: list[str], scope_sql: str, scope_params: list[Any],
+    def candidates(self, conn: sqlite3.Connection, terms: list[str], allowed: set[int] | None,
                    limit: int) -> dict[int, int]:
-        """``{owner: doc_id}``: for up to ``limit`` owners accepted by ``scope_sql`` (a condition
-        on ``d.owner``), the newest document containing every term. Never raises for odd text."""
+        """``{owner: doc_id}``: for up to ``limit`` owners (of ``allowed``; None: any), the document
+        with the highest id that contains every term. Never raises for odd text."""
         long = [t for t in terms if len(t) >= MIN_INDEXED_TERM] if self.use_fts else []
         short = [t for t in terms if t not in long]
-        where, params = [f"({scope_sql})"], list(scope_params)
-        for t in short:
-            where.append("d.text LIKE ? ESCAPE '\\'")
-            params.append(like_pattern(t))
-        if long:
-            sql = (f"SELECT d.id, d.owner FROM {self.fts} JOIN {self.docs} d ON d.id = {self.fts}.rowid "
-                   f"WHERE {self.fts} MATCH ? AND {' AND '.join(where)} ORDER BY {self.fts}.rowid DESC")
-            params.insert(0, " AND ".join(fts5_phrase(t) for t in long))
-        else:
-            sql = f"SELECT d.id, d.owner FROM {self.docs} d WHERE {' AND '.join(where)} ORDER BY d.id DESC"
+        likes = [like_pattern(t) for t in short]
+        like_sql = " AND ".join(["d.text LIKE ? ESCAPE '\\'"] * len(likes))
         found: dict[int, int] = {}
-        cur = conn.execute(sql, params)
+        if not long:
+            # Every term is short: a scan of the text, newest first, jumping past an owner as soon
+            # as it matched (or is out of scope), so only one match per session is looked for.
+            upper = 1 << 62
+            scanned_owners = 0
+            while len(found) < limit and scanned_owners < MAX_SCAN:
+                row = conn.execute(f"SELECT d.id FROM {self.docs} d WHERE d.id < ? AND {like_sql} "
+                                   "ORDER BY d.id DESC LIMIT 1", [upper, *likes]).fetchone()
+                if row is None:
+                    break
+                owner = row[0] >> OWNER_SHIFT
+                if allowed is None or owner in allowed:
+                    found[owner] = row[0]
+                upper = owner << OWNER_SHIFT
+                scanned_owners += 1
+            return found
+        match = " AND ".join(fts5_phrase(t) for t in long)
+        if likes:
+            sql = (f"SELECT d.id FROM {self.fts} JOIN {self.docs} d ON d.id = {self.fts}.rowid "
+                   f"WHERE {self.fts} MATCH ? AND {like_sql} ORDER BY {self.fts}.rowid DESC")
+        else:  # rowids only: no lookup in the documents table per match
+            sql = f"SELECT rowid FROM {self.fts} WHERE {self.fts} MATCH ? ORDER BY rowid DESC"
+        cur = conn.execute(sql, [match, *likes])
         scanned = 0
-        while len(found) < limit:
-            rows = cur.fetchmany(512)
+        while len(found) < limit and scanned < MAX_SCAN:
+            rows = cur.fetchmany(1024)
             if not rows:
                 break
-            for doc_id, owner in rows:
-                if owner not in found:
+            scanned += len(rows)
+            for (doc_id,) in rows:
+                owner = doc_id >> OWNER_SHIFT
+                if owner not in found and (allowed is None or owner in allowed):
                     found[owner] = doc_id
                     if len(found) >= limit:
                         break
-            scanned += len(rows)
-            if scanned >= MAX_SCAN:
-                break
         cur.close()
         return found
 

@@ -24,21 +24,23 @@ import os
 import re
 import sqlite3
 import threading
+import time
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 from core.search.fts import FtsTables, has_trigram
-from core.search.text import SearchHit, entry_documents, make_snippet, matches_all, parse_query
+from core.search.text import SearchHit, collect_hits, entry_documents, parse_query
 from core.session.entries import SessionState
 from core.stores.jsonl_io import SIG_BYTES, parse_line
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 3  # 2: no triggers; 3: owner in the document id
 INDEX_DIR = "search"
 INDEX_NAME = "index.sqlite3"
+FRESH_SECONDS = 1.0  # a project walked this recently is not walked again (unless written through this process)
+BATCH_BYTES = 16 << 20  # bytes of session files read per index transaction while catching up
 BUSY_TIMEOUT = 30.0  # seconds another process's index update may hold the write lock
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*\Z")  # a session id (as the store's file names)
 _PROJECT = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*\Z")  # a project key (starts with "-" for "/…")
@@ -46,8 +48,7 @@ SUFFIX = ".jsonl"
 ARCHIVE_DIR = "archive"
 
 
-@dataclass(frozen=True)
-class _OnDisk:
+class _OnDisk(NamedTuple):
     rel: str
     project_key: str
     session_id: str
@@ -111,6 +112,9 @@ class JsonlSearchIndex:
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._tables = FtsTables("")
+        self.fresh_seconds = FRESH_SECONDS
+        self._walked: dict[str, float] = {}  # project key -> time.monotonic() of its last walk
+        self._dirty: set[str] = set()  # projects written through a watched store since their walk
 
     def __repr__(self) -> str:
         return f"JsonlSearchIndex({str(self.path)!r})"
@@ -147,6 +151,7 @@ class JsonlSearchIndex:
             conn.close()
             raise
         self._conn = conn
+        self._walked.clear()  # a (re)opened file may be new or rebuilt: walk everything again
         return conn
 
     def _create(self, conn: sqlite3.Connection) -> None:
@@ -206,24 +211,44 @@ class JsonlSearchIndex:
 
     def update(self, project_keys: list[str] | None = None) -> int:
         """Bring the index up to date for ``project_keys`` (None: every project); return how many
-        files were (re-)read. Also called by every search, so calling it is never required."""
-        return self._retrying(self._sync, self._projects(project_keys), project_keys is None)
+        files were (re-)read. Every search does this first, so calling it is never required."""
+        return self._retrying(self._sync, self._projects(project_keys), project_keys is None, True)
 
-    def _sync(self, conn: sqlite3.Connection, projects: list[str], everything: bool) -> int:
+    def mark_written(self, project_key: str) -> None:
+        """Note that a session of ``project_key`` was written (by :func:`watch_writes`): the next
+        search walks that project even inside the freshness window."""
+        self._dirty.add(project_key)
+
+    def _sync(self, conn: sqlite3.Connection, projects: list[str], everything: bool, force: bool = False) -> int:
+        """Walk ``projects`` and index what changed. Without ``force``, a project walked less than
+        ``fresh_seconds`` ago and not written through this process since is skipped: while the user
+        types, one walk serves several keystrokes (writes by other processes and hand edits show
+        within that window; results are checked against their files before they are returned)."""
+        now = time.monotonic()
+        if not force:
+            projects = [pk for pk in projects if pk in self._dirty
+                        or now - self._walked.get(pk, -1e9) >= self.fresh_seconds]
+        if everything:
+            # Projects whose folder is gone entirely (their files are never walked again).
+            listed = set(self._projects(None))
+            for (pk,) in conn.execute("SELECT DISTINCT project_key FROM files").fetchall():
+                if pk not in listed:
+                    self._drop_project(conn, pk)
+        if not projects:
+            return 0
+        for pk in projects:
+            self._dirty.discard(pk)  # before the walk: a write during it marks the project again
         disk: dict[str, _OnDisk] = {}
         for pk in projects:
             for archived in (False, True):
                 for rec in _walk_records(self.projects_dir, pk, archived):
                     disk[rec.rel] = rec
-        if everything:
-            rows = conn.execute("SELECT fid, rel, project_key, session_id, subpath, size, mtime_ns FROM files").fetchall()
-        else:
-            rows = []
-            for i in range(0, len(projects), 500):
-                chunk = projects[i:i + 500]
-                rows += conn.execute(
-                    "SELECT fid, rel, project_key, session_id, subpath, size, mtime_ns FROM files "
-                    f"WHERE project_key IN ({','.join('?' * len(chunk))})", chunk).fetchall()
+        rows = []
+        for i in range(0, len(projects), 500):
+            chunk = projects[i:i + 500]
+            rows += conn.execute(
+                "SELECT fid, rel, project_key, session_id, subpath, size, mtime_ns FROM files "
+                f"WHERE project_key IN ({','.join('?' * len(chunk))})", chunk).fetchall()
         known = {r[1]: r for r in rows}
         gone = [r for rel, r in known.items() if rel not in disk]
         todo = [rec for rel, rec in disk.items()
@@ -251,71 +276,91 @@ class JsonlSearchIndex:
             todo = still_todo
         # Oldest first: document ids then grow with recency, and results come newest first.
         todo.sort(key=lambda rec: rec.mtime_ns)
-        for rec in todo:
-            self._index_file(conn, rec)
+        # Several files per transaction while catching up (a first build of thousands of files),
+        # each transaction bounded; a crash rolls back one batch, redone on the next query.
+        i = 0
+        while i < len(todo):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                budget = BATCH_BYTES
+                while i < len(todo) and budget > 0:
+                    budget -= self._index_file(conn, todo[i])
+                    i += 1
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        for pk in projects:
+            self._walked[pk] = now
         return len(todo)
 
-    def _index_file(self, conn: sqlite3.Connection, rec: _OnDisk) -> None:
-        path = self.projects_dir / rec.rel
+    def _drop_project(self, conn: sqlite3.Connection, project_key: str) -> None:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            row = conn.execute("SELECT fid, size, mtime_ns, offset, sig, messages, state FROM files WHERE rel = ?",
-                               (rec.rel,)).fetchone()
-            try:
-                f = open(path, "rb")
-            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-                if row is not None:
-                    self._tables.delete_owner(conn, row[0])
-                    conn.execute("DELETE FROM files WHERE fid = ?", (row[0],))
-                conn.execute("COMMIT")
-                return
-            with f:
-                st = os.fstat(f.fileno())
-                if row is not None and (row[1], row[2]) == (st.st_size, st.st_mtime_ns):
-                    conn.execute("COMMIT")  # another process indexed it meanwhile
-                    return
-                offset, messages, state = 0, 0, SessionState()
-                if row is not None and row[1] < st.st_size and 0 < row[3] <= st.st_size:
-                    start = max(0, row[3] - SIG_BYTES)
-                    f.seek(start)
-                    if zlib.crc32(f.read(row[3] - start)) == row[4]:
-                        offset, messages = row[3], row[5]
-                        state = SessionState.from_dict(json.loads(row[6]))
-                if row is not None and offset == 0:
-                    self._tables.delete_owner(conn, row[0])  # edited or shrunk: read it all again
-                f.seek(offset)
-                data = f.read(st.st_size - offset)
-            entries, used = _complete_entries(data, path)
-            offset += used
-            docs = []
-            for messages, doc in entry_documents(_fed(state, entries), messages):
-                if doc is not None:
-                    docs.append(doc)
-            sig = 0
-            if offset:
-                with open(path, "rb") as f2:
-                    start = max(0, offset - SIG_BYTES)
-                    f2.seek(start)
-                    sig = zlib.crc32(f2.read(offset - start))
-            values = (rec.project_key, rec.session_id, rec.subpath, int(rec.archived), st.st_size, st.st_mtime_ns,
-                      offset, sig, messages, json.dumps(state.to_dict()), state.title, state.created_at,
-                      state.updated_at(default=st.st_mtime_ns / 1e9))
-            if row is None:
-                fid = conn.execute(
-                    "INSERT INTO files(rel, project_key, session_id, subpath, archived, size, mtime_ns, offset, sig, "
-                    "messages, state, title, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (rec.rel, *values)).lastrowid
-            else:
-                fid = row[0]
-                conn.execute(
-                    "UPDATE files SET project_key=?, session_id=?, subpath=?, archived=?, size=?, mtime_ns=?, "
-                    "offset=?, sig=?, messages=?, state=?, title=?, created_at=?, updated_at=? WHERE fid=?",
-                    (*values, fid))
-            self._tables.add(conn, fid, docs)
+            for (fid,) in conn.execute("SELECT fid FROM files WHERE project_key = ?", (project_key,)).fetchall():
+                self._tables.delete_owner(conn, fid)
+            conn.execute("DELETE FROM files WHERE project_key = ?", (project_key,))
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+
+    def _index_file(self, conn: sqlite3.Connection, rec: _OnDisk) -> int:
+        """Index what is new in one file inside the caller's transaction; return the bytes read.
+        The row is re-read here, so a file another process indexed meanwhile is not doubled."""
+        path = self.projects_dir / rec.rel
+        row = conn.execute("SELECT fid, size, mtime_ns, offset, sig, messages, state FROM files WHERE rel = ?",
+                           (rec.rel,)).fetchone()
+        try:
+            f = open(path, "rb")
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            if row is not None:
+                self._tables.delete_owner(conn, row[0])
+                conn.execute("DELETE FROM files WHERE fid = ?", (row[0],))
+            return 0
+        with f:
+            st = os.fstat(f.fileno())
+            if row is not None and (row[1], row[2]) == (st.st_size, st.st_mtime_ns):
+                return 0  # another process indexed it meanwhile
+            offset, messages, state = 0, 0, SessionState()
+            if row is not None and row[1] < st.st_size and 0 < row[3] <= st.st_size:
+                start = max(0, row[3] - SIG_BYTES)
+                f.seek(start)
+                if zlib.crc32(f.read(row[3] - start)) == row[4]:
+                    offset, messages = row[3], row[5]
+                    state = SessionState.from_dict(json.loads(row[6]))
+            if row is not None and offset == 0:
+                self._tables.delete_owner(conn, row[0])  # edited or shrunk: read it all again
+            f.seek(offset)
+            data = f.read(st.st_size - offset)
+        entries, used = _complete_entries(data, path)
+        tail = data[max(0, used - SIG_BYTES):used]
+        if used < SIG_BYTES and offset:
+            with open(path, "rb") as f2:  # the signature reaches back before this read
+                start = max(0, offset + used - SIG_BYTES)
+                f2.seek(start)
+                tail = f2.read(offset + used - start)
+        offset += used
+        docs = []
+        for messages, doc in entry_documents(_fed(state, entries), messages):
+            if doc is not None:
+                docs.append(doc)
+        values = (rec.project_key, rec.session_id, rec.subpath, int(rec.archived), st.st_size, st.st_mtime_ns,
+                  offset, zlib.crc32(tail) if offset else 0, messages, json.dumps(state.to_dict()), state.title,
+                  state.created_at, state.updated_at(default=st.st_mtime_ns / 1e9))
+        if row is None:
+            fid = conn.execute(
+                "INSERT INTO files(rel, project_key, session_id, subpath, archived, size, mtime_ns, offset, sig, "
+                "messages, state, title, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (rec.rel, *values)).lastrowid
+        else:
+            fid = row[0]
+            conn.execute(
+                "UPDATE files SET project_key=?, session_id=?, subpath=?, archived=?, size=?, mtime_ns=?, "
+                "offset=?, sig=?, messages=?, state=?, title=?, created_at=?, updated_at=? WHERE fid=?",
+                (*values, fid))
+        self._tables.add(conn, fid, docs)
+        return len(data)
 
     # --- queries ----------------------------------------------------------------------------
 
@@ -339,44 +384,55 @@ class JsonlSearchIndex:
         params: list[Any] = [] if everything else list(projects)
         if not archived:
             where += " AND archived = 0"
-        files = {r[0]: r for r in conn.execute(
-            f"SELECT fid, project_key, session_id, subpath, archived, title, created_at, updated_at FROM files "
-            f"WHERE {where}", params)}
-        mains = {(r[1], r[2]): r for r in files.values() if r[3] == ""}
-        hits: dict[tuple[str, str], SearchHit] = {}
-        # Titles: a few thousand short strings, matched exactly as messages are.
-        titled = sorted((r for r in mains.values() if r[5] and matches_all(r[5], terms)),
-                        key=lambda r: r[7] or 0, reverse=True)
-        for r in titled[:limit]:
-            snippet, marks = make_snippet(r[5], terms)
-            hits[(r[1], r[2])] = SearchHit(r[2], r[1], r[5], bool(r[4]), None, "title", r[7], snippet, marks,
-                                           None, r[6])
-        scope = f"d.owner IN (SELECT fid FROM files WHERE {where})"
-        found = self._tables.candidates(conn, terms, scope, params, limit)
-        docs = self._tables.fetch(conn, found.values())
-        best: dict[tuple[str, str], tuple[int, int]] = {}
-        for fid, doc_id in found.items():
-            r = files.get(fid)
-            if r is None:
+        for attempt in range(2):
+            files = conn.execute(
+                f"SELECT fid, project_key, session_id, subpath, archived, title, created_at, updated_at, rel, size, "
+                f"mtime_ns FROM files WHERE {where}", params).fetchall()
+            found = self._tables.candidates(conn, terms, {r[0] for r in files}, limit)
+            hits = collect_hits(files, found, self._tables.fetch(conn, found.values()), terms, limit)
+            stale = self._stale(files, hits) if attempt == 0 else set()
+            if not stale:
+                return hits
+            # A result's file changed since the project was walked (inside the freshness window):
+            # walk those projects now and search again, so nothing deleted or edited is shown.
+            self._sync(conn, sorted(stale), False, True)
+        return hits
+
+    def _stale(self, files: list[tuple[Any, ...]], hits: list[SearchHit]) -> set[str]:
+        """Projects of ``hits`` whose session files (main or sub-agent) differ from their indexed stat."""
+        wanted = {(h.project_key, h.session_id) for h in hits}
+        stale: set[str] = set()
+        for r in files:
+            if (r[1], r[2]) not in wanted:
                 continue
-            k = (r[1], r[2])
-            if k not in best or doc_id > best[k][1]:
-                best[k] = (fid, doc_id)
-        ordered = sorted(best.items(), key=lambda kv: kv[1][1], reverse=True)
-        for k, (fid, doc_id) in ordered:
-            r, main = files[fid], mains.get(k)
-            if doc_id not in docs or main is None:
-                continue  # a sub-agent record whose parent is gone or out of scope
-            idx, role, ts, text = docs[doc_id]
-            snippet, marks = make_snippet(text, terms)
-            sub = r[3] or None
-            hit = SearchHit(main[2], main[1], main[5], bool(main[4]), None if sub else idx, role, ts, snippet,
-                            marks, sub, main[6])
-            if k in hits:  # the title matched too: keep its rank, show the message
-                hits[k] = hit
-            elif len(hits) < limit:
-                hits[k] = hit
-        return list(hits.values())[:limit]
+            try:
+                st = os.stat(self.projects_dir / r[8])
+            except OSError:
+                stale.add(r[1])
+                continue
+            if (st.st_size, st.st_mtime_ns) != (r[9], r[10]):
+                stale.add(r[1])
+        return stale
+
+
+def watch_writes(store: Any, index: JsonlSearchIndex) -> None:
+    """Make the writes of ``store`` (this process's :class:`~core.stores.jsonl_store.LocalSessionStore`)
+    mark their project in ``index``, so a search right after them walks it again. Wraps the
+    instance's own write methods; the store's behaviour is unchanged."""
+    for name in ("append", "remove", "archive", "unarchive", "create_whole"):
+        method = getattr(store, name, None)
+        if method is None or getattr(method, "_search_watched", False):
+            continue
+
+        def wrapped(key: Any, *args: Any, _method: Any = method, **kwargs: Any) -> Any:
+            try:
+                return _method(key, *args, **kwargs)
+            finally:
+                index.mark_written(key.project_key)
+
+        wrapped._search_watched = True  # type: ignore[attr-defined]
+        wrapped.__doc__ = method.__doc__
+        setattr(store, name, wrapped)
 
 
 def _fed(state: SessionState, entries: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:

@@ -22,7 +22,7 @@ import logging
 from typing import Any
 
 from core.search.fts import FtsTables, has_trigram
-from core.search.text import SearchHit, entry_documents, like_pattern, make_snippet, matches_all, parse_query
+from core.search.text import SearchHit, collect_hits, entry_documents, like_pattern, parse_query
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,10 @@ class SqlSearchIndex:
             if self.dialect == "sqlite":
                 raw = conn.connection.driver_connection
                 self._tables = FtsTables(PREFIX, use_fts=has_trigram(raw))
+                cols = [r[1] for r in raw.execute(f"PRAGMA table_info({PREFIX}docs)")]
+                if "owner" in cols:  # the first layout (owner column, triggers): rebuilt
+                    self._tables.drop(raw)
+                    raw.execute(f"DROP TABLE IF EXISTS {PREFIX}state")
                 raw.execute(f"CREATE TABLE IF NOT EXISTS {PREFIX}state(session_pk INTEGER PRIMARY KEY, "
                             "session_id TEXT NOT NULL, subpath TEXT NOT NULL, entry_count INTEGER NOT NULL, "
                             "message_count INTEGER NOT NULL)")
@@ -226,47 +230,14 @@ class SqlSearchIndex:
             sessions = conn.execute(bound(
                 "SELECT s.pk, s.project_key, s.session_id, s.subpath, s.archived, s.title, s.created_at, "
                 f"s.updated_at FROM anycode_sessions s WHERE {where}"), params).all()
-            found = self._candidates(conn, terms, where, params, bound, limit)
+            found = self._candidates(conn, terms, where, params, bound, limit, {r[0] for r in sessions})
             docs = self._fetch(conn, list(found.values()))
-        rows = {r[0]: r for r in sessions}
-        mains = {(r[1], r[2]): r for r in sessions if r[3] == ""}
-        hits: dict[tuple[str, str], SearchHit] = {}
-        titled = sorted((r for r in mains.values() if r[5] and matches_all(r[5], terms)),
-                        key=lambda r: r[7] or 0, reverse=True)
-        for r in titled[:limit]:
-            snippet, marks = make_snippet(r[5], terms)
-            hits[(r[1], r[2])] = SearchHit(r[2], r[1], r[5], bool(r[4]), None, "title", r[7], snippet, marks,
-                                           None, r[6])
-        best: dict[tuple[str, str], tuple[int, int]] = {}
-        for pk, doc_id in found.items():
-            r = rows.get(pk)
-            if r is None:
-                continue
-            k = (r[1], r[2])
-            if k not in best or doc_id > best[k][1]:
-                best[k] = (pk, doc_id)
-        for k, (pk, doc_id) in sorted(best.items(), key=lambda kv: kv[1][1], reverse=True):
-            r, main = rows[pk], mains.get(k)
-            if doc_id not in docs or main is None:
-                continue
-            idx, role, ts, text = docs[doc_id]
-            snippet, marks = make_snippet(text, terms)
-            sub = r[3] or None
-            hit = SearchHit(main[2], main[1], main[5], bool(main[4]), None if sub else idx, role, ts, snippet,
-                            marks, sub, main[6])
-            if k in hits or len(hits) < limit:
-                hits[k] = hit
-        return list(hits.values())[:limit]
+        return collect_hits(sessions, found, docs, terms, limit)
 
     def _candidates(self, conn: Any, terms: list[str], where: str, params: dict[str, Any], bound: Any,
-                    limit: int) -> dict[int, int]:
+                    limit: int, allowed: set[int]) -> dict[int, int]:
         if self.dialect == "sqlite":
-            # The SQL store's scope condition, in positional form for the raw sqlite3 connection.
-            scope = "d.owner IN (SELECT s.pk FROM anycode_sessions s WHERE s.archived IN ({}){})".format(
-                "0" if "f" in params else "0,1",
-                (" AND s.project_key IN (" + ",".join("?" * len(params["pks"])) + ")") if "pks" in params else "")
-            return self._tables.candidates(conn.connection.driver_connection, terms, scope,
-                                           list(params.get("pks", [])), limit)
+            return self._tables.candidates(conn.connection.driver_connection, terms, allowed, limit)
         conds = []
         p = dict(params)
         for i, t in enumerate(terms):

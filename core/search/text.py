@@ -191,3 +191,46 @@ def make_snippet(text: str, terms: list[str], width: int = SNIPPET_CHARS) -> tup
     piece = flat[start:end]
     marks = [(m.start() + len(prefix), m.end() + len(prefix)) for m in pat.finditer(piece)]
     return prefix + piece + ("…" if end < len(flat) else ""), marks
+
+
+def collect_hits(records: Iterable[tuple[Any, ...]], found: dict[int, int],
+                 docs: dict[int, tuple[int, str, float | None, str]], terms: list[str], limit: int) -> list[SearchHit]:
+    """One :class:`SearchHit` per main session, shared by every index.
+
+    ``records``: the records in scope as ``(owner, project_key, session_id, subpath ('' for the main
+    session), archived, title, created_at, updated_at)``; ``found``: ``{owner: newest matching
+    document id}``; ``docs``: ``{document id: (idx, role, ts, text)}``. Sessions whose title matches
+    come first, then the others, each group most recently active first; a
+    sub-agent record's match is reported on its parent; at most ``limit`` hits."""
+    rows = {r[0]: r for r in records}
+    mains = {(r[1], r[2]): r for r in rows.values() if r[3] == ""}
+    hits: dict[tuple[str, str], SearchHit] = {}
+    titled = sorted((r for r in mains.values() if r[5] and matches_all(r[5], terms)),
+                    key=lambda r: r[7] or 0, reverse=True)
+    for r in titled[:limit]:
+        snippet, marks = make_snippet(r[5], terms)
+        hits[(r[1], r[2])] = SearchHit(r[2], r[1], r[5], bool(r[4]), None, "title", r[7], snippet, marks, None, r[6])
+    best: dict[tuple[str, str], tuple[int, int]] = {}
+    for owner, doc_id in found.items():
+        r = rows.get(owner)
+        if r is None:
+            continue
+        k = (r[1], r[2])
+        if k not in best or doc_id > best[k][1]:
+            best[k] = (owner, doc_id)
+    def recency(kv: tuple[tuple[str, str], tuple[int, int]]) -> tuple[float, int]:
+        main = mains.get(kv[0])
+        return ((main[7] or 0.0) if main is not None else 0.0), kv[1][1]
+
+    for k, (owner, doc_id) in sorted(best.items(), key=recency, reverse=True):
+        r, main = rows[owner], mains.get(k)
+        if doc_id not in docs or main is None:
+            continue  # a sub-agent record whose parent is gone or out of scope
+        idx, role, ts, text = docs[doc_id]
+        snippet, marks = make_snippet(text, terms)
+        sub = r[3] or None
+        hit = SearchHit(main[2], main[1], main[5], bool(main[4]), None if sub else idx, role, ts, snippet, marks,
+                        sub, main[6])
+        if k in hits or len(hits) < limit:  # a title match keeps its rank and shows the message
+            hits[k] = hit
+    return list(hits.values())[:limit]

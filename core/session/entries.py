@@ -3,11 +3,18 @@
 Every store holds a session as an ordered list of entries (dicts). Types (``"type"`` key):
 
 - ``header``: ``{"type": "header", "version": 1, "id": str, "project_key": str, "cwd": str,
-  "created_at": float, "forked_from"?: {"session_id": str, "message_index": int}}`` — first entry.
+  "created_at": float, "forked_from"?: {"session_id": str, "message_index": int},
+  "version_of"?: {"session_id": str, "message_index": int}}`` — first entry. ``forked_from``: the
+  session this one was copied from and the last copied message; ``version_of``: present on a
+  version made by Edit or Regenerate, naming the family's root session (the conversation the
+  sidebar shows) and the last message shared with the session it was made from.
 - ``message``: ``{"type": "message", "ts": float, "message": {...}, "end"?: str}`` — ``message`` is the
   OpenAI chat message exactly as sent to the API (no extra keys inside it); ``end`` marks an
   assistant reply the model did not finish (``"length"``, ``"content_filter"``, ``"no_end"``).
 - ``title``: ``{"type": "title", "ts": float, "title": str, "source": "llm" | "user" | "fallback"}``.
+- ``version``: ``{"type": "version", "ts": float, "current": str}`` — appended to a family's root
+  session when the user switches to (or creates) a version; the last one names the version shown
+  when the conversation is opened again (the root itself when none).
 
 Unknown types are kept by the store and ignored by the fold, so a newer version's entries never
 break an older reader. Timestamps are Unix seconds (float).
@@ -34,8 +41,10 @@ def header_entry(
     *,
     created_at: float | None = None,
     forked_from: dict[str, Any] | None = None,
+    version_of: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Build a header entry; ``created_at`` in Unix seconds (default now)."""
+    """Build a header entry; ``created_at`` in Unix seconds (default now). ``forked_from`` and
+    ``version_of``: ``{"session_id": str, "message_index": int}`` (see the module docstring)."""
     entry: dict[str, Any] = {
         "type": "header",
         "version": FORMAT_VERSION,
@@ -46,6 +55,8 @@ def header_entry(
     }
     if forked_from is not None:
         entry["forked_from"] = forked_from
+    if version_of is not None:
+        entry["version_of"] = version_of
     return entry
 
 
@@ -72,6 +83,21 @@ def title_entry(title: str, source: str, *, ts: float | None = None) -> dict[str
     return {"type": "title", "ts": time.time() if ts is None else ts, "title": title, "source": source}
 
 
+def version_entry(current: str, *, ts: float | None = None) -> dict[str, Any]:
+    """Build a version entry naming ``current`` (a session id) as the family's version in use.
+    Raises ``ValueError`` for an empty id."""
+    if not isinstance(current, str) or not current:
+        raise ValueError("a version entry names a session id")
+    return {"type": "version", "ts": time.time() if ts is None else ts, "current": current}
+
+
+def _link(value: Any) -> dict[str, Any] | None:
+    # A hand-edited header's link must not crash the list: a dict with a string id, or nothing.
+    if isinstance(value, dict) and isinstance(value.get("session_id"), str):
+        return value
+    return None
+
+
 def _number(value: Any) -> float | None:
     # bool is an int subclass; a hand-edited "ts": true must not become 1.0.
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -84,7 +110,9 @@ class SessionState:
     """The metadata a fold of entries yields (no messages kept, so memory stays small).
 
     ``created_at`` is None until a header (or, lacking one, the first timestamped entry) is seen;
-    ``last_message_at`` is the ts of the newest message entry.
+    ``last_message_at`` is the ts of the last message entry (in file order); ``version_of``: the
+    header's link to its family root (a version); ``current``: the last version entry's session id
+    (a family root's version in use; None until one is appended).
     """
 
     id: str | None = None
@@ -97,6 +125,8 @@ class SessionState:
     title: str | None = None
     title_source: str | None = None
     has_header: bool = False
+    version_of: dict[str, Any] | None = None
+    current: str | None = None
 
     def feed(self, entry: Any) -> bool:
         """Fold one entry in; return True when it was a message entry. Malformed entries are ignored."""
@@ -109,7 +139,10 @@ class SessionState:
             self.message_count += 1
             ts = _number(entry.get("ts"))
             if ts is not None:
-                self.last_message_at = ts if self.last_message_at is None else max(self.last_message_at, ts)
+                # The last message's time, in file order (not the largest): a clock that jumped
+                # ahead and back does not pin the session to the top of the list, and a reader
+                # that looks only at the last message line agrees with one that reads them all.
+                self.last_message_at = ts
                 if self.created_at is None:
                     self.created_at = ts
             return True
@@ -119,6 +152,10 @@ class SessionState:
                 # A title the user chose is never replaced by a generated one, whatever the order.
                 if source == "user" or self.title_source != "user":
                     self.title, self.title_source = title, source
+            return False
+        if kind == "version":
+            if isinstance(entry.get("current"), str) and entry["current"]:
+                self.current = entry["current"]  # append-only: the last one wins
             return False
         if kind == "header" and not self.has_header:
             self.has_header = True
@@ -130,6 +167,7 @@ class SessionState:
                 self.created_at = created
             forked = entry.get("forked_from")
             self.forked_from = forked if isinstance(forked, dict) else None
+            self.version_of = _link(entry.get("version_of"))
         return False
 
     def feed_all(self, entries: Iterable[Any]) -> "SessionState":

@@ -11,7 +11,7 @@ import logging
 import time
 from typing import Any, Iterable
 
-from core.session.entries import encode_entries
+from core.session.entries import encode_entries, messages_of
 from core.session.models import Session
 
 log = logging.getLogger(__name__)
@@ -75,10 +75,11 @@ def _when(ts: float) -> str:
     return _dt.datetime.fromtimestamp(ts).astimezone().strftime("%Y-%m-%d %H:%M:%S %z")
 
 
-def session_to_markdown(session: Session) -> str:
+def session_to_markdown(session: Session, subagents: Iterable[Any] | None = None) -> str:
     """Render a :class:`~core.session.models.Session` as Markdown: title, facts (id, times, project,
     branch origin), then every message in order (system included) with tool calls and results
-    as fenced blocks. Returns the text, ending with one newline."""
+    as fenced blocks; then each of ``subagents`` (``core.session.subagents.SubagentRecord``s) as a
+    section of its own. Returns the text, ending with one newline."""
     lines = [f"# {session.title or UNTITLED}", "", f"- Session: `{session.id}`",
              f"- Created: {_when(session.created_at)}", f"- Updated: {_when(session.updated_at)}",
              f"- Messages: {len(session.messages)}"]
@@ -90,14 +91,49 @@ def session_to_markdown(session: Session) -> str:
     if session.archived:
         lines.append("- Archived")
     lines.append("")
-    for msg in session.messages:
+    lines += _messages_markdown(session.messages, compactions=session.compactions)
+    for rec in subagents or ():
+        lines += [f"## Sub-agent: {rec.description}", "",
+                  f"- Record: `{rec.key.subpath}`" + (f", for tool call `{rec.tool_call_id}`" if rec.tool_call_id else ""),
+                  ""]
+        lines += _messages_markdown(messages_of(rec.entries), level=3)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def compaction_markdown(compaction: dict[str, Any], level: int = 2) -> list[str]:
+    """Markdown lines of one compaction (``Session.compactions`` item): a heading saying which
+    messages were summarised, when, how and by which model, then the summary as a quote."""
+    first = compaction.get("first_kept_index", 0)
+    facts = [f"messages 0–{first - 1}" if first else "no messages", str(compaction.get("trigger") or "auto")]
+    if isinstance(compaction.get("ts"), (int, float)):
+        facts.append(_when(compaction["ts"]))
+    if compaction.get("model"):
+        facts.append(f"by {compaction['model']}")
+    if compaction.get("tokens_before") and compaction.get("tokens_after"):
+        facts.append(f"{compaction['tokens_before']:,} → {compaction['tokens_after']:,} tokens")
+    quoted = ["> " + line if line else ">" for line in str(compaction.get("summary", "")).splitlines()]
+    return [f"{'#' * level} Earlier messages were summarised ({', '.join(facts)})", "", *quoted, ""]
+
+
+def _messages_markdown(messages: list[dict[str, Any]], level: int = 2,
+                       compactions: list[dict[str, Any]] | None = None) -> list[str]:
+    """Markdown lines of OpenAI messages: a heading of ``level`` per message, tool calls and
+    results as fenced blocks; each compaction's summary right before the first message it kept."""
+    lines: list[str] = []
+    h, h2 = "#" * level, "#" * (level + 1)
+    by_index: dict[int, list[dict[str, Any]]] = {}
+    for c in compactions or ():
+        by_index.setdefault(int(c.get("first_kept_index", 0)), []).append(c)
+    for i, msg in enumerate(messages):
+        for c in by_index.pop(i, ()):
+            lines += compaction_markdown(c, level)
         role = msg.get("role", "?")
         text = message_text(msg.get("content"))
         if role == "tool":
             name = f" `{msg['name']}`" if msg.get("name") else ""
-            lines += [f"### Tool result{name} ({msg.get('tool_call_id', '')})", ""] + _fence(text)
+            lines += [f"{h2} Tool result{name} ({msg.get('tool_call_id', '')})", ""] + _fence(text)
             continue
-        lines += [f"## {_ROLES.get(role, role)}", ""]
+        lines += [f"{h} {_ROLES.get(role, role)}", ""]
         if text:
             lines += [text, ""]
         for call in msg.get("tool_calls") or []:
@@ -105,7 +141,10 @@ def session_to_markdown(session: Session) -> str:
             fn = call.get("function") if isinstance(call.get("function"), dict) else {}
             lines += [f"**Tool call** `{fn.get('name', '')}` ({call.get('id', '')})", ""]
             lines += _fence(_pretty(str(fn.get("arguments", ""))), "json")
-    return "\n".join(lines).rstrip() + "\n"
+    for rest in by_index.values():  # summarised everything: the summary comes last
+        for c in rest:
+            lines += compaction_markdown(c, level)
+    return lines
 
 
 def session_to_jsonl(entries: Iterable[dict[str, Any]]) -> bytes:

@@ -10,15 +10,20 @@ import logging
 import os
 import re
 import time
+from dataclasses import replace
 from typing import Any, Iterable
 
 from core import settings
+from core.session.compaction import compactions_of
 from core.session.entries import (SessionState, header_entry, message_entry, messages_of, reply_ends_of,
-                                  title_entry)
-from core.errors import AmbiguousSessionId, InvalidTitle, SessionNotFound
+                                  title_entry, version_entry)
+from core.errors import AmbiguousSessionId, InvalidTitle, SessionNotFound, StaleChange
 from core.session.keys import SessionKey, new_session_id, normalize_path, project_key
 from core.session.models import ProjectInfo, Session, SessionMeta
 from core.session.store import SessionStore
+from core.session.subagents import records_for_calls, subagent_records, tool_call_ids
+from core.session.text import is_blank
+from core.session.versions import divergences, valid_cut
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +42,7 @@ def clean_user_title(title: str) -> str:
     if not isinstance(title, str):
         raise InvalidTitle("A title must be text.")
     cleaned = re.sub(r"\s+", " ", TITLE_CONTROLS.sub(" ", title)).strip()
-    if not cleaned:
+    if is_blank(cleaned):  # zero-width characters only show nothing either
         raise InvalidTitle("A title cannot be empty.")
     return cleaned[:MAX_TITLE_CHARS]
 
@@ -57,7 +62,15 @@ def session_from_entries(key: SessionKey, entries: list[dict[str, Any]], *, arch
         title_source=state.title_source,
         archived=archived,
         reply_ends=reply_ends_of(entries),
+        compactions=compactions_of(entries),
+        version_of=state.version_of,
+        current_version=state.current,
     )
+
+
+def _summarises_within(entry: dict[str, Any], count: int) -> bool:
+    fki = entry.get("first_kept_index")
+    return count > 0 and isinstance(fki, int) and not isinstance(fki, bool) and 0 <= fki <= count
 
 
 class SessionManager:
@@ -137,6 +150,25 @@ class SessionManager:
         """The project's sessions, most recent activity first."""
         return self.store.list(project, archived=archived)
 
+    def conversations(self, project: str, archived: bool = False) -> list[SessionMeta]:
+        """The sidebar's rows: like :meth:`list`, but one row per conversation — a family's
+        versions are folded into its root's row (``updated_at`` the latest of the family), so
+        opening the row shows the version in use (:meth:`current_version`). A version whose root
+        is not in this list (deleted, or archived apart) keeps its own row. Metadata only."""
+        metas = self.store.list(project, archived=archived)
+        roots = {m.id: m for m in metas if not m.version_of}
+        rows: list[SessionMeta] = []
+        latest: dict[str, float] = {}
+        for m in metas:
+            if m.version_of and m.family in roots:
+                latest[m.family] = max(latest.get(m.family, 0.0), m.updated_at)
+            else:
+                rows.append(m)
+        if latest:
+            rows = [replace(m, updated_at=max(m.updated_at, latest.get(m.id, 0.0))) for m in rows]
+            rows.sort(key=lambda m: m.updated_at, reverse=True)
+        return rows
+
     def list_projects(self) -> list[ProjectInfo]:
         """Every project with sessions, most recently active first."""
         return self.store.list_projects()
@@ -160,13 +192,37 @@ class SessionManager:
         # session deleted meanwhile raises SessionNotFound here instead of coming back.
         return self.store.append(key, entries, expected_count=expected_count)
 
-    def rename(self, key: SessionKey, title: str) -> str:
+    def add_compaction(self, key: SessionKey, entry: dict[str, Any], expected_count: int | None = None) -> int:
+        """Append one compaction entry (:func:`core.session.compaction.compaction_entry`); return
+        the message count (unchanged: a compaction adds no message and removes none).
+
+        ``expected_count``: the message count the compaction was computed on;
+        :class:`~core.errors.SessionConflict` if someone appended since. Raises
+        :class:`SessionNotFound`, ``ValueError`` for an entry that is not a compaction."""
+        if not isinstance(entry, dict) or entry.get("type") != "compaction":
+            raise ValueError("not a compaction entry")
+        return self.store.append(key, [entry], expected_count=expected_count)
+
+    def rename(self, key: SessionKey, title: str, *, expected_title: str | None | object = ...) -> str:
         """Set a user title (never overwritten by generated ones); return the cleaned title.
 
-        Raises :class:`InvalidTitle` for an empty title, :class:`SessionNotFound`."""
+        ``expected_title``: the title the caller showed ("" or None: untitled); when given and the
+        stored title differs (another tab renamed meanwhile), :class:`StaleChange` is raised and
+        nothing is written — the expected_count rule for titles. Raises :class:`InvalidTitle` for
+        an empty title, :class:`SessionNotFound`."""
         cleaned = clean_user_title(title)
+        if expected_title is not ...:
+            stored = self._state(key).title or ""
+            if stored != (expected_title or "") and stored != cleaned:
+                raise StaleChange("title", expected_title, stored)
         self.store.append(key, [title_entry(cleaned, "user")])
         return cleaned
+
+    def _state(self, key: SessionKey) -> SessionState:
+        entries = self.store.load(key)
+        if entries is None:
+            raise SessionNotFound(key.session_id)
+        return SessionState().feed_all(entries)
 
     def set_generated_title(self, key: SessionKey, title: str, source: str = "llm") -> bool:
         """Store a generated title (``source`` ``"llm"`` or ``"fallback"``) unless the user set one.
@@ -181,56 +237,196 @@ class SessionManager:
         self.store.append(key, [title_entry(title, source)])
         return True
 
-    def fork(self, key: SessionKey, message_index: int) -> Session:
+    def fork(self, key: SessionKey, message_index: int, *, version: bool = False) -> Session:
         """Copy messages ``[0 .. message_index]`` (inclusive) into a new session and return it.
 
+        The cut is first moved out of any tool round (:func:`core.session.versions.valid_cut`):
+        the copy never holds a tool call without its result and no result is made up.
+        A compaction whose summarised messages are all in the fork (``first_kept_index`` <=
+        ``message_index + 1``: a cut at or after the compaction point, the divider) is copied too,
+        so the fork's model view is the summary plus what follows; one cut before it is not.
         The original is not touched. The fork's header records ``forked_from`` =
-        ``{"session_id", "message_index"}``; its title is the original's plus " (branch)".
+        ``{"session_id", "message_index"}`` (the cut actually used). A plain fork ("Branch from
+        here") is titled the original's plus " (branch)". With ``version`` (Edit/Regenerate) the
+        header also records ``version_of`` (the family root and the cut), the title is the
+        original's, ``message_index`` may be -1 (share nothing), and a version entry naming the
+        new session is appended to the root, so reopening the conversation shows it. The
+        sub-agent records of the task calls inside the copied messages are copied along (same
+        subpaths), none of later calls.
         Raises :class:`SessionNotFound`, ``IndexError`` for an index outside the messages."""
         entries = self.store.load(key)
         if entries is None:
             raise SessionNotFound(key.session_id)
         original = session_from_entries(key, entries)
-        if not 0 <= message_index < len(original.messages):
+        if not (-1 if version else 0) <= message_index < len(original.messages):
             raise IndexError(
                 f"message index {message_index} is outside 0..{len(original.messages) - 1}"
             )
+        message_index = valid_cut(original.messages, message_index)
         new_key = SessionKey(key.project_key, new_session_id())
         now = time.time()
         copied: list[dict[str, Any]] = []
         seen = 0
         for e in entries:
             if e.get("type") == "message" and isinstance(e.get("message"), dict):
-                if seen > message_index:
-                    break
-                copied.append(e)
+                if seen <= message_index:
+                    copied.append(e)
                 seen += 1
+            elif e.get("type") == "compaction" and _summarises_within(e, message_index + 1):
+                copied.append(e)  # a later one lands right after the copied messages
         forked_from = {"session_id": key.session_id, "message_index": message_index}
+        root = original.family
+        version_of = {"session_id": root, "message_index": message_index} if version else None
         new_entries = [header_entry(new_key.session_id, key.project_key, original.cwd,
-                                    created_at=now, forked_from=forked_from)]
+                                    created_at=now, forked_from=forked_from, version_of=version_of)]
         new_entries += copied
-        if original.title:
+        if original.title and version:
+            new_entries.append(title_entry(original.title, original.title_source or "user", ts=now))
+        elif original.title:
             base = original.title[: MAX_TITLE_CHARS - len(BRANCH_SUFFIX)]
             new_entries.append(title_entry(base + BRANCH_SUFFIX, original.title_source or "user", ts=now))
+        # The sub-agent records of the task calls inside the copied prefix go along (none after
+        # it), written before the fork itself so a fork that lists is complete.
+        self._copy_subagent_records(key, new_key, messages_of(copied))
         # Whole or absent: a fork killed mid-write never lists as a short session.
-        self.store.create_whole(new_key, new_entries)
-        log.info("forked %s at message %d into %s", key.session_id, message_index, new_key.session_id)
+        try:
+            self.store.create_whole(new_key, new_entries)
+        except BaseException:
+            self._remove_quietly(new_key)
+            raise
+        log.info("forked %s at message %d into %s%s", key.session_id, message_index, new_key.session_id,
+                 " (a version)" if version else "")
+        if version:
+            self.store.append(SessionKey(key.project_key, root), [version_entry(new_key.session_id, ts=now)])
         return session_from_entries(new_key, new_entries)
+
+    # --- versions ---------------------------------------------------------------------------
+
+    def family(self, key: SessionKey) -> list[SessionMeta]:
+        """The root and versions of ``key``'s family (archived or not), oldest first. Metadata only."""
+        root = self._state(key).version_of
+        root_id = root["session_id"] if root else key.session_id
+        metas = self.store.list(key.project_key) + self._archived(key.project_key)
+        members = [m for m in metas if m.id == root_id or m.family == root_id]
+        return sorted(members, key=lambda m: (m.created_at, m.id))
+
+    def current_version(self, key: SessionKey) -> SessionKey:
+        """The session to show for ``key``'s conversation: the version last used in its family
+        (the last version entry of the root), or ``key`` when it is not part of a family or the
+        named version is gone. Raises :class:`SessionNotFound`."""
+        state = self._state(key)
+        root = SessionKey(key.project_key, state.version_of["session_id"]) if state.version_of else key
+        if root != key:
+            try:
+                state = self._state(root)
+            except SessionNotFound:
+                return key
+        current = state.current
+        if not current or current == key.session_id:
+            return key if current else root
+        candidate = SessionKey(key.project_key, current)
+        return candidate if self.store.exists(candidate) else root
+
+    def switch_version(self, key: SessionKey, to: str, *, expected: str | None = None) -> SessionKey:
+        """Make session ``to`` (a member of ``key``'s family) the version in use; return its key.
+
+        ``expected``: the session the caller showed; when the family's version in use is another
+        one (changed in another tab), :class:`StaleChange` is raised and nothing is written.
+        Raises :class:`SessionNotFound` when ``to`` is not in the family."""
+        members = {m.id: m for m in self.family(key)}
+        if to not in members:
+            raise SessionNotFound(f"{to} among the versions of {key.session_id}")
+        if expected is not None:
+            shown = self.current_version(key).session_id
+            if shown != expected and shown != to:
+                raise StaleChange("version", expected, shown)
+        root = members[to].family
+        self.store.append(SessionKey(key.project_key, root), [version_entry(to)])
+        return SessionKey(key.project_key, to)
+
+    def version_points(self, key: SessionKey) -> list[dict[str, Any]]:
+        """Where the family's versions diverge from session ``key`` (see
+        :func:`core.session.versions.divergences`); ``[]`` for a session without versions."""
+        members = self.family(key)
+        if len(members) < 2:
+            return []
+        root = next((m.family for m in members if m.id == key.session_id), key.session_id)
+        return divergences(members, root, key.session_id)
+
+    def _copy_subagent_records(self, key: SessionKey, new_key: SessionKey, messages: list[dict[str, Any]]) -> None:
+        records = records_for_calls(subagent_records(self.store, key), tool_call_ids(messages))
+        try:
+            for rec in records:
+                self.store.create_whole(SessionKey(new_key.project_key, new_key.session_id, rec.key.subpath),
+                                        rec.entries)
+        except BaseException:
+            self._remove_quietly(new_key)
+            raise
+
+    def _remove_quietly(self, key: SessionKey) -> None:
+        """Remove what a failed fork wrote under ``key`` (its sub-agent records); never raises."""
+        for sub in getattr(self.store, "list_subpaths", lambda k: [])(key):
+            try:
+                self.store.remove(SessionKey(key.project_key, key.session_id, sub))
+            except Exception:  # noqa: BLE001 -- the original failure matters more
+                log.exception("could not remove %s/%s", key.session_id, sub)
 
     # --- lifecycle --------------------------------------------------------------------------
 
-    def archive(self, key: SessionKey) -> None:
-        """Move the session out of the main list (kept, browsable among archived sessions)."""
-        self.store.archive(key)
+    def archive(self, key: SessionKey, *, expected: bool | None = None) -> None:
+        """Move the session (with every version of its conversation) out of the main list (kept,
+        browsable among archived sessions). ``expected``: the archived state the caller showed;
+        when it differs from the stored one, :class:`StaleChange` and nothing changes."""
+        self._set_archived(key, True, expected)
 
-    def unarchive(self, key: SessionKey) -> None:
-        """Bring an archived session back to the main list."""
-        self.store.unarchive(key)
+    def unarchive(self, key: SessionKey, *, expected: bool | None = None) -> None:
+        """Bring an archived session (and its conversation's versions) back to the main list.
+        ``expected`` as in :meth:`archive`."""
+        self._set_archived(key, False, expected)
+
+    def _set_archived(self, key: SessionKey, archived: bool, expected: bool | None) -> None:
+        if expected is not None and key.subpath is None:
+            stored = any(m.id == key.session_id for m in self._archived(key.project_key))
+            if stored != expected and stored != archived:
+                raise StaleChange("archive state", expected, stored)
+        keys = [key] + [m.key for m in self._versions(key)]
+        for k in keys:
+            try:
+                (self.store.archive if archived else self.store.unarchive)(k)
+            except SessionNotFound:
+                if k == key:
+                    raise
+
+    def _versions(self, key: SessionKey) -> list[SessionMeta]:
+        # The other members of a family rooted at ``key`` (none for a version or a plain session).
+        if key.subpath is not None:
+            return []
+        metas = self.store.list(key.project_key) + self._archived(key.project_key)
+        return [m for m in metas if m.version_of and m.family == key.session_id and m.id != key.session_id]
 
     def delete(self, key: SessionKey) -> None:
-        """Delete the session and its sub-agent records for good. Raises :class:`SessionNotFound`."""
+        """Delete the session and its sub-agent records for good; deleting a conversation's root
+        deletes its versions too. Raises :class:`SessionNotFound`."""
+        versions = self._versions(key)
         self.store.remove(key)
-        log.info("deleted session %s", key.session_id)
+        for m in versions:
+            try:
+                self.store.remove(m.key)
+            except SessionNotFound:
+                pass  # removed by someone else meanwhile
+        log.info("deleted session %s%s", key.session_id, f" and {len(versions)} versions" if versions else "")
+
+    def auto_archive(self, max_age_days: float | None = None, now: float | None = None) -> list[SessionKey]:
+        """Archive sessions whose last activity is older than ``max_age_days`` (the design article's
+        rule for archiving: "超过 N 天未活跃"), in every project.
+
+        ``max_age_days`` defaults to ``ANYCODE_ARCHIVE_DAYS`` (off by default); 0 or less does
+        nothing. ``now`` in Unix seconds (default the current time). Returns the keys archived."""
+        days = settings.archive_days() if max_age_days is None else float(max_age_days)
+        archived = self._for_idle(days, now, self.store.archive)
+        if archived:
+            log.info("auto-archive moved %d sessions idle for over %g days", len(archived), days)
+        return archived
 
     def cleanup(self, max_age_days: float | None = None, now: float | None = None) -> list[SessionKey]:
         """Delete non-archived sessions whose last activity is older than ``max_age_days``.
@@ -239,18 +435,24 @@ class SessionManager:
         ``cleanupPeriodDays``); 0 or less disables cleanup. ``now`` in Unix seconds (default
         the current time). Returns the keys removed, across every project."""
         days = settings.cleanup_days() if max_age_days is None else float(max_age_days)
+        removed = self._for_idle(days, now, self.store.remove)
+        if removed:
+            log.info("cleanup removed %d sessions idle for over %g days", len(removed), days)
+        return removed
+
+    def _for_idle(self, days: float, now: float | None, action: Any) -> list[SessionKey]:
+        """Apply ``action(key)`` to every unarchived session idle for over ``days`` days (none when
+        ``days <= 0``), in every project; return the keys it was applied to."""
         if days <= 0:
             return []
         cutoff = (time.time() if now is None else now) - days * DAY_SECONDS
-        removed: list[SessionKey] = []
+        done: list[SessionKey] = []
         for project in self.store.list_projects():
             for meta in self.store.list(project.project_key):
                 if meta.updated_at < cutoff:
                     try:
-                        self.store.remove(meta.key)
+                        action(meta.key)
                     except SessionNotFound:
                         continue  # removed by someone else meanwhile
-                    removed.append(meta.key)
-        if removed:
-            log.info("cleanup removed %d sessions idle for over %g days", len(removed), days)
-        return removed
+                    done.append(meta.key)
+        return done

@@ -20,8 +20,11 @@ class Session:
     ``title_source``: ``"user"``, ``"llm"`` or ``"fallback"`` (None without a title).
     ``created_at``/``updated_at``: Unix seconds; ``updated_at`` is the later of creation and the
     last message. ``reply_ends``: ``{message index: "length" | "content_filter" | "no_end"}`` for
-    replies that were cut off. ``cwd``: the workspace's real path. ``forked_from``:
-    ``{"session_id": str, "message_index": int}`` for a fork, else None.
+    replies that were cut off. ``compactions``: the compaction entries (summaries of earlier
+    messages; every message stays in ``messages``), see :mod:`core.session.compaction`. ``cwd``: the workspace's real path. ``forked_from``:
+    ``{"session_id": str, "message_index": int}`` for a fork, else None. ``version_of``: the same
+    shape for a version made by Edit/Regenerate (``session_id`` is the family root), else None;
+    ``current_version``: for a family root, the id of the version last used (None: the root).
     """
 
     key: SessionKey
@@ -36,6 +39,16 @@ class Session:
     # {message index: how it ended} for assistant replies the model did not finish ("length",
     # "content_filter", "no_end"); see core.session.entries.message_entry.
     reply_ends: dict[int, str] = field(default_factory=dict)
+    # The session's compaction entries in file order, each with "at" (messages before it); see
+    # core.session.compaction (model_view gives what the model is sent).
+    compactions: list[dict[str, Any]] = field(default_factory=list)
+    version_of: dict[str, Any] | None = None
+    current_version: str | None = None
+
+    @property
+    def family(self) -> str:
+        """The id of the family root this session belongs to (its own id when not a version)."""
+        return self.version_of["session_id"] if self.version_of else self.key.session_id
 
     @property
     def id(self) -> str:
@@ -53,7 +66,9 @@ class SessionMeta:
     """What the session list shows, read without loading messages.
 
     Fields as in :class:`Session`; ``message_count`` counts message entries (system message
-    included); ``archived`` is True for sessions in the archive.
+    included); ``archived`` is True for sessions in the archive; ``version_of`` and
+    ``current_version`` as in :class:`Session` (read from the header and version entries, so the
+    list can group versions into one row without reading messages).
     """
 
     id: str
@@ -66,6 +81,13 @@ class SessionMeta:
     forked_from: dict[str, Any] | None = None
     cwd: str | None = None
     title_source: str | None = None
+    version_of: dict[str, Any] | None = None
+    current_version: str | None = None
+
+    @property
+    def family(self) -> str:
+        """The id of the family root (its own id when not a version)."""
+        return self.version_of["session_id"] if self.version_of else self.id
 
     @property
     def key(self) -> SessionKey:

@@ -8,11 +8,12 @@ writes), plus ``manifest.json``::
      "records": [{"path": "sessions/<project key>/<session id>.jsonl", "project_key": …,
                   "session_id": …, "subpath": null | "subagents/…", "archived": bool,
                   "entries": N, "bytes": N, "sha256": "<hex>"}, …],
-     "extra_files": [{"path": …, "bytes": N, "sha256": …}, …]}
+     "memory": [...]}
 
-``extra_files`` are other data-dir files worth keeping (e.g. memory logs), stored under
-``data/``. The zip is written beside its target and renamed into place when complete (a crash
-leaves no half backup under the name), mode 0600.
+plus ``"memory": [{"scope": "user" | "project:<key>", "path": "memory/<n>.jsonl", "entries": N,
+"bytes": N, "sha256": …}]``: the memory log of each scope (:mod:`core.stores.memory_log`), so a
+removed memory stays removed after a restore. The zip is written beside its target and renamed
+into place when complete (a crash leaves no half backup under the name), mode 0600.
 
 **The restore** (``anycode restore FILE.zip``) checks every member against its checksum, then
 copies the records into the store with :func:`core.stores.migrate.migrate_sessions`: sessions
@@ -32,9 +33,9 @@ import tempfile
 import time
 import zipfile
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
-from core.errors import BackupError
+from core.errors import BackupError, StoreUnavailable
 from core.session.entries import SessionState, encode_entries
 from core.session.keys import SessionKey
 from core.session.models import ProjectInfo, SessionMeta
@@ -50,13 +51,13 @@ MANIFEST = "manifest.json"
 @dataclass
 class BackupReport:
     """What :func:`backup_store` wrote: ``path``, ``sessions`` (main sessions), ``records`` (with
-    sub-agent records), ``bytes`` of session data, ``extra_files`` count."""
+    sub-agent records), ``bytes`` of session data, ``memories`` (memory log entries)."""
 
     path: str
     sessions: int = 0
     records: int = 0
     bytes: int = 0
-    extra_files: int = 0
+    memories: int = 0
     skipped: list[str] = field(default_factory=list)
 
 
@@ -65,11 +66,14 @@ def _record_path(key: SessionKey) -> str:
     return f"{base}/{key.subpath}.jsonl" if key.subpath else f"{base}.jsonl"
 
 
-def backup_store(store: Any, path: str | os.PathLike[str], *, extra_files: Iterable[tuple[str, str]] = ()) -> BackupReport:
-    """Write every record of ``store`` into the zip file ``path`` (format in the module docstring).
+def _member(zf: zipfile.ZipFile, name: str, data: bytes) -> dict[str, Any]:
+    zf.writestr(name, data)
+    return {"path": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
-    ``extra_files``: ``(absolute path, name inside data/)`` pairs copied as they are (missing ones
-    skipped). Raises :class:`BackupError` when the file cannot be written (one sentence); the
+
+def backup_store(store: Any, path: str | os.PathLike[str]) -> BackupReport:
+    """Write every record and memory of ``store`` into the zip file ``path`` (format in the module
+    docstring). Raises :class:`BackupError` when the file cannot be written (one sentence); the
     store's own errors (e.g. :class:`~core.errors.StoreUnavailable`) pass through."""
     path = os.path.abspath(os.fspath(path))
     folder = os.path.dirname(path)
@@ -92,26 +96,18 @@ def backup_store(store: Any, path: str | os.PathLike[str], *, extra_files: Itera
                             if entries is None:
                                 report.skipped.append(str(key))  # removed while backing up
                                 continue
-                            data = encode_entries(entries)
-                            name = _record_path(key)
-                            zf.writestr(name, data)
-                            records.append({"path": name, "project_key": key.project_key, "session_id": key.session_id,
-                                            "subpath": key.subpath, "archived": archived, "entries": len(entries),
-                                            "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+                            rec = _member(zf, _record_path(key), encode_entries(entries))
+                            records.append({**rec, "project_key": key.project_key, "session_id": key.session_id,
+                                            "subpath": key.subpath, "archived": archived, "entries": len(entries)})
                             report.records += 1
-                            report.bytes += len(data)
-            extras = []
-            for src, name in extra_files:
-                try:
-                    with open(src, "rb") as src_fh:
-                        data = src_fh.read()
-                except FileNotFoundError:
-                    continue
-                zf.writestr(f"data/{name}", data)
-                extras.append({"path": f"data/{name}", "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
-            report.extra_files = len(extras)
+                            report.bytes += rec["bytes"]
+            memories = []
+            for n, (scope, entries) in enumerate(_memory_scopes(store)):
+                memories.append({**_member(zf, f"memory/{n}.jsonl", encode_entries(entries)),
+                                 "scope": scope, "entries": len(entries)})
+                report.memories += len(entries)
             manifest = {"format": FORMAT, "version": VERSION, "created_at": time.time(),
-                        "records": records, "extra_files": extras}
+                        "records": records, "memory": memories}
             zf.writestr(MANIFEST, json.dumps(manifest, ensure_ascii=False, indent=1))
             fh.flush()
             os.fsync(fh.fileno())
@@ -124,6 +120,18 @@ def backup_store(store: Any, path: str | os.PathLike[str], *, extra_files: Itera
         raise
     log.info("backed up %d records (%d sessions) to %s", report.records, report.sessions, path)
     return report
+
+
+def _memory_scopes(store: Any) -> list[tuple[str, list[dict[str, Any]]]]:
+    """Every memory scope of ``store`` with its log entries; none for a store that keeps none."""
+    from core.stores.memory_log import memory_log_for
+
+    try:
+        mlog = memory_log_for(store)
+        return [(scope, mlog.load(scope)) for scope in mlog.scopes()]
+    except StoreUnavailable as err:
+        log.info("no memories backed up: %s", err)
+        return []
 
 
 def _unlink(path: str) -> None:
@@ -178,16 +186,17 @@ class BackupArchive:
     def verify(self) -> list[str]:
         """Check every member against its checksum; return one sentence per damaged member."""
         bad = []
-        for rec in list(self._records.values()) + list(self.manifest.get("extra_files", [])):
+        for rec in list(self._records.values()) + list(self.manifest.get("memory", [])):
             try:
                 self._read(rec["path"], rec["sha256"])
             except BackupError as err:
                 bad.append(str(err))
         return bad
 
-    def extra_files(self) -> list[tuple[str, bytes]]:
-        """The ``data/`` files as ``(name inside data/, bytes)``, checksums verified."""
-        return [(e["path"][len("data/"):], self._read(e["path"], e["sha256"])) for e in self.manifest.get("extra_files", [])]
+    def memory_log(self) -> "_ArchiveMemoryLog":
+        """The backup's memories as a read-only memory log (what ``memory_log_for`` asks a store
+        for), so :func:`migrate_sessions` restores them with the sessions."""
+        return _ArchiveMemoryLog(self)
 
     # --- the read half of the SessionStore protocol -----------------------------------------
 
@@ -224,7 +233,8 @@ class BackupArchive:
             metas.append(SessionMeta(id=key.session_id, project_key=project_key, title=state.title,
                                      created_at=created, updated_at=state.updated_at(default=created),
                                      message_count=state.message_count, archived=archived,
-                                     forked_from=state.forked_from, cwd=state.cwd, title_source=state.title_source))
+                                     forked_from=state.forked_from, cwd=state.cwd, title_source=state.title_source,
+                                     version_of=state.version_of, current_version=state.current))
         return sorted(metas, key=lambda m: m.updated_at, reverse=True)
 
     def list_projects(self) -> list[ProjectInfo]:
@@ -234,6 +244,27 @@ class BackupArchive:
             if not key.subpath:
                 counts[key.project_key] = counts.get(key.project_key, 0) + (0 if rec.get("archived") else 1)
         return [ProjectInfo(project_key=pk, cwd=None, session_count=n) for pk, n in sorted(counts.items())]
+
+
+class _ArchiveMemoryLog:
+    """The read half of :class:`core.stores.memory_log.MemoryLog` over a backup's ``memory/``."""
+
+    def __init__(self, archive: BackupArchive):
+        self._members = {m["scope"]: m for m in archive.manifest.get("memory", [])}
+        self._archive = archive
+
+    def scopes(self) -> list[str]:
+        return sorted(self._members)
+
+    def load(self, scope: str) -> list[dict[str, Any]]:
+        m = self._members.get(scope)
+        if m is None:
+            return []
+        data = self._archive._read(m["path"], m["sha256"])
+        return [json.loads(line) for line in io.BytesIO(data) if line.strip()]
+
+    def append(self, scope: str, entries: list[dict[str, Any]]) -> int:
+        raise BackupError("A backup is read-only.")
 
 
 def restore_backup(path: str | os.PathLike[str], store: Any, *, progress: bool = False) -> MigrationReport:

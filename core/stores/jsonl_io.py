@@ -18,6 +18,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from core.session.entries import SessionState
 
 log = logging.getLogger(__name__)
@@ -27,7 +29,7 @@ SIG_BYTES = 64  # bytes before the indexed offset that must be unchanged for an 
 # One index record (FileScan.to_list): a flat list, cheap to decode and to turn into a SessionMeta.
 RECORD_FIELDS = ("size", "mtime_ns", "offset", "lines", "sig", "message_count", "created_at",
                  "last_message_at", "title", "title_source", "cwd", "forked_from", "has_header", "id",
-                 "project_key")
+                 "project_key", "version_of", "current")
 
 
 # A session is loaded several times while it is open (view, send, title); the same damaged line
@@ -76,12 +78,13 @@ def read_entries(path: os.PathLike[str] | str) -> list[dict[str, Any]]:
     with open(path, "rb") as f:
         data = f.read()
     entries = []
-    loads = json.loads
+    loads = orjson.loads  # hot: a long session is read on every open; json is the slow-path fallback
     for lineno, line in enumerate(data.split(b"\n"), 1):
         if not line:
             continue
         try:
-            # Fast path: one C call per clean line.
+            # Fast path: one C call per clean line. orjson refuses what the json module accepts
+            # in a hand-edited file (a lone surrogate escape, a huge integer): parse_line decides.
             value = loads(line)
         except ValueError:
             value = parse_line(line, path, lineno)
@@ -115,20 +118,75 @@ class FileScan:
         s = self.state
         return [self.size, self.mtime_ns, self.offset, self.lines, self.sig, s.message_count, s.created_at,
                 s.last_message_at, s.title, s.title_source, s.cwd, s.forked_from, s.has_header, s.id,
-                s.project_key]
+                s.project_key, s.version_of, s.current]
 
     @classmethod
     def from_list(cls, data: list[Any]) -> "FileScan":
         """Inverse of :meth:`to_list`; raises ``ValueError``/``TypeError`` on a malformed record."""
         (size, mtime_ns, offset, lines, sig, count, created, last, title, source, cwd, forked, has_header,
-         sid, pk) = data
+         sid, pk, version_of, current) = data
         state = SessionState(id=sid, project_key=pk, cwd=cwd, created_at=created, last_message_at=last,
                              message_count=int(count), forked_from=forked, title=title, title_source=source,
-                             has_header=bool(has_header))
+                             has_header=bool(has_header), version_of=version_of, current=current)
         return cls(int(size), int(mtime_ns), int(offset), int(lines), int(sig), state)
 
 
-def scan_file(path: str, st: os.stat_result, prev: FileScan | None) -> FileScan:
+# The first scan of a file (never indexed, or edited) for list() decodes only what list() needs.
+# Lines are the encoder's compact JSON (core.session.entries.encode_entry), so a message entry
+# starts with exactly _MSG, its timestamp follows, and it ends by closing "message" and the entry.
+# Everything else (the header, titles, other entry types, a hand-edited or damaged line) is a
+# handful of lines per file and goes through parse_line like before.
+_MSG = b'{"type":"message","ts":'
+_MSG_LEN = len(_MSG)
+FAST_SCAN_MAX_BYTES = 64 * 2**20  # larger files are read line by line (memory stays flat)
+
+
+def _msg_ts(line: bytes) -> float | None:
+    end = line.find(b",", _MSG_LEN)
+    try:
+        return float(line[_MSG_LEN:end])
+    except ValueError:
+        return None
+
+
+def _fast_scan(path: str, data: bytes) -> tuple[SessionState, int, int] | None:
+    """Fold a whole file's bytes into ``(state, lines, offset)``: message lines are counted and
+    only the first and last are looked into (their timestamps), every other line is decoded.
+    None when the careful line-by-line read must decide: a torn last line, NUL damage, or a
+    message entry spelled another way (hand-edited). Known limit: a message line damaged in its
+    middle that still ends by closing its objects (``…}}garbage}}``; no anycode writer produces
+    one, as appends never glue onto a torn line) is counted here; ``fast`` scans feed only the
+    list, while appends (``expected_count``) and ``load()`` use the careful read."""
+    if not data.endswith(b"\n") or b"\x00" in data:
+        return None
+    lines = data.split(b"\n")
+    lines.pop()  # after the final newline
+    others = [ln for ln in lines if not (ln.startswith(_MSG) and ln.endswith(b"}}"))]
+    n_msgs = len(lines) - len(others)
+    state = SessionState()
+    for raw in others:
+        if not raw.strip(_JUNK):
+            continue
+        entry = parse_line(raw + b"\n", path, lines.index(raw) + 1)
+        if entry is None:
+            continue  # damage: warned about and skipped, as load() skips it
+        if entry.get("type") == "message":
+            return None  # a message in another spelling: the exact fold decides
+        state.feed(entry)
+    if n_msgs:
+        first = next(ln for ln in lines if ln.startswith(_MSG) and ln.endswith(b"}}"))
+        last = next(ln for ln in reversed(lines) if ln.startswith(_MSG) and ln.endswith(b"}}"))
+        first_ts, last_ts = _msg_ts(first), _msg_ts(last)
+        if first_ts is None or last_ts is None:
+            return None
+        state.message_count = n_msgs
+        state.last_message_at = last_ts
+        if state.created_at is None:
+            state.created_at = first_ts
+    return state, len(lines), len(data)
+
+
+def scan_file(path: str, st: os.stat_result, prev: FileScan | None, *, fast: bool = False) -> FileScan:
     """Fold the session file at ``path`` into metadata, reading only what changed since ``prev``.
 
     Unchanged (same size and mtime) → ``prev`` itself. Grown with the bytes before ``prev.offset``
@@ -142,6 +200,15 @@ def scan_file(path: str, st: os.stat_result, prev: FileScan | None) -> FileScan:
         return prev
     with open(path, "rb") as f:
         scan = FileScan()
+        if fast and (prev is None or prev.size >= st.st_size) and st.st_size <= FAST_SCAN_MAX_BYTES:
+            # A full read either way: take the whole file in one read and decode only what matters.
+            data = f.read()
+            fast = _fast_scan(path, data) if len(data) == st.st_size else None
+            if fast is not None:
+                state, lines, offset = fast
+                start = max(0, offset - SIG_BYTES)
+                return FileScan(st.st_size, st.st_mtime_ns, offset, lines, zlib.crc32(data[start:offset]), state)
+            f.seek(0)
         # Only a file that grew can be an append; same size with a new mtime is an edit.
         if prev is not None and prev.size < st.st_size and 0 < prev.offset <= st.st_size:
             start = max(0, prev.offset - SIG_BYTES)

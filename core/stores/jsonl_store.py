@@ -18,11 +18,11 @@ tail), the append starts with one, so new entries never glue onto the fragment.
 ``list()`` reads the index and ``stat``\\ s each file; only files whose size or mtime changed
 since they were indexed are read again, and of those only the appended tail when the bytes
 before it are unchanged. The index is a cache: deleting it, editing a session by hand or copying
-a session file in is healed on the next ``list()``.
+a session file in is healed on the next ``list()``. Its format, and the fast scan of many
+never-indexed files, live in :mod:`core.stores.jsonl_index`.
 """
 from __future__ import annotations
 
-import json
 import logging
 import operator
 import os
@@ -36,7 +36,8 @@ import filelock
 from core import settings
 from core.errors import InvalidSessionKey, SessionConflict, SessionExists, SessionNotFound, StoreUnavailable
 from core.session.entries import encode_entries
-from core.stores.jsonl_io import RECORD_FIELDS, FileScan, read_entries, scan_file
+from core.stores.jsonl_index import FolderIndex, read_index, scan_many, write_index
+from core.stores.jsonl_io import FileScan, read_entries, scan_file
 from core.stores.whole_file import fsync_dir, is_part, place_whole, sweep_stale
 from core.session.keys import SessionKey, _check_project_key
 from core.session.store import check_new_record
@@ -46,8 +47,6 @@ log = logging.getLogger(__name__)
 
 SUFFIX = ".jsonl"
 ARCHIVE_DIR = "archive"
-INDEX_FILE = ".index.json"
-INDEX_VERSION = 2  # another version is not read: the index is rebuilt from the files
 LOCK_TIMEOUT = 30.0  # seconds; an append holds the lock for milliseconds
 _ID_FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*\.jsonl\Z")
 _SORT_KEY = operator.attrgetter("updated_at", "created_at", "id")
@@ -66,7 +65,7 @@ class LocalSessionStore:
         self.projects_dir = self.base_dir / "projects"
         self.fsync = settings.fsync_enabled() if fsync is None else fsync
         # In-process caches of index records; both are only hints validated against stat().
-        self._index: dict[Path, tuple[tuple[int, int] | None, dict[str, list[Any]], dict[str, SessionMeta]]] = {}
+        self._index: dict[Path, FolderIndex] = {}
         self._scans: dict[Path, FileScan] = {}
 
     def __repr__(self) -> str:
@@ -266,12 +265,14 @@ class LocalSessionStore:
         """Session metadata, most recent activity first (ties: newest created, then id).
 
         Reads only the index plus one ``stat`` per session file; changed files are re-read
-        (only their new tail when possible) and the index is rewritten."""
+        (only their new tail when possible), never-indexed ones scanned fast (in parallel when
+        there are many: :func:`core.stores.jsonl_index.scan_many`), and the index is rewritten."""
         d = self._list_dir(project_key, archived)
-        stamp, records, metas = self._read_index(d)
+        index = read_index(d, self._index.get(d))
+        self._index[d] = index
+        records, metas = index.records, index.metas
         seen: dict[str, list[Any]] = {}
-        out: list[SessionMeta] = []
-        changed = False
+        changed: list[tuple[str, str, os.stat_result, list[Any] | None]] = []
         try:
             it = os.scandir(d)
         except (FileNotFoundError, NotADirectoryError):
@@ -280,14 +281,14 @@ class LocalSessionStore:
         with it:
             for e in it:
                 name = e.name
-                if not name.endswith(SUFFIX) or not _ID_FILE.match(name):
-                    if is_part(name):
-                        debris.append(name)
-                    continue
-                sid = name[: -len(SUFFIX)]
-                if sid not in records:
+                rec = records.get(name[:-6])  # the common case first: a known session file
+                if rec is None or not name.endswith(SUFFIX):
+                    if not name.endswith(SUFFIX) or not _ID_FILE.match(name):
+                        if is_part(name):
+                            debris.append(name)
+                        continue
                     try:
-                        SessionKey(project_key, sid)  # a file copied in by hand may have any name
+                        SessionKey(project_key, name[:-6])  # a file copied in by hand may have any name
                     except InvalidSessionKey:
                         log.warning("%s: the file name is not a valid session id; left out of the list", e.path)
                         continue
@@ -295,76 +296,55 @@ class LocalSessionStore:
                     st = e.stat()
                 except FileNotFoundError:
                     continue
-                rec = records.get(sid)
+                sid = name[:-6]
                 if rec is not None and rec[0] == st.st_size and rec[1] == st.st_mtime_ns:
                     seen[sid] = rec
-                    meta = metas.get(sid)
-                    if meta is None:  # first list() of this instance: straight from the record
-                        metas[sid] = meta = _meta(sid, project_key, archived, rec)
-                    out.append(meta)
-                    continue
-                try:
-                    prev = FileScan.from_list(rec) if rec is not None else None
-                except (ValueError, TypeError):
-                    prev = None
-                try:
-                    scan = scan_file(e.path, st, prev)
-                except OSError as exc:
-                    log.warning("%s: cannot read (%s); left out of the list", e.path, exc)
-                    continue
-                seen[sid] = rec = scan.to_list()
-                metas[sid] = meta = _meta(sid, project_key, archived, rec)
-                out.append(meta)
-                changed = True
-        if changed or len(seen) != len(records):
+                else:
+                    changed.append((sid, e.path, st, rec))
+        if changed:
+            self._rescan(index, project_key, changed, seen)
+        dirty = bool(changed) or len(seen) != len(records)
+        if not dirty and index.ordered:
+            # Nothing changed since the index was written in list order: no sort needed.
+            out = [metas.get(sid) or _new_meta(index, metas, sid, project_key, archived, rec)
+                   for sid, rec in records.items()]
+        else:
             for sid in set(metas) - set(seen):
                 del metas[sid]
-            self._write_index(d, seen, metas)
+            out = [metas.get(sid) or _new_meta(index, metas, sid, project_key, archived, rec)
+                   for sid, rec in seen.items()]
+            out.sort(key=_SORT_KEY, reverse=True)
+            index.records = seen
+            write_index(d, index, [m.id for m in out])
         if debris:
             sweep_stale(d, debris)  # left by a process killed mid-creation; never listed
-        out.sort(key=_SORT_KEY, reverse=True)
         return out
 
-    def _read_index(self, d: Path) -> tuple[tuple[int, int] | None, dict[str, list[Any]], dict[str, SessionMeta]]:
-        """``(stamp, records, metas)``: the index's records (``FileScan.to_list`` form) by session id,
-        and the SessionMetas made from them so far (filled in by :meth:`list` as it goes)."""
-        path = d / INDEX_FILE
-        try:
-            st = path.stat()
-            stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
-        except OSError:
-            stamp = None
-        cached = self._index.get(d)
-        if cached is not None and (cached[0] == stamp or stamp is None):
-            return cached
-        records: dict[str, list[Any]] = {}
-        if stamp is not None:
+    def _rescan(self, index: FolderIndex, project_key: str,
+                changed: list[tuple[str, str, os.stat_result, list[Any] | None]], seen: dict[str, list[Any]]) -> None:
+        """Scan the files that changed since they were indexed (only their new tail when
+        possible), adding their new records to ``seen`` and dropping stale SessionMetas."""
+        fresh = [(sid, path, st) for sid, path, st, rec in changed if rec is None]
+        if len(fresh) >= 2:
+            scans = scan_many([path for _, path, _ in fresh], sum(st.st_size for _, _, st in fresh))
+            for sid, path, _st in fresh:
+                scan = scans.get(path)
+                if scan is not None:
+                    seen[sid] = index.record(sid, project_key, scan)
+                    index.metas.pop(sid, None)
+            changed = [c for c in changed if c[3] is not None]
+        for sid, path, st, rec in changed:
             try:
-                with open(path, "rb") as f:
-                    data = json.load(f)
-                if data.get("version") == INDEX_VERSION:
-                    n = len(RECORD_FIELDS)
-                    records = {sid: r for sid, r in data["files"].items() if type(r) is list and len(r) == n}
-            except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
-                log.warning("%s: unreadable index (%s); rebuilding it", path, exc)
-                records = {}
-        entry = (stamp, records, {})
-        self._index[d] = entry
-        return entry
-
-    def _write_index(self, d: Path, records: dict[str, list[Any]], metas: dict[str, SessionMeta]) -> None:
-        data = {"version": INDEX_VERSION, "files": records}
-        try:
-            # Atomic replace: readers see the old or the new index, never half of one; on a
-            # full disk the temporary file goes too (the index is only a cache).
-            place_whole(d / INDEX_FILE, json.dumps(data, separators=(",", ":")).encode(),
-                        fsync=False, replace=True)
-            st = (d / INDEX_FILE).stat()
-            stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
-        except OSError as exc:
-            log.warning("%s: cannot write the index (%s); list() will rescan", d, exc)
-            stamp = None
-        self._index[d] = (stamp, records, metas)
+                prev = index.scan(sid, project_key, rec) if rec is not None else None
+            except (ValueError, TypeError, IndexError):
+                prev = None
+            try:
+                scan = scan_file(path, st, prev, fast=True)
+            except OSError as exc:
+                log.warning("%s: cannot read (%s); left out of the list", path, exc)
+                continue
+            seen[sid] = index.record(sid, project_key, scan)
+            index.metas.pop(sid, None)
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -419,6 +399,28 @@ class LocalSessionStore:
         finally:
             lock.release()
 
+    def list_subpaths(self, key: SessionKey) -> list[str]:
+        """The subpaths of the session's sub-agent records (sorted; archived or not): every
+        ``<project>/[archive/]<session id>/**.jsonl`` whose name makes a valid key (others are
+        logged and left out)."""
+        found: set[str] = set()
+        for folder in (self._list_dir(key.project_key, False) / key.session_id,
+                       self._list_dir(key.project_key, True) / key.session_id):
+            if not folder.is_dir():
+                continue
+            for dirpath, _dirs, files in os.walk(folder):
+                for name in files:
+                    if not name.endswith(SUFFIX) or is_part(name):
+                        continue
+                    rel = (Path(dirpath) / name[: -len(SUFFIX)]).relative_to(folder).as_posix()
+                    try:
+                        SessionKey(key.project_key, key.session_id, rel)
+                    except InvalidSessionKey:
+                        log.warning("%s: not a valid sub-agent record name; left out", Path(dirpath) / name)
+                        continue
+                    found.add(rel)
+        return sorted(found)
+
     def list_projects(self) -> list[ProjectInfo]:
         """Projects with at least one session, most recently active first."""
         try:
@@ -442,18 +444,10 @@ class LocalSessionStore:
         return out
 
 
-def _meta(sid: str, project_key: str, archived: bool, rec: list[Any]) -> SessionMeta:
-    """A :class:`SessionMeta` straight from an index record (``FileScan.to_list`` form)."""
-    created, last = rec[6], rec[7]
-    if created is None:
-        # A file copied in by hand may lack a header and timestamps: its mtime is the best guess.
-        created = rec[1] / 1e9
-        updated = created if last is None else last
-    else:
-        updated = created if last is None or last < created else last
-    return SessionMeta(id=sid, project_key=project_key, title=rec[8], created_at=created, updated_at=updated,
-                       message_count=rec[5], archived=archived, forked_from=rec[11], cwd=rec[10],
-                       title_source=rec[9])
+def _new_meta(index: FolderIndex, metas: dict[str, SessionMeta], sid: str, project_key: str, archived: bool,
+              rec: list[Any]) -> SessionMeta:
+    meta = metas[sid] = index.meta(sid, project_key, archived, rec)
+    return meta
 
 
 def _count_messages(entries: list[dict[str, Any]]) -> int:

@@ -8,18 +8,18 @@ enumerate sub-agent records), then the archived flag. Safe to re-run:
 - a record the target holds a prefix of (the source grew since the last run) gets the rest;
 - a record that differs otherwise is a *conflict*: reported, never overwritten;
 - each written record is read back and compared entry by entry, and at the end every source
-  record must be present in the target with the same archived state (``MigrationReport.ok``).
+  record must be present in the target with the same archived state (``MigrationReport.ok``);
+- memories (:mod:`core.stores.memory_log`) are copied too: the entries of each scope the target
+  lacks (by entry id), so removals travel with adds and a removed memory never comes back.
 """
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterator
 
-from core.errors import AnycodeError, InvalidSessionKey
+from core.errors import AnycodeError, os_error_message
 from core.session.keys import SessionKey
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,7 @@ class MigrationReport:
     errors: list[tuple[str, str]] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     newer: list[str] = field(default_factory=list)
+    memory_entries: int = 0  # memory log entries copied (the target lacked them)
 
     @property
     def ok(self) -> bool:
@@ -66,36 +67,13 @@ class _Group:
 
 
 def subpaths_of(store: Any, key: SessionKey) -> list[str]:
-    """The subpaths of a session's sub-agent records (sorted), for any store.
-
-    Uses ``store.list_subpaths(key)`` when the store has it (SQL, mirrored); for the JSONL store,
-    walks ``<project>/[archive/]<session id>/**.jsonl`` as documented in :mod:`core.stores.jsonl_store`;
-    other stores: none (logged)."""
+    """The subpaths of a session's sub-agent records (sorted), for any store: ``store.list_subpaths(key)``
+    (JSONL, SQL, mirrored, backup archives); a store without it has none (logged)."""
     lister = getattr(store, "list_subpaths", None)
     if callable(lister):
         return list(lister(key))
-    from core.stores.jsonl_store import ARCHIVE_DIR, SUFFIX, LocalSessionStore
-
-    if not isinstance(store, LocalSessionStore):
-        log.warning("%r cannot enumerate sub-agent records; only main sessions are copied", store)
-        return []
-    found: set[str] = set()
-    project = Path(store.projects_dir) / key.project_key
-    for folder in (project / key.session_id, project / ARCHIVE_DIR / key.session_id):
-        if not folder.is_dir():
-            continue
-        for dirpath, _dirs, files in os.walk(folder):
-            for name in files:
-                if not name.endswith(SUFFIX):
-                    continue
-                rel = (Path(dirpath) / name[: -len(SUFFIX)]).relative_to(folder).as_posix()
-                try:
-                    SessionKey(key.project_key, key.session_id, rel)
-                except InvalidSessionKey:
-                    log.warning("%s: not a valid sub-agent record name; not copied", Path(dirpath) / name)
-                    continue
-                found.add(rel)
-    return sorted(found)
+    log.warning("%r cannot enumerate sub-agent records; only main sessions are copied", store)
+    return []
 
 
 def _groups(source: Any) -> Iterator[_Group]:
@@ -127,6 +105,10 @@ def migrate_sessions(source: Any, target: Any, *, progress: bool = False, out: A
                 except AnycodeError as e:
                     report.errors.append((str(key), str(e)))
                     ok = False
+                except OSError as e:  # disk full, read-only: a sentence, nothing of it written
+                    log.info("migrating %s failed: %s", key, e)  # reported in the report
+                    report.errors.append((str(key), f"{os_error_message(e)}; not copied."))
+                    ok = False
                 except Exception as e:  # one broken record must not stop the others
                     log.exception("migrating %s failed", key)
                     report.errors.append((str(key), f"{type(e).__name__}: {e}"))
@@ -135,6 +117,7 @@ def migrate_sessions(source: Any, target: Any, *, progress: bool = False, out: A
             if ok:
                 _sync_archived(target, group, target_archived, report)
     _final_check(source, target, groups, report)
+    _copy_memories(source, target, report)
     log.info("migrated %d records: %d copied, %d extended, %d identical, %d conflicts, %d errors",
              report.records, len(report.copied), len(report.extended), len(report.identical),
              len(report.conflicts), len(report.errors))
@@ -201,8 +184,9 @@ def _sync_archived(target: Any, group: _Group, cache: dict[str, set[str]], repor
         return
     try:
         (target.archive if group.archived else target.unarchive)(group.key)
-    except AnycodeError as e:
-        report.errors.append((str(group.key), f"cannot set archived={group.archived}: {e}"))
+    except (AnycodeError, OSError) as e:
+        why = os_error_message(e) if isinstance(e, OSError) and not isinstance(e, AnycodeError) else str(e)
+        report.errors.append((str(group.key), f"cannot set archived={group.archived}: {why}"))
         return
     (cache[pk].add if group.archived else cache[pk].discard)(group.key.session_id)
     report.archive_synced.append(str(group.key))
@@ -223,3 +207,25 @@ def _final_check(source: Any, target: Any, groups: list[_Group], report: Migrati
             key = SessionKey(pk, g.key.session_id, sub)
             if str(key) not in failed and not target.exists(key) and source.exists(key):
                 report.missing.append(str(key))
+
+
+def _copy_memories(source: Any, target: Any, report: MigrationReport) -> None:
+    """Copy every memory log entry the target lacks, then check each is there."""
+    from core.stores.memory_log import copy_memory_log, memory_log_for
+
+    try:
+        src, dst = memory_log_for(source), memory_log_for(target)
+        scopes = src.scopes()
+    except AnycodeError as e:
+        log.info("memories not migrated: %s", e)
+        return
+    for scope in scopes:
+        try:
+            report.memory_entries += copy_memory_log(src, dst, scope)
+            have = {e.get("eid") for e in dst.load(scope)}
+            lost = [e for e in src.load(scope) if isinstance(e.get("eid"), str) and e["eid"] not in have]
+            if lost:
+                report.missing.append(f"memory:{scope} ({len(lost)} entries)")
+        except Exception as e:  # one broken scope must not stop the others
+            log.exception("migrating the memories of %s failed", scope)
+            report.errors.append((f"memory:{scope}", f"{type(e).__name__}: {e}"))

@@ -118,9 +118,11 @@ class MirroredSessionStore:
         try:
             result = do()
         except (SessionConflict, SessionExists, SessionNotFound, ValueError):
-            # Refused before writing anything: nothing to mirror.
+            # Refused before writing anything: nothing to mirror, unless an earlier write of
+            # this record handed its copy over to this item while it was in flight.
             if item is not None:
-                self._outbox_call(self.outbox.done, [item])
+                self._outbox_call(self.outbox.refused, item, count)
+                self._wake.set()
             raise
         except BaseException:
             # Maybe partly written (disk full mid-way): delivery copies whatever the primary has.

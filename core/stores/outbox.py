@@ -109,6 +109,24 @@ class Outbox:
                 raise
             self._db.execute("COMMIT")
 
+    def refused(self, item_id: int, entries: int) -> None:
+        """The primary refused the write of this intent (``entries`` long) and wrote nothing:
+        forget it, unless an earlier item handed its copy over to it meanwhile
+        (:meth:`hand_over`), in which case it is kept, ready, to deliver that copy."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")  # no hand-over between the check and the delete
+            try:
+                row = self._db.execute("SELECT entries FROM items WHERE id = ?", (item_id,)).fetchone()
+                if row is not None and row[0] > entries:
+                    self._db.execute("UPDATE items SET ready = 1, entries = entries - ? WHERE id = ?",
+                                     (entries, item_id))
+                else:
+                    self._db.execute("DELETE FROM items WHERE id = ?", (item_id,))
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
     def failed(self, item_id: int) -> None:
         """Count one failed delivery of the item."""
         with self._lock:

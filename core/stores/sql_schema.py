@@ -7,6 +7,8 @@ Tables (names prefixed ``anycode_`` so the store can share a database with other
   sub-agent record), holding the folded metadata ``list()`` shows, so listing never reads entries.
   ``entry_count`` is the next entry sequence number; ``state`` is the JSON of
   :class:`core.session.entries.SessionState` so each append folds only its new entries.
+- ``anycode_memory(pk, scope, eid, data)``: the memory logs (:mod:`core.stores.memory_log`), one
+  entry per row as JSON text, unique on ``(scope, eid)`` so a copied entry is never doubled.
 - ``anycode_entries(session_pk, seq, data)``: one entry per row as JSON text, exactly as encoded
   (JSON text, not JSONB, so keys keep their order and ``load`` returns what was appended).
 
@@ -70,6 +72,10 @@ sessions = Table(
     Column("forked_from", Text),  # JSON object or NULL
     Column("archived", Boolean, nullable=False, default=False),
     Column("state", Text, nullable=False),  # JSON of SessionState
+    # Added by migration 4 (version families): the header's version_of (JSON object or NULL) and
+    # a family root's last version entry (a session id or NULL).
+    Column("version_of", Text),
+    Column("current_version", String(200)),
     UniqueConstraint("project_key", "session_id", "subpath", name="anycode_sessions_key"),
 )
 
@@ -81,16 +87,32 @@ entries = Table(
     Column("data", Text, nullable=False),
 )
 
+memory = Table(
+    "anycode_memory",
+    metadata,
+    Column("pk", Integer, primary_key=True, autoincrement=True),  # append order
+    Column("scope", String(300), nullable=False),  # "user" | "project:<project_key>"
+    Column("eid", String(64), nullable=False),
+    Column("data", Text, nullable=False),
+    UniqueConstraint("scope", "eid", name="anycode_memory_entry"),
+)
+
 # The index list() uses: equality on the first three columns, then already in display order.
 list_index = Index(
     "anycode_sessions_list", sessions.c.project_key, sessions.c.subpath, sessions.c.archived, sessions.c.updated_at
 )
 
 
+_V4_COLUMNS = ("version_of", "current_version")
+
+
 def _v1(conn: Connection) -> None:
     # CreateTable (not Table.create / metadata.create_all): tables only, without the indexes
-    # later migrations add, so what v1 did never changes as the schema grows.
-    conn.execute(CreateTable(sessions))
+    # and columns later migrations add, so what v1 did never changes as the schema grows.
+    v1_sessions = Table("anycode_sessions", MetaData(),
+                        *[c._copy() for c in sessions.columns if c.name not in _V4_COLUMNS],
+                        UniqueConstraint("project_key", "session_id", "subpath", name="anycode_sessions_key"))
+    conn.execute(CreateTable(v1_sessions))
     conn.execute(CreateTable(entries))
 
 
@@ -98,10 +120,22 @@ def _v2(conn: Connection) -> None:
     list_index.create(conn)
 
 
+def _v3(conn: Connection) -> None:
+    conn.execute(CreateTable(memory))
+
+
+def _v4(conn: Connection) -> None:
+    # Sessions written before versions existed have no family data: NULL is their true value.
+    for name, kind in (("version_of", "TEXT"), ("current_version", "VARCHAR(200)")):
+        conn.execute(text(f"ALTER TABLE anycode_sessions ADD COLUMN {name} {kind}"))
+
+
 # Ordered and append-only: never edit a released step, add a new one.
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "sessions and entries tables", _v1),
     (2, "index for list(): project, subpath, archived, updated_at", _v2),
+    (3, "memory logs (add/update/remove entries per scope)", _v3),
+    (4, "version families: version_of and current_version on sessions", _v4),
 ]
 LATEST = MIGRATIONS[-1][0]
 _PG_LOCK_ID = 0x616E79636F6465  # "anycode": serialises migrations across processes

@@ -106,9 +106,16 @@ class SqlSessionStore:
             yield
         except (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError) as e:
             log.warning("%s: %s failed: %s", self.url, what, e)
+            reason = _first_line(e)
+            if "locked" in reason or "busy" in reason:
+                raise StoreUnavailable(
+                    f"The session database {self.url} is busy ({reason}); try again in a moment."
+                ) from e
+            # No reconnect needed by the caller: the pool checks each connection before use
+            # (pool_pre_ping), so the first call after the server is back works.
             raise StoreUnavailable(
-                f"The session database {self.url} is unavailable ({_first_line(e)}); check that it is "
-                "running and reachable, then try again."
+                f"The session database is unreachable ({self.url}: {reason}); check that it is "
+                "running and reachable (anycode reconnects by itself once it is)."
             ) from e
 
     @contextlib.contextmanager
@@ -234,7 +241,8 @@ class SqlSessionStore:
                 updated_at=state.updated_at(default=now), message_count=state.message_count,
                 entry_count=have + len(encoded), cwd=state.cwd,
                 forked_from=json.dumps(state.forked_from) if state.forked_from is not None else None,
-                state=json.dumps(state.to_dict()),
+                version_of=json.dumps(state.version_of) if state.version_of is not None else None,
+                current_version=state.current, state=json.dumps(state.to_dict()),
             )
         )
         return state.message_count, have + len(encoded)
@@ -284,7 +292,7 @@ class SqlSessionStore:
         s = self._t.sessions.c
         q = (
             sa.select(s.session_id, s.title, s.title_source, s.created_at, s.updated_at, s.message_count,
-                      s.forked_from, s.cwd)
+                      s.forked_from, s.cwd, s.version_of, s.current_version)
             .where(s.project_key == project_key, s.subpath == "", s.archived == bool(archived))
             .order_by(s.updated_at.desc(), s.created_at.desc(), s.session_id.desc())
         )
@@ -296,6 +304,7 @@ class SqlSessionStore:
                 updated_at=r.updated_at, message_count=r.message_count, archived=bool(archived),
                 forked_from=json.loads(r.forked_from) if r.forked_from else None, cwd=r.cwd,
                 title_source=r.title_source,
+                version_of=json.loads(r.version_of) if r.version_of else None, current_version=r.current_version,
             )
             for r in rows
         ]

@@ -1,0 +1,290 @@
+"""Memory on the agent side: written at persistence, read by new sessions, the ``remember`` tool.
+
+Design article: "saveMemory 的调用时机 … 精确定义为 'Session 持久化时'" — after each completed
+exchange is appended to the session, :func:`start_memory_extraction` runs in a daemon thread:
+the title model gets the exchange and the current memories and answers
+``{"add": [...], "remove": [...]}`` (:data:`core.agent.prompts.MEMORY_PROMPT`). Real models wrap
+JSON in code fences, put prose around it, answer nothing or something invalid:
+:func:`parse_memory_changes` finds the object or returns None, and the job logs and skips.
+Candidates that look like secrets are dropped by :mod:`core.memory.secrets`, in code. The job
+never raises, never delays the reply (it starts after the last round is stored) and its
+failures are only logged, never shown in the chat.
+
+:class:`SessionMemory` is what the runner uses for one turn: the context for a new session's
+system prompt, the ``remember`` tool (no approval: it only writes a memory, which the user sees
+as a step in the chat and can delete in the Memory panel) and the job.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from core.agent.prompts import MEMORY_PROMPT, REMEMBER_TOOL_DESCRIPTION
+from core.agent.repair import sanitize
+from core.agent.stream import read_reply
+from core.errors import AnycodeError, InvalidMemory
+from core.memory.context import SessionContext, session_context
+from core.memory.mode import memory_mode
+from core.memory.model import Memory
+from core.memory.store import MemoryStore, same_text
+from core.session.export import message_text
+
+log = logging.getLogger(__name__)
+
+MEMORY_TEMPERATURE = 0.0
+MAX_CHARS_PER_MESSAGE = 4000  # the start of each message is enough to find lasting facts
+MAX_ADDS_PER_EXCHANGE = 5  # a model listing twenty "facts" is summarising, not remembering
+REMEMBER_TOOL = "remember"
+REMEMBER_SPEC = {
+    "type": "function",
+    "function": {
+        "name": REMEMBER_TOOL,
+        "description": REMEMBER_TOOL_DESCRIPTION,
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "fact": {"type": "string", "description": "The fact to remember, one short sentence."},
+                "scope": {"type": "string", "enum": ["project", "user"],
+                          "description": "project (default): about this project; user: the user's own "
+                                         "preference, for every project."},
+            },
+            "required": ["fact"],
+        },
+    },
+}
+
+_THINK = re.compile(r"<(think|thinking|reasoning)>.*?(</\1>|$)", re.DOTALL | re.IGNORECASE)
+_FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?(.*?)```", re.DOTALL)
+
+
+@dataclass
+class MemoryChanges:
+    """Parsed model answer: ``add`` as ``(text, scope)`` pairs (scope "project" | "user"),
+    ``remove`` as memory ids."""
+
+    add: list[tuple[str, str]] = field(default_factory=list)
+    remove: list[str] = field(default_factory=list)
+
+
+def _changes_from(value: Any) -> MemoryChanges | None:
+    if not isinstance(value, dict) or not ({"add", "remove"} & set(value)):
+        return None
+    adds, removes = value.get("add") or [], value.get("remove") or []
+    if not isinstance(adds, list) or not isinstance(removes, list):
+        return None
+    out = MemoryChanges()
+    for item in adds:
+        if isinstance(item, str):
+            out.add.append((item, "project"))
+        elif isinstance(item, dict) and isinstance(item.get("text") or item.get("fact"), str):
+            scope = "user" if item.get("scope") in ("user", "global") else "project"
+            out.add.append((item.get("text") or item.get("fact"), scope))
+    out.remove = [r.strip() for r in removes if isinstance(r, str) and r.strip()]
+    return out
+
+
+def parse_memory_changes(text: Any) -> MemoryChanges | None:
+    """The ``{"add": [...], "remove": [...]}`` object in a model's answer, or None (logged by the
+    caller) when there is none: an empty answer, invalid JSON, or JSON of another shape.
+
+    Accepts the object alone, inside a Markdown code fence, or with prose around it (the first
+    object with an ``add`` or ``remove`` key wins); ``<think>`` blocks are ignored."""
+    if not isinstance(text, str):
+        return None
+    text = _THINK.sub("", text).strip()
+    if not text:
+        return None
+    candidates = [text, *(m.group(1).strip() for m in _FENCE.finditer(text))]
+    for candidate in candidates:
+        try:
+            found = _changes_from(json.loads(candidate))
+        except ValueError:
+            continue
+        if found is not None:
+            return found
+    decoder = json.JSONDecoder()
+    for start in (i for i, ch in enumerate(text) if ch == "{"):
+        try:
+            value, _ = decoder.raw_decode(text, start)
+        except ValueError:
+            continue
+        found = _changes_from(value)
+        if found is not None:
+            return found
+    return None
+
+
+def exchange_of(messages: list[dict]) -> tuple[int | None, list[dict]]:
+    """The latest exchange: ``(index of its user message, messages from it on)``; ``(None, [])``
+    when there is no user message."""
+    for i in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[i], dict) and messages[i].get("role") == "user":
+            return i, messages[i:]
+    return None, []
+
+
+def memory_request_messages(exchange: list[dict], memories: list[Memory]) -> list[dict]:
+    """The extraction request: :data:`MEMORY_PROMPT`, then one user message holding the current
+    memories (``id [scope] text``) and the exchange's user and assistant text (tool calls and
+    results left out; each message cut to 4000 characters)."""
+    listed = "\n".join(f"- {m.id} [{m.scope}] {m.text}" for m in memories) or "(none)"
+    lines = []
+    for m in exchange:
+        if m.get("role") in ("user", "assistant"):
+            body = message_text(m.get("content")).strip()
+            if body:
+                lines.append(f"{m['role'].upper()}: {body[:MAX_CHARS_PER_MESSAGE]}")
+    content = f"Current memories:\n{listed}\n\nLatest exchange:\n" + "\n\n".join(lines)
+    return sanitize([{"role": "system", "content": MEMORY_PROMPT}, {"role": "user", "content": content}])
+
+
+@dataclass
+class ExtractionResult:
+    """What one extraction did: ``added`` / ``removed`` memories; ``skipped`` True when the model's
+    answer was unusable or the request failed (logged)."""
+
+    added: list[Memory] = field(default_factory=list)
+    removed: list[Memory] = field(default_factory=list)
+    skipped: bool = False
+
+
+def extract_memories(memory: MemoryStore, project_key: str, session_id: str, messages: list[dict], *,
+                     client: Any, model: str) -> ExtractionResult:
+    """Run one extraction for the latest exchange of ``messages`` and apply it; never raises.
+
+    Adds go to the project's memories (or the user's, when the model says so) with source
+    ``model`` and this session and user message as origin; a candidate that looks like a secret,
+    repeats a live memory or a memory the user removed is dropped. Removes apply to the ids of
+    the user's and this project's live memories only."""
+    result = ExtractionResult()
+    try:
+        index, exchange = exchange_of(messages)
+        if index is None:
+            return result
+        current = memory.list(project_key)
+        request = memory_request_messages(exchange, current)
+        try:
+            # The compatible reader (as titles): a model refusing `temperature` is asked again
+            # without it, and a server streaming anyway is still understood.
+            answer = read_reply(client, {"model": model, "messages": request, "temperature": MEMORY_TEMPERATURE}).text
+        except Exception as err:  # noqa: BLE001 -- any failure: skip this exchange
+            log.warning("memory extraction for session %s failed: %s", session_id, err)
+            result.skipped = True
+            return result
+        changes = parse_memory_changes(answer)
+        if changes is None:
+            log.warning("memory extraction for session %s: no usable JSON in the model's answer %r; skipped",
+                        session_id, (answer or "")[:200])
+            result.skipped = True
+            return result
+        removed_before = memory.removed_texts(project_key)
+        for mid in changes.remove:
+            match = [m for m in current if m.id == mid or (len(mid) >= 6 and m.id.startswith(mid))]
+            if len(match) == 1:
+                try:
+                    result.removed.append(memory.remove(match[0].id, project_key=project_key, source="model"))
+                except AnycodeError as e:
+                    log.info("memory %s not removed: %s", mid, e)
+            else:
+                log.info("memory extraction named an unknown memory %r to remove; ignored", mid)
+        for text, scope in changes.add[:MAX_ADDS_PER_EXCHANGE]:
+            if any(same_text(text, old) for old in removed_before):
+                log.info("memory candidate dropped: the user removed it before")
+                continue
+            if any(same_text(text, m.text) for m in current):
+                continue
+            try:
+                result.added.append(memory.add(text, scope=scope, project_key=project_key, source="model",
+                                               session_id=session_id, message_index=index))
+            except InvalidMemory as e:
+                log.info("memory candidate dropped: %s", e)
+        log.info("memory extraction for session %s: %d added, %d removed", session_id,
+                 len(result.added), len(result.removed))
+    except Exception:  # noqa: BLE001 -- a background job must never crash anything
+        log.exception("memory extraction for session %s failed", session_id)
+        result.skipped = True
+    return result
+
+
+class SessionMemory:
+    """Memory for one turn of one session (built by the runner; see the module docstring).
+
+    ``memory``: the store; ``mode``: ``auto`` | ``manual`` (``off`` never builds one);
+    ``message_index``: the index of the turn's user message, origin of what ``remember`` stores."""
+
+    def __init__(self, memory: MemoryStore, mode: str, project_key: str, session_id: str):
+        self.memory, self.mode = memory, mode
+        self.project_key, self.session_id = project_key, session_id
+        self.message_index: int | None = None
+
+    @classmethod
+    def open(cls, store: Any, project_key: str, session_id: str, data_dir: Any = None) -> "SessionMemory | None":
+        """The session's memory, or None when ``ANYCODE_MEMORY`` is off or the store cannot keep
+        memories (logged; the chat goes on without)."""
+        mode = memory_mode(data_dir if data_dir is not None else getattr(store, "base_dir", None))
+        if mode == "off":
+            return None
+        try:
+            return cls(MemoryStore.for_store(store), mode, project_key, session_id)
+        except Exception as e:  # noqa: BLE001 -- memory is optional, the chat is not
+            log.warning("memory unavailable for this session: %s", e)
+            return None
+
+    def context(self, root: str | None) -> SessionContext:
+        """The context for a new session's system prompt (memories within budget + instruction
+        files); on a store failure, the instruction files alone (logged)."""
+        try:
+            memories = self.memory.list(self.project_key)
+        except Exception as e:  # noqa: BLE001
+            log.warning("could not read memories for a new session: %s", e)
+            memories = []
+        return session_context(memories, root)
+
+    def tool_handlers(self) -> dict[str, Callable[[str | None], tuple[str, bool]]]:
+        """``{"remember": handler}``: the handler takes the raw JSON arguments and returns
+        ``(result text, is_error)``, never raising."""
+        return {REMEMBER_TOOL: self.remember}
+
+    def remember(self, raw_arguments: str | None) -> tuple[str, bool]:
+        """The ``remember`` tool: store ``{"fact", "scope"?}``; the result names what was stored."""
+        try:
+            args = json.loads(raw_arguments) if raw_arguments and raw_arguments.strip() else {}
+        except ValueError as err:
+            return f"Error: the arguments are not valid JSON ({err}).", True
+        if not isinstance(args, dict) or not isinstance(args.get("fact"), str):
+            return "Error: give the fact to remember as {\"fact\": \"...\"}.", True
+        scope = "user" if args.get("scope") == "user" else "project"
+        try:
+            m = self.memory.add(args["fact"], scope=scope, project_key=self.project_key, source="model",
+                                session_id=self.session_id, message_index=self.message_index)
+        except InvalidMemory as err:
+            return f"Error: {err}", True
+        except Exception as err:  # noqa: BLE001 -- a tool never kills the conversation
+            log.exception("remember failed")
+            return f"Error: the memory could not be stored ({err}).", True
+        return f"Remembered ({m.scope} memory {m.id}): {m.text}", False
+
+    def start_extraction(self, messages: list[dict], *, client: Any, model: str,
+                         on_done: Callable[[ExtractionResult], None] | None = None) -> threading.Thread | None:
+        """Start the background extraction for the latest exchange (``auto`` mode only; else
+        None). ``on_done(result)`` is called from the thread; ``join()`` it to wait (tests)."""
+        if self.mode != "auto" or client is None:
+            return None
+        snapshot = [dict(m) for m in messages]
+
+        def work() -> None:
+            result = extract_memories(self.memory, self.project_key, self.session_id, snapshot,
+                                      client=client, model=model)
+            if on_done is not None:
+                try:
+                    on_done(result)
+                except Exception:  # noqa: BLE001
+                    log.exception("memory callback failed")
+
+        thread = threading.Thread(target=work, name=f"memory-{self.session_id[:8]}", daemon=True)
+        thread.start()
+        return thread

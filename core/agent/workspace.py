@@ -1,0 +1,84 @@
+"""Which folder a session's tools may touch (issue 10, defect 4).
+
+A session's header records a ``cwd``, but a session file can be an export, a copy or a row of a
+shared database: ``"cwd": "/"`` must not hand the model the whole disk. The workspace is the
+project the session is *stored under*: the recorded folder is used only when its
+:func:`~core.session.keys.project_key` is the session key's project key, it exists, and it is not
+the root of the file system, the home folder or a folder above it. Anything else turns the file
+tools off with one sentence saying why, until the user explicitly chooses the folder (the web UI's
+"Use this folder" button; :class:`core.agent.approval.Grants` holds that choice in the running app,
+never in the session file).
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+from core.agent.tools import ToolError, Workspace
+from core.session.keys import SessionKey, normalize_path, project_key
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WorkspaceCheck:
+    """The outcome of :func:`check_workspace`: ``workspace`` (None when tools are off),
+    ``cwd`` (the recorded folder), ``problem`` (one sentence, None when fine) and
+    ``choosable`` (the folder exists, so the user may choose it anyway)."""
+
+    workspace: Workspace | None
+    cwd: str | None
+    problem: str | None = None
+    choosable: bool = False
+
+
+def _too_broad(path: str) -> str | None:
+    """Why ``path`` (normalised) is too broad to be a workspace, or None."""
+    candidates = {path}
+    try:
+        candidates.add(os.path.realpath(path))
+    except OSError:
+        pass
+    home = os.path.expanduser("~")
+    homes = {normalize_path(home), os.path.realpath(home)} if home and home != "~" else set()
+    for c in candidates:
+        if c == os.sep:
+            return "is the root of the file system"
+        for h in homes:
+            if c == h:
+                return "is your home folder"
+            if h.startswith(c.rstrip(os.sep) + os.sep):
+                return "holds your home folder"
+    return None
+
+
+def check_workspace(key: SessionKey, cwd: str | None, *, chosen: str | None = None) -> WorkspaceCheck:
+    """Decide the workspace of the session at ``key`` whose header records ``cwd``.
+
+    ``chosen``: a folder the user explicitly chose for this session (used as is when it exists).
+    Never raises; a refusal comes back as ``problem``.
+    """
+    if chosen:
+        try:
+            return WorkspaceCheck(Workspace(chosen), chosen)
+        except ToolError as err:
+            return WorkspaceCheck(None, chosen, f"The folder chosen for this chat is unavailable: {err}")
+    if not isinstance(cwd, str) or not cwd.strip() or "\x00" in cwd or not os.path.isabs(cwd):
+        return WorkspaceCheck(None, None, "This chat records no project folder, so the file tools are off.")
+    norm = normalize_path(cwd)
+    exists = os.path.isdir(norm)
+    if project_key(norm) != key.project_key:
+        return WorkspaceCheck(None, norm, f"This chat says its folder is {norm}, but it is stored under another "
+                              "project, so the file tools are off until you choose that folder.", exists)
+    if not exists:
+        return WorkspaceCheck(None, norm, f"This chat's project folder {norm} does not exist (any more), so the "
+                              "file tools are off.")
+    broad = _too_broad(norm)
+    if broad:
+        return WorkspaceCheck(None, norm, f"This chat's folder {norm} {broad}, so the file tools are off until "
+                              "you choose to allow it.", True)
+    try:
+        return WorkspaceCheck(Workspace(norm), norm)
+    except ToolError as err:
+        return WorkspaceCheck(None, norm, f"The file tools are off: {err}")

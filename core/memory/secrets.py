@@ -1,0 +1,83 @@
+"""The rule that keeps secrets out of memory: a fact that looks like it holds a credential is dropped.
+
+Memories are sent to the model in every new session's system prompt and shown in the UI, so an
+API key, a token, a password or a private key must never become one, whether the model proposes
+it, the user types it, or the ``remember`` tool is asked to store it. The model is told so too,
+but a prompt is a request, not a guarantee: this module is the rule, applied in code.
+
+What counts (each with the reason in :func:`secret_reason`):
+
+- private key blocks (``-----BEGIN … PRIVATE KEY-----``);
+- well-known key and token formats: OpenAI / Anthropic ``sk-…``, GitHub ``ghp_…`` /
+  ``github_pat_…``, AWS access key ids ``AKIA…``, Slack ``xox?-…``, Google ``AIza…``, Stripe
+  ``sk_live_…``, GitLab ``glpat-…``, Hugging Face ``hf_…``, JSON Web Tokens ``eyJ….….…``;
+- ``Authorization: Bearer …`` / ``Basic …`` values;
+- credentials inside URLs (``scheme://user:password@host``);
+- a password / passphrase / secret / token / API key named and followed by a value
+  (``password: hunter2``, ``the api key is …``, ``密码是 …``), in several languages;
+- any long random-looking token (24+ characters mixing upper case, lower case and digits, the
+  shape of generated keys; plain hex such as a git commit id is allowed).
+
+False positives are accepted on purpose: losing a harmless fact costs less than storing a key.
+"""
+from __future__ import annotations
+
+import logging
+import re
+
+log = logging.getLogger(__name__)
+
+_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    ("a private key", re.compile(r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|PuTTY-User-Key-File")),
+    ("an API key", re.compile(r"\bsk-(?:proj-|ant-|live-|test-)?[A-Za-z0-9_-]{16,}")),
+    ("an access token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{16,}"
+                                   r"|xox[abposr]-[A-Za-z0-9-]{10,}|hf_[A-Za-z0-9]{20,})")),
+    ("an AWS access key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b|aws_secret_access_key", re.IGNORECASE)),
+    ("an API key", re.compile(r"\bAIza[0-9A-Za-z_-]{30,}|\b[rs]k_(?:live|test)_[0-9A-Za-z]{16,}")),
+    ("a web token", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
+    ("an authorization header", re.compile(r"\b(?:Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{16,}", re.IGNORECASE)),
+    ("a password in a URL", re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s/:@]+:[^\s/@]+@", re.IGNORECASE)),
+]
+
+# A credential named, then its value: "password: x", "API key is x", "token=x", "密码是 x".
+_NAMES = (r"pass(?:word|wd|phrase|code)?|pwd|secret|api[\s_-]?key|access[\s_-]?key|private[\s_-]?key|"
+          r"(?:auth|access|refresh|bearer|api|secret)[\s_-]?token|token|client[\s_-]?secret|credentials?|"
+          r"passwort|kennwort|mot de passe|contrase[ñn]a|senha|пароль|密码|口令|密碼|パスワード|비밀번호")
+_NAMED_VALUE = re.compile(
+    rf"(?:{_NAMES})(?:\s+(?:for|of|to|für|pour|de|del|для)\s+[^\s:=]+)?\s*(?:[:=：]|\bis\b|\bwas\b|\bist\b|\best\b|\bes\b|是|为|為|は)\s*"
+    r"[\"'`“「]?(?P<value>[^\s\"'`”」,;]{3,})",
+    re.IGNORECASE,
+)
+_LONG_TOKEN = re.compile(r"[A-Za-z0-9+/_=-]{24,}")
+
+
+def _looks_random(token: str) -> bool:
+    # Generated keys mix cases and digits; words, paths and hex ids (git commits) do not.
+    token = token.strip("=")
+    return (any(c.islower() for c in token) and any(c.isupper() for c in token)
+            and sum(c.isdigit() for c in token) >= 2)
+
+
+def _plain_value(value: str) -> bool:
+    # "the password policy is strict": a plain lower-case word is not a credential.
+    return value.isalpha() and value.islower()
+
+
+def secret_reason(text: str) -> str | None:
+    """What secret ``text`` seems to hold (e.g. ``"an API key"``), or None when it looks clean."""
+    if not isinstance(text, str):
+        return None
+    for reason, pattern in _PATTERNS:
+        if pattern.search(text):
+            return reason
+    for m in _NAMED_VALUE.finditer(text):
+        if not _plain_value(m.group("value")):
+            return "a password or key"
+    if any(_looks_random(t) for t in _LONG_TOKEN.findall(text)):
+        return "a token"
+    return None
+
+
+def looks_secret(text: str) -> bool:
+    """True when ``text`` seems to hold a credential (see the module docstring for the rule)."""
+    return secret_reason(text) is not None

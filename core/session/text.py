@@ -1,0 +1,29 @@
+"""Rules about the text people type, shared by every front end (web UI, command line).
+
+Browsers send more than what shows: a message of only zero-width spaces looks empty and must be
+treated as empty (like whitespace), and ``JSON.stringify`` of a cut emoji sends a lone UTF-16
+surrogate, which no UTF-8 encoder accepts (the page's event stream dies on it).
+"""
+from __future__ import annotations
+
+import re
+
+# Characters that take no room and show nothing: zero-width space/joiners, word joiner and the
+# invisible operators, BOM, soft hyphen, Mongolian vowel separator, bidi marks and isolates,
+# variation selectors, Hangul fillers (Unicode "Default_Ignorable_Code_Point" in common use).
+INVISIBLE = ("\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+             "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0")
+_INVISIBLE = re.compile(f"[{INVISIBLE}]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def is_blank(text: str | None) -> bool:
+    """True when ``text`` shows nothing: None, empty, whitespace and invisible characters only
+    (zero-width space U+200B, joiners, BOM, bidi marks; see :data:`INVISIBLE`)."""
+    return not text or not _INVISIBLE.sub("", text).strip()
+
+
+def clean_text(text: str) -> str:
+    """``text`` with every lone surrogate (U+D800–U+DFFF, invalid in UTF-8) replaced by U+FFFD,
+    the way the stores write it; other text is returned unchanged."""
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text

@@ -1,0 +1,169 @@
+"""The context meter, the Compact action (button and ``/compact``) and compaction progress (issue 9).
+
+Plain functions over core (tested without a browser) plus :func:`add_compaction_controls`, which
+wires them into the app's existing components. The summary divider in the history is drawn by
+:func:`webui.render.summary_divider`.
+"""
+from __future__ import annotations
+
+import html
+import logging
+from typing import Any, Iterator
+
+from core import settings
+from core.errors import AnycodeError, ModelError
+from core.session.keys import SessionKey
+from webui import render
+
+log = logging.getLogger(__name__)
+
+COMPACT_COMMAND = "/compact"
+PROGRESS_TITLE = "Summarising earlier messages…"
+
+
+def is_compact_command(text: str | None) -> bool:
+    """True for ``/compact`` typed in the message box (any case, surrounding spaces ignored)."""
+    return (text or "").strip().lower() == COMPACT_COMMAND
+
+
+# --- the meter ---------------------------------------------------------------------------------
+
+
+def meter_html(ctx: Any, state: dict[str, Any] | None, model: str | None, *, probe: bool = True) -> str:
+    """The top bar's context meter for the tab's session: ``"42k / 128k"`` (``~`` when estimated),
+    amber (class ``ac-meter-warn``) at or past ``ANYCODE_COMPACT_AT``; its tooltip says what the
+    numbers are, and why the window is small when Ollama's ``num_ctx`` limits it. Never raises
+    (a store or server failure shows no numbers)."""
+    from core.agent.context import Usage, context_usage, context_window, short_tokens
+
+    state = state or {}
+    client = ctx.client()
+    name = model or ctx.model_config().model
+    try:
+        if state.get("session"):
+            session = ctx.manager.get(SessionKey(state["project"], state["session"]))
+            usage = context_usage(session, client, name, probe=probe)
+        else:
+            window = context_window(client, name, probe=probe)
+            usage = Usage(0, window.tokens, False, window.source, window.note)
+    except (AnycodeError, OSError) as err:
+        log.info("context meter unavailable: %s", err)
+        return ""
+    threshold = settings.compact_at()
+    warn = usage.fraction >= threshold
+    tip = (f"Context: about {usage.used:,} of {usage.window:,} tokens"
+           f" ({'server count' if usage.exact else 'estimated'}; window from {usage.source})."
+           f" Older messages are summarised at {threshold:.0%}.")
+    if usage.note:
+        tip += " " + usage.note
+    classes = "ac-meter" + (" ac-meter-warn" if warn else "") + (" ac-meter-note" if usage.note else "")
+    bar = min(100, int(usage.fraction * 100))
+    return (f'<div class="{classes}" title="{html.escape(tip)}" role="meter" aria-valuemin="0" '
+            f'aria-valuemax="{usage.window}" aria-valuenow="{usage.used}" aria-label="Context used">'
+            f'<span class="ac-meter-bar"><span style="width:{bar}%"></span></span>'
+            f'<span class="ac-meter-text">{html.escape(usage.label())}</span>'
+            f'{"<span class=ac-meter-bang>!</span>" if usage.note else ""}</div>'
+            if usage.window else "")
+
+
+# --- progress rows while a compaction streams ---------------------------------------------------
+
+
+def progress_row(chars: int = 0, piece: int = 1, pieces: int = 1) -> dict[str, Any]:
+    """The pending chat row shown while the summary is written (a spinner and how far it got)."""
+    part = f" (part {piece} of {pieces})" if pieces > 1 else ""
+    body = f"Writing a summary{part}: {chars:,} characters so far." if chars else f"Asking the model for a summary{part}…"
+    return {"role": "assistant", "content": body + " Stop cancels it; nothing is changed then.",
+            "metadata": {"title": PROGRESS_TITLE, "status": "pending", "id": "compaction-progress"}}
+
+
+def apply_event(rows: list[dict[str, Any]], event: Any) -> bool:
+    """Fold a compaction event (core.agent.compaction) into live chat ``rows``; True when shown
+    rows changed. Started → a progress row; progress → its count; finished → the divider."""
+    kind = type(event).__name__
+    at = next((i for i, r in enumerate(rows) if (r.get("metadata") or {}).get("id") == "compaction-progress"), None)
+    if kind == "CompactionStarted":
+        rows.append(progress_row())
+        return True
+    if kind == "CompactionProgress":
+        row = progress_row(event.chars, event.piece, event.pieces)
+        if at is None:
+            rows.append(row)
+        else:
+            rows[at] = row
+        return True
+    if kind == "CompactionFinished":
+        row = render.summary_divider(event.entry)
+        if at is None:
+            rows.append(row)
+        else:
+            rows[at] = row
+        return True
+    return False
+
+
+# --- /compact and the Compact button --------------------------------------------------------------
+
+
+def compact_updates(ctx: Any, state: dict[str, Any], model: str | None, run: Any) -> Iterator[Any]:
+    """Run a manual compaction of the tab's session (``/compact`` or the Compact button) as
+    :class:`webui.handlers.SendUpdate`s: the chat with a progress row while the summary streams,
+    then the reloaded chat with its divider. Stop (``run.cancel``) cancels it with nothing
+    changed. Errors end with a readable row; nothing is ever appended but the compaction entry."""
+    from core.agent.compaction import compact_session
+    from webui import handlers
+
+    if not state.get("session"):
+        view = handlers.reload(ctx, state, notice="Nothing to compact yet: this chat has no messages.")
+        yield handlers.SendUpdate(view.state, view.rows, view.title, notice=view.notice, done=True)
+        return
+    current = handlers.reload(ctx, state)
+    rows = list(current.rows)
+    yield handlers.SendUpdate(current.state, rows, current.title, label=current.label)
+    error = None
+    client = ctx.client()
+    try:
+        for event in compact_session(SessionKey(state["project"], state["session"]), ctx.store, client=client,
+                                     model=model or ctx.model_config().model, cancel=run.cancel):
+            if apply_event(rows, event):
+                yield handlers.SendUpdate(current.state, [dict(r) for r in rows], current.title, label=current.label)
+    except (ModelError, AnycodeError) as err:
+        log.warning("compaction of %s failed: %s", state.get("session"), err)
+        error = str(err)
+    except OSError as err:
+        error = handlers.not_saved(err, "the summary was not saved.")
+    view = handlers.settled(ctx, current.state)
+    cancelled = run.cancel.is_set() and error is None and len(view.rows) == len(current.rows)
+    notice = "Compaction stopped; nothing was changed." if cancelled else None
+    out = view.rows + ([{"role": "assistant", "content": f"\u26a0 {error}"}] if error else [])
+    yield handlers.SendUpdate(view.state, out, view.title, notice=notice, done=True, error=error is not None,
+                              label=view.label)
+
+
+def add_compaction_controls(ctx: Any, gr: Any, *, state: Any, model: Any, meter: Any, compact_btn: Any,
+                            tab: Any, box: Any, pending: Any, on_send: Any, send_inputs: list, view_outputs: list,
+                            on_sent: Any, stream_args: dict, tab_key: Any) -> None:
+    """Wire the meter (refreshed whenever the tab's state or the model changes) and the Compact
+    button (it runs like a message: the same streaming, the same Stop, the box's draft untouched)."""
+
+    def on_meter(st, model_name):
+        return meter_html(ctx, st, model_name)
+
+    state.change(on_meter, [state, model], meter, api_visibility="private", show_progress="hidden",
+                 trigger_mode="always_last")
+    model.change(on_meter, [state, model], meter, api_visibility="private", show_progress="hidden")
+
+    def on_take_compact(tab_id, request):
+        from webui import handlers
+
+        key = tab_key(request, tab_id)
+        if ctx.busy(key):
+            gr.Warning(html.escape(handlers.BUSY_NOTICE), title="anycode")
+            return gr.skip(), gr.skip()
+        return gr.Textbox(submit_btn=False, stop_btn="Stop"), ctx.begin_run(key, COMPACT_COMMAND).id
+
+    # This module does not import Gradio (handlers import it), so the string annotation above
+    # cannot be resolved by Gradio: give it the real class, which makes it pass the request.
+    on_take_compact.__annotations__ = {"request": gr.Request}
+    compact_btn.click(on_take_compact, tab, [box, pending], queue=False, **stream_args).then(
+        on_send, send_inputs, view_outputs, **stream_args).then(on_sent, [tab, pending, box], box, **stream_args)
