@@ -75,6 +75,8 @@ streamed usage reports that count as ``prompt_tokens``. A request over the limit
                    However, your messages resulted in M tokens. ...", "type": "invalid_request_error",
                    "param": "messages", "code": "context_length_exceeded"}}`` (OpenAI, vLLM)
 ``"http_500"``     HTTP 500 whose message mentions the context size (llama.cpp server builds)
+``"error_event"``  HTTP 200 and one ``data: {"error": {"type": "exceed_context_size_error", "n_ctx": N, ...}}``
+                   event (llama.cpp server's streamed answer)
 ``"stream_break"`` HTTP 200, the role chunk, then the connection drops with no content
                    (llama-cpp-python past its window)
 ``server.window_api`` makes the window discoverable the way one real server tells it:
@@ -583,6 +585,15 @@ class FakeOpenAI:
             message = f"the request exceeds the available context size ({tokens} tokens > n_ctx {limit}), try increasing it"
             self._log("/v1/chat/completions", body, 500, message, generation)
             return JSONResponse({"error": {"code": 500, "message": message, "type": "server_error"}}, status_code=500)
+        if self.context_style == "error_event":
+            self._log("/v1/chat/completions", body, 200, "context overflow: error event", generation)
+            error = {"code": 400, "message": "the request exceeds the available context size, try increasing it",
+                     "type": "exceed_context_size_error", "n_prompt_tokens": tokens, "n_ctx": limit}
+
+            async def error_stream():
+                yield "data: " + json.dumps({"error": error}) + "\n\n"
+
+            return StreamingResponse(error_stream(), media_type="text/event-stream")
         if self.context_style == "stream_break":
             self._log("/v1/chat/completions", body, 200, "context overflow: stream dropped", generation)
 

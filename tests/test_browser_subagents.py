@@ -30,6 +30,8 @@ class TestTaskStepInTheBrowser:
         # Live: the task step is pending and the sub-agent's first step shows nested under it.
         expect(chat).to_contain_text("task: Survey the project", timeout=TIMEOUT_MS)
         expect(chat).to_contain_text("list_files", timeout=TIMEOUT_MS)
+        # its title tells the progress while the step is collapsed (the next reply takes 4 s)
+        expect(chat.get_by_text("task: Survey the project \u00b7 1 step")).to_be_visible()
         expect(chat).to_contain_text("The survey is back", timeout=TIMEOUT_MS)
         expect(page.locator("#ac-list .ac-session")).to_have_count(1)  # no sub-agent record listed
 

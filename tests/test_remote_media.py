@@ -10,7 +10,7 @@ import tempfile
 
 from webui.private_files import make_root, sweep_stale, write_private
 from webui.remote_media import safe_markdown
-from webui.render import chat_rows
+from webui.render import chat_rows, summary_divider
 
 O = "http://evil.example"
 
@@ -48,6 +48,11 @@ class TestImagesBecomeLinks:
                           {"role": "assistant", "content": f"<img src='{O}/r.png'>"}]).rows
         assert "![" not in rows[0]["content"] and f"{O}/u.png" in rows[0]["content"]
         assert "<img" not in rows[1]["content"] and f'href="{O}/r.png"' in rows[1]["content"]
+
+    def test_a_compaction_summary_renders_through_it(self):
+        # the model writes the summary of a conversation that may have carried such an image
+        row = summary_divider({"summary": f"We looked at ![plot]({O}/p.png?q=data).", "trigger": "manual"})
+        assert "![" not in row["content"] and f"({O}/p.png?q=data)" in row["content"]
 
 
 class TestPrivateTempFiles:

@@ -55,6 +55,18 @@ class TestResultsPanel:
         assert 'class="ac-badge">archived' in search_panel.results_html(ctx, s.key.project_key, "needle",
                                                                         archived=True)
 
+    def test_all_projects_widens_the_search(self, ctx, tmp_path):
+        (tmp_path / "one").mkdir()
+        (tmp_path / "two").mkdir()
+        a = ctx.manager.create(tmp_path / "one", title="Here")
+        ctx.manager.add_messages(a.key, [{"role": "user", "content": "shared needle"}])
+        b = ctx.manager.create(tmp_path / "two", title="Elsewhere")
+        ctx.manager.add_messages(b.key, [{"role": "user", "content": "shared needle too"}])
+        here = search_panel.results_html(ctx, a.key.project_key, "needle")
+        assert "Here" in here and "Elsewhere" not in here
+        both = search_panel.results_html(ctx, a.key.project_key, "needle", all_projects=True)
+        assert "Here" in both and "Elsewhere" in both
+
     def test_highlight_overlapping_marks(self):
         assert search_panel.highlighted("a<b>c", [(1, 4), (2, 3)]) == "a<mark>&lt;b&gt;</mark>c"
 

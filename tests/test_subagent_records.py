@@ -128,3 +128,25 @@ def test_cli_show_subagents_and_exports(tmp_path, anycode_home, monkeypatch, cap
     assert main(["export", key.session_id, "--format", "jsonl", "-o", str(out_file), *args]) == 0
     kinds = [json.loads(line)["type"] for line in out_file.read_text().splitlines()]
     assert kinds.count("subagent_record") == 2 and kinds[0] == "header"
+
+
+def test_mirror_carries_records_and_their_removal(tmp_path):
+    """A mirrored store copies sub-agent records, forks of them and their deletion to the mirror."""
+    from core.stores.mirror import MirroredSessionStore
+    from core.stores.sql_store import SqlSessionStore
+
+    mirror = SqlSessionStore(f"sqlite:///{tmp_path / 'mirror.db'}")
+    store = MirroredSessionStore(LocalSessionStore(tmp_path / "home"), mirror, outbox_path=tmp_path / "outbox.sqlite3")
+    try:
+        key, messages = make_parent(store)
+        fork = SessionManager(store).fork(key, messages.index({"role": "assistant", "content": "answer 0"}))
+        assert store.flush(20)
+        assert mirror.list_subpaths(key) == ["subagents/call_1", "subagents/call_2"]
+        assert mirror.list_subpaths(fork.key) == ["subagents/call_1"]
+        assert find_record(mirror, key, "call_2").entries == find_record(store, key, "call_2").entries
+        SessionManager(store).delete(key)
+        assert store.flush(20)
+        assert mirror.list_subpaths(key) == [] and mirror.list_subpaths(fork.key) == ["subagents/call_1"]
+    finally:
+        store.close()
+        mirror.close()

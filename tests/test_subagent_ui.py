@@ -47,6 +47,11 @@ class TestLiveAndStored:
                 meta = row.get("metadata") or {}
                 if meta.get("id"):
                     seen[meta["id"]] = row
+        titles = [r["metadata"]["title"] for upd in updates[:-1] for r in upd.rows or []
+                  if (r.get("metadata") or {}).get("id") == "call_a"]
+        # the running step says how far its sub-agent got, so a collapsed step still shows progress
+        assert "\u2699 task: Read the notes \u00b7 1 step, running read_file" in titles
+        assert "\u2699 task: Read the notes \u00b7 1 step" in titles
         task_a, task_b = seen["call_a"], seen["call_b"]
         assert task_b["metadata"]["title"].endswith("task: List the folder")
         assert task_a["metadata"]["title"].endswith("task: Read the notes")

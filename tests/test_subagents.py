@@ -117,6 +117,21 @@ class TestTaskRun:
         # Run at once: the quick one finished while the slow one was still waiting for its reply.
         assert b.entries[-1]["ts"] < a.entries[-1]["ts"]
 
+    def test_concurrency_limit_queues_the_rest(self, fake_openai, store, session, monkeypatch):
+        monkeypatch.setenv("ANYCODE_SUBAGENT_CONCURRENCY", "1")
+        fake_openai.push({"tool_calls": [task_call("call_a", "Slow one", "alpha: wait"),
+                                         task_call("call_b", "Next one", "beta: go")]},
+                         {"text": "Both reported."})
+        fake_openai.push({"text": "alpha done", "wait": 1.0}, kind="subagent", task="alpha")
+        fake_openai.push({"text": "beta done"}, kind="subagent", task="beta")
+        drain(run_session_stream(session.key, store, "do both", client=fake_openai.client(), model=MODEL))
+        a = find_record(store, session.key, "call_a")
+        b = find_record(store, session.key, "call_b")
+        # One at a time: the second sub-agent answered only after the first had finished.
+        assert b.entries[-1]["ts"] > a.entries[-1]["ts"]
+        assert [m["content"] for m in SessionManager(store).get(session.key).messages if m["role"] == "tool"] == [
+            "alpha done", "beta done"]
+
     def test_bad_task_arguments_are_an_error_result_and_no_record(self, fake_openai, store, session):
         fake_openai.push({"tool_calls": [{"name": "task", "id": "call_bad", "arguments": {"description": "x"}}]},
                          {"text": "I will say it differently."})

@@ -73,7 +73,7 @@ def memory_note(system_text: Any) -> dict[str, Any] | None:
     used = memories_in_prompt(system_text)
     if not used:
         return None
-    return {"role": "assistant", "content": "\n".join(f"- {line}" for line in used),
+    return {"role": "assistant", "content": safe_markdown("\n".join(f"- {line}" for line in used)),
             "metadata": {"title": f"Used {len(used)} memor{'y' if len(used) == 1 else 'ies'}",
                          "id": "ac-memories-used", "status": "done"}}
 
@@ -133,7 +133,7 @@ def summary_divider(compaction: dict[str, Any]) -> dict[str, Any]:
     sizes = f" (~{before:,} → ~{after:,} tokens)" if isinstance(before, int) and isinstance(after, int) else ""
     note = (f"*The messages above were summarised {how}{sizes}; the model sees this summary instead of "
             "them. Nothing was deleted.*\n\n")
-    return {"role": "assistant", "content": note + str(compaction.get("summary", "")),
+    return {"role": "assistant", "content": note + safe_markdown(str(compaction.get("summary", ""))),
             "metadata": {"title": f"\u2702 {SUMMARY_DIVIDER}", "status": "done",
                          "id": f"compaction-{compaction.get('ts', '')}"}}
 

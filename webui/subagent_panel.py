@@ -29,6 +29,7 @@ TASK_TOOL = "task"
 LINK_PREFIX = "#ac-subagent="
 LINK_TEXT = "Open the sub-agent's transcript"
 TOOL_ICON = "\u2699"  # ⚙, as render.TOOL_ICON
+PROGRESS_SEPARATOR = " \u00b7 "  # " · " between a running task step's title and its progress
 
 # A click on a transcript link (inside the chat or the panel) becomes a ``select`` event whose
 # value is the task call id; the page never navigates. Capturing at the document: the chat's
@@ -89,6 +90,22 @@ class LiveSubagents:
     """
 
     _args: dict[str, str] = field(default_factory=dict)
+    # task step id -> (tool steps started, the one running or None): shown in the step's title,
+    # so the progress is seen while the step is collapsed.
+    _progress: dict[str, tuple[int, str | None]] = field(default_factory=dict)
+
+    def _retitle(self, rows: list[dict[str, Any]], steps: dict[str, int], task_id: str) -> None:
+        if task_id not in steps:
+            return
+        row = rows[steps[task_id]]
+        meta = dict(row.get("metadata") or {})
+        if meta.get("status") == "done":
+            return  # finished: the title is the call's own again
+        count, running = self._progress.get(task_id, (0, None))
+        base = str(meta.get("title", "")).split(PROGRESS_SEPARATOR)[0]
+        note = f"{count} step{'s' if count != 1 else ''}" + (f", running {running}" if running else "")
+        meta["title"] = base + PROGRESS_SEPARATOR + note
+        rows[steps[task_id]] = {**row, "metadata": meta}
 
     def apply(self, rows: list[dict[str, Any]], steps: dict[str, int], event: Any, prefix: str = "") -> bool:
         kind = type(event).__name__
@@ -114,6 +131,8 @@ class LiveSubagents:
             steps[step_id] = len(rows)
             rows.append(_step(step_id, task_id, f"{TOOL_ICON} {inner.name}",
                               _tool_body(inner.arguments, None, False), False))
+            self._progress[task_id] = (self._progress.get(task_id, (0, None))[0] + 1, inner.name)
+            self._retitle(rows, steps, task_id)
             return True
         if inner_kind == "ToolCallFinished":
             step_id = f"{task_id}/{inner.call_id}"
@@ -124,6 +143,8 @@ class LiveSubagents:
                 rows[steps[step_id]] = row
             else:
                 rows.append(row)
+            self._progress[task_id] = (self._progress.get(task_id, (1, None))[0], None)
+            self._retitle(rows, steps, task_id)
             return True
         return False
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from typing import Any, Iterable
+from typing import Iterable
 
 from core.search.text import MIN_INDEXED_TERM, Document, fts5_phrase, like_pattern
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Iterator, NamedTuple
 
 from core.search.fts import FtsTables, has_trigram
-from core.search.text import SearchHit, collect_hits, entry_documents, parse_query
+from core.search.text import Scope, SearchHit, collect_hits, entry_documents, parse_query
 from core.session.entries import SessionState
 from core.stores.jsonl_io import SIG_BYTES, parse_line
 
@@ -115,6 +115,7 @@ class JsonlSearchIndex:
         self.fresh_seconds = FRESH_SECONDS
         self._walked: dict[str, float] = {}  # project key -> time.monotonic() of its last walk
         self._dirty: set[str] = set()  # projects written through a watched store since their walk
+        self._rows_cache: tuple[int, Any, Scope] | None = None
 
     def __repr__(self) -> str:
         return f"JsonlSearchIndex({str(self.path)!r})"
@@ -151,6 +152,7 @@ class JsonlSearchIndex:
             conn.close()
             raise
         self._conn = conn
+        self._rows_cache = None
         self._walked.clear()  # a (re)opened file may be new or rebuilt: walk everything again
         return conn
 
@@ -270,11 +272,12 @@ class JsonlSearchIndex:
                     self._tables.delete_owner(conn, r[0])
                     conn.execute("DELETE FROM files WHERE fid = ?", (r[0],))
                 conn.execute("COMMIT")
+                self._rows_cache = None
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
             todo = still_todo
-        # Oldest first: document ids then grow with recency, and results come newest first.
+        # Oldest first: new files get higher numbers, and a search looks at higher numbers first.
         todo.sort(key=lambda rec: rec.mtime_ns)
         # Several files per transaction while catching up (a first build of thousands of files),
         # each transaction bounded; a crash rolls back one batch, redone on the next query.
@@ -287,6 +290,7 @@ class JsonlSearchIndex:
                     budget -= self._index_file(conn, todo[i])
                     i += 1
                 conn.execute("COMMIT")
+                self._rows_cache = None
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
@@ -301,6 +305,7 @@ class JsonlSearchIndex:
                 self._tables.delete_owner(conn, fid)
             conn.execute("DELETE FROM files WHERE project_key = ?", (project_key,))
             conn.execute("COMMIT")
+            self._rows_cache = None
         except BaseException:
             conn.execute("ROLLBACK")
             raise
@@ -385,12 +390,10 @@ class JsonlSearchIndex:
         if not archived:
             where += " AND archived = 0"
         for attempt in range(2):
-            files = conn.execute(
-                f"SELECT fid, project_key, session_id, subpath, archived, title, created_at, updated_at, rel, size, "
-                f"mtime_ns FROM files WHERE {where}", params).fetchall()
-            found = self._tables.candidates(conn, terms, {r[0] for r in files}, limit)
-            hits = collect_hits(files, found, self._tables.fetch(conn, found.values()), terms, limit)
-            stale = self._stale(files, hits) if attempt == 0 else set()
+            scope = self._scope(conn, where, params)
+            found = self._tables.candidates(conn, terms, scope.owners, limit)
+            hits = collect_hits(scope, found, self._tables.fetch(conn, found.values()), terms, limit)
+            stale = self._stale(scope, hits) if attempt == 0 else set()
             if not stale:
                 return hits
             # A result's file changed since the project was walked (inside the freshness window):
@@ -398,20 +401,33 @@ class JsonlSearchIndex:
             self._sync(conn, sorted(stale), False, True)
         return hits
 
-    def _stale(self, files: list[tuple[Any, ...]], hits: list[SearchHit]) -> set[str]:
+    def _scope(self, conn: sqlite3.Connection, where: str, params: list[Any]) -> Scope:
+        """The file rows in scope, kept between searches while the index is unchanged (``PRAGMA
+        data_version`` moves when another process commits, our own writes clear the cache)."""
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        key = (where, tuple(params))
+        cached = self._rows_cache
+        if cached is not None and cached[0] == version and cached[1] == key:
+            return cached[2]
+        rows = conn.execute(
+            f"SELECT fid, project_key, session_id, subpath, archived, title, created_at, updated_at, rel, size, "
+            f"mtime_ns FROM files WHERE {where}", params).fetchall()
+        scope = Scope(rows)
+        self._rows_cache = (version, key, scope)
+        return scope
+
+    def _stale(self, scope: Scope, hits: list[SearchHit]) -> set[str]:
         """Projects of ``hits`` whose session files (main or sub-agent) differ from their indexed stat."""
-        wanted = {(h.project_key, h.session_id) for h in hits}
         stale: set[str] = set()
-        for r in files:
-            if (r[1], r[2]) not in wanted:
-                continue
-            try:
-                st = os.stat(self.projects_dir / r[8])
-            except OSError:
-                stale.add(r[1])
-                continue
-            if (st.st_size, st.st_mtime_ns) != (r[9], r[10]):
-                stale.add(r[1])
+        for h in hits:
+            for r in scope.by_session.get((h.project_key, h.session_id), ()):
+                try:
+                    st = os.stat(self.projects_dir / r[8])
+                except OSError:
+                    stale.add(r[1])
+                    continue
+                if (st.st_size, st.st_mtime_ns) != (r[9], r[10]):
+                    stale.add(r[1])
         return stale
 
 

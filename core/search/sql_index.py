@@ -22,7 +22,7 @@ import logging
 from typing import Any
 
 from core.search.fts import FtsTables, has_trigram
-from core.search.text import SearchHit, collect_hits, entry_documents, like_pattern, parse_query
+from core.search.text import Scope, SearchHit, collect_hits, entry_documents, like_pattern, parse_query
 
 log = logging.getLogger(__name__)
 
@@ -232,7 +232,7 @@ class SqlSearchIndex:
                 f"s.updated_at FROM anycode_sessions s WHERE {where}"), params).all()
             found = self._candidates(conn, terms, where, params, bound, limit, {r[0] for r in sessions})
             docs = self._fetch(conn, list(found.values()))
-        return collect_hits(sessions, found, docs, terms, limit)
+        return collect_hits(Scope(sessions), found, docs, terms, limit)
 
     def _candidates(self, conn: Any, terms: list[str], where: str, params: dict[str, Any], bound: Any,
                     limit: int, allowed: set[int]) -> dict[int, int]:

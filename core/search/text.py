@@ -168,12 +168,6 @@ def _pattern(terms: list[str]) -> re.Pattern[str] | None:
     return re.compile("|".join(alts), re.IGNORECASE)
 
 
-def matches_all(text: str, terms: list[str]) -> bool:
-    """True when every term occurs in ``text`` (case-insensitive): the final check of a candidate."""
-    low = text.casefold()
-    return all(t.casefold() in low for t in terms)
-
-
 def make_snippet(text: str, terms: list[str], width: int = SNIPPET_CHARS) -> tuple[str, list[tuple[int, int]]]:
     """``(snippet, marks)``: about ``width`` characters of ``text`` around its first match
     (whitespace runs collapsed, ``…`` where cut) and the ``[start, end)`` ranges of every term
@@ -193,19 +187,34 @@ def make_snippet(text: str, terms: list[str], width: int = SNIPPET_CHARS) -> tup
     return prefix + piece + ("…" if end < len(flat) else ""), marks
 
 
-def collect_hits(records: Iterable[tuple[Any, ...]], found: dict[int, int],
-                 docs: dict[int, tuple[int, str, float | None, str]], terms: list[str], limit: int) -> list[SearchHit]:
+class Scope:
+    """The records a search may report, indexed once (an index may keep it between searches).
+
+    ``records``: ``(owner, project_key, session_id, subpath ('' for the main session), archived,
+    title, created_at, updated_at, ...)`` tuples (extra fields are kept as they are)."""
+
+    def __init__(self, records: Iterable[tuple[Any, ...]]):
+        self.rows = {r[0]: r for r in records}
+        self.owners = set(self.rows)
+        self.mains = {(r[1], r[2]): r for r in self.rows.values() if r[3] == ""}
+        self.titles = [(r[5].casefold(), r) for r in self.mains.values() if r[5]]
+        self.by_session: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
+        for r in self.rows.values():
+            self.by_session.setdefault((r[1], r[2]), []).append(r)
+
+
+def collect_hits(scope: Scope, found: dict[int, int], docs: dict[int, tuple[int, str, float | None, str]],
+                 terms: list[str], limit: int) -> list[SearchHit]:
     """One :class:`SearchHit` per main session, shared by every index.
 
-    ``records``: the records in scope as ``(owner, project_key, session_id, subpath ('' for the main
-    session), archived, title, created_at, updated_at)``; ``found``: ``{owner: newest matching
-    document id}``; ``docs``: ``{document id: (idx, role, ts, text)}``. Sessions whose title matches
-    come first, then the others, each group most recently active first; a
-    sub-agent record's match is reported on its parent; at most ``limit`` hits."""
-    rows = {r[0]: r for r in records}
-    mains = {(r[1], r[2]): r for r in rows.values() if r[3] == ""}
+    ``scope``: the records in scope; ``found``: ``{owner: newest matching document id}``; ``docs``:
+    ``{document id: (idx, role, ts, text)}``. Sessions whose title matches come first, then the
+    others, each group most recently active first; a sub-agent record's match is reported on its
+    parent; at most ``limit`` hits."""
+    rows, mains = scope.rows, scope.mains
     hits: dict[tuple[str, str], SearchHit] = {}
-    titled = sorted((r for r in mains.values() if r[5] and matches_all(r[5], terms)),
+    folded = [t.casefold() for t in terms]
+    titled = sorted((r for low, r in scope.titles if all(t in low for t in folded)),
                     key=lambda r: r[7] or 0, reverse=True)
     for r in titled[:limit]:
         snippet, marks = make_snippet(r[5], terms)
@@ -218,6 +227,7 @@ def collect_hits(records: Iterable[tuple[Any, ...]], found: dict[int, int],
         k = (r[1], r[2])
         if k not in best or doc_id > best[k][1]:
             best[k] = (owner, doc_id)
+
     def recency(kv: tuple[tuple[str, str], tuple[int, int]]) -> tuple[float, int]:
         main = mains.get(kv[0])
         return ((main[7] or 0.0) if main is not None else 0.0), kv[1][1]
