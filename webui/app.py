@@ -266,6 +266,16 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                 return gr.skip(), gr.skip(), gr.skip()
             return gr.Textbox(submit_btn=False, stop_btn="Stop"), run_id, gr.Row(visible=False)
 
+        def on_take_option(tab_id, evt: gr.SelectData, request: gr.Request):
+            # "Continue" under a cut-off reply: sent as a message; a draft in the box stays.
+            if evt.value != render.CONTINUE:
+                return gr.skip(), gr.skip()
+            run_id, notice = handlers.take(ctx, _tab_key(request, tab_id), render.CONTINUE)
+            if run_id is None:
+                _notify(notice)
+                return gr.skip(), gr.skip()
+            return gr.Textbox(submit_btn=False, stop_btn="Stop"), run_id
+
         def on_send(st, run_id, model_name, tab_id, query, archived, request: gr.Request):
             skip_all = tuple(gr.skip() for _ in view_outputs)
             if run_id is None:
@@ -343,6 +353,9 @@ def build_app(ctx: WebContext) -> gr.Blocks:
             ctx, gr, state=state, model=model, meter=meter, compact_btn=compact_btn, tab=tab, box=box,
             pending=pending, on_send=on_send, send_inputs=[state, pending, model, tab, search, show_archived],
             view_outputs=view_outputs, on_sent=on_sent, stream_args=stream_args, tab_key=_tab_key)
+        after_turn(chat.option_select(on_take_option, tab, [box, pending], queue=False, **stream_args).then(
+            on_send, [state, pending, model, tab, search, show_archived], view_outputs,
+            **stream_args).then(on_sent, [tab, pending, box], box, **stream_args))
 
         def on_stop(tab_id, text, request: gr.Request):
             tab_key = _tab_key(request, tab_id)

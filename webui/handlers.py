@@ -32,6 +32,7 @@ from core.errors import (
     is_disk_full,
     os_error_message,
 )
+from core.agent.repair import INTERRUPTED_RESULT
 from core.session.keys import SessionKey
 from core.session.subagents import export_entries, subagent_records
 from webui.subagent_panel import LiveSubagents
@@ -118,7 +119,7 @@ def view_of(session: Any, *, title_wait: float = 0.0, notice: str | None = None,
     return SessionView(
         state=state,
         title=session.title or "",
-        rows=render.chat_window(session.messages, start, session.compactions).rows,
+        rows=render.chat_window(session.messages, start, session.compactions, session.reply_ends).rows,
         archived=bool(session.archived),
         notice=notice,
         label=render.session_label(session.title, session.created_at),
@@ -127,9 +128,15 @@ def view_of(session: Any, *, title_wait: float = 0.0, notice: str | None = None,
 
 
 def _reply_lost(session: Any, shown: list[dict[str, Any]]) -> bool:
-    """The last stored message is the user's and has no answer. A branch made at a user message
-    ends that way on purpose (nothing was lost), until something is added to it."""
-    if not shown or shown[-1].get("role") != "user":
+    """The last stored message is the user's and has no answer, or a tool result the model never
+    answered (it failed, or sent an empty reply, which is never stored). A branch made at a user
+    message ends that way on purpose (nothing was lost), until something is added to it. Tool
+    results of a stopped round ("interrupted") are not lost replies: the user stopped them."""
+    if not shown:
+        return False
+    if shown[-1].get("role") == "tool":
+        return render.message_text(shown[-1].get("content")) != INTERRUPTED_RESULT
+    if shown[-1].get("role") != "user":
         return False
     fork = session.forked_from or {}
     return not (isinstance(fork.get("message_index"), int)
@@ -360,7 +367,7 @@ def branch(ctx: Any, state: dict[str, Any], row_index: int, now: float | None = 
         return view
     key = _key(state)
     session = ctx.manager.get(key)
-    view = render.chat_window(session.messages, shown_from(session, state), session.compactions)
+    view = render.chat_window(session.messages, shown_from(session, state), session.compactions, session.reply_ends)
     if not 0 <= row_index < len(view.source):
         raise IndexError(f"There is no message {row_index + 1} in this conversation.")
     try:
@@ -734,7 +741,7 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
     label = render.session_label(session.title, session.created_at)
     start = shown_from(session, state)
     state["from"] = start
-    base = render.chat_window(session.messages, start, session.compactions).rows
+    base = render.chat_window(session.messages, start, session.compactions, session.reply_ends).rows
     shown = base if retry else base + [{"role": "user", "content": render.safe_markdown(text)}]
     yield SendUpdate(state, shown, title, label=label)
 

@@ -37,7 +37,8 @@ def _key(state: dict[str, Any]) -> SessionKey:
 
 def _stored_index(ctx: Any, state: dict[str, Any], row_index: int) -> tuple[Any, int]:
     session = ctx.manager.get(_key(state))
-    window = render.chat_window(session.messages, handlers.shown_from(session, state))
+    window = render.chat_window(session.messages, handlers.shown_from(session, state), session.compactions,
+                                session.reply_ends)  # the rows exactly as shown
     if not 0 <= row_index < len(window.source):
         raise IndexError(f"There is no message {row_index + 1} in this conversation.")
     return session, window.source[row_index]
