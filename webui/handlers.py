@@ -401,7 +401,8 @@ def delete(ctx: Any, state: dict[str, Any]) -> SessionView:
     """Delete the tab's session for good (after the UI's confirmation) and show a new chat."""
     if state.get("session"):
         try:
-            ctx.manager.delete(_key(state))
+            # Delete removes the conversation (every version), not only the version on screen.
+            ctx.manager.delete(ctx.manager.root_of(_key(state)))
         except SessionNotFound:
             pass  # already gone (another tab deleted it): the outcome the user asked for
         except (StoreUnavailable, OSError) as err:
