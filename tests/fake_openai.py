@@ -38,7 +38,8 @@ Stop); ``"wait": 2.0`` seconds to sleep before answering at all (to test timeout
 the connection after that many streamed chunks (a server dying mid-reply).
 
 Quirk modes (``server.quirk = "<name>"``; one quirk at a time, reset after each test; otherwise the
-server stays as strict as the real API). Each imitates what a popular local server really sends:
+server stays as strict as the real API; a reply-side quirk can also ride on one scripted reply as
+``"quirk": "<name>"``, which is how a test drives a fake running as a subprocess). Each imitates what a popular local server really sends:
 
 request side (answered with HTTP 400/422 as those servers do):
 ``no_null_content``        refuses ``"content": null`` on an assistant message (LM Studio, old llama.cpp)
@@ -568,7 +569,7 @@ class FakeOpenAI:
             self._log("/v1/chat/completions", body, status, message, generation)
             return JSONResponse(_error_body(message, etype, None, code), status_code=status)
         self._log("/v1/chat/completions", body, 200, None, generation)
-        if body.get("stream") and self.quirk != "json_body":
+        if body.get("stream") and reply.get("quirk", self.quirk) != "json_body":
             return StreamingResponse(self._stream(body, reply), media_type="text/event-stream")
         return JSONResponse(self._completion(body, reply))
 
@@ -695,7 +696,7 @@ class FakeOpenAI:
         cid = f"chatcmpl-{uuid.uuid4().hex}"
         created = int(time.time())
         size = max(1, int(reply.get("chunk", 4)))
-        quirk = self.quirk
+        quirk = reply.get("quirk", self.quirk)  # a reply may carry its own (the control API's way)
 
         def chunk(delta: dict | None, finish: str | None = None, **extra: Any) -> str:
             data = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": body["model"],

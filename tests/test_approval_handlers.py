@@ -3,32 +3,14 @@ fake OpenAI server: what the card shows, what each answer does, Stop, the per-ch
 workspace choice — without a browser."""
 from __future__ import annotations
 
-import pytest
-
 from core.agent import approval as ap
 from core.session.entries import header_entry
 from core.session.keys import SessionKey, new_session_id, project_key
-from tests.test_webui_handlers import make_ctx, run_send
+from tests.test_webui_handlers import ctx, project, run_send, store  # noqa: F401  (shared fixtures)
 from webui import approvals, handlers
 
 WRITE = {"tool_calls": [{"name": "write_file", "arguments": {"path": "notes.txt", "content": "buy bread\n"},
                          "id": "call_w"}]}
-
-
-@pytest.fixture
-def project(tmp_path):
-    path = tmp_path / "proj"
-    path.mkdir()
-    (path / "notes.txt").write_text("remember the milk\n")
-    return path
-
-
-@pytest.fixture
-def ctx(tmp_path, project, fake_openai):
-    from core.stores.jsonl_store import LocalSessionStore
-
-    store = LocalSessionStore(tmp_path / "data")
-    return make_ctx(store, project, api_key="sk-test", base_url=fake_openai.base_url, max_retries=0)
 
 
 def paused(ctx, fake_openai):

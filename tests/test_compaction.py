@@ -269,7 +269,7 @@ class TestOverflowRecovery:
         paste = "0123456789 abcdefghij " * 2000  # ~44 KB, far past the window
         got = run_session(session.key, store, paste, client=fake_openai.client(), model=MODEL)
         assert got.messages[1]["content"] == paste  # stored whole
-        sent = _chat_bodies(fake_openai)[-1]["body"]["messages"][1]["content"]
+        sent = fake_openai.chat_requests()[-1]["messages"][1]["content"]  # not the background title request
         assert "characters cut here by anycode" in sent
         assert got.messages[-1]["role"] == "assistant"
 

@@ -13,11 +13,13 @@ import pytest
 
 from core import LocalSessionStore, SessionManager
 from core.agent.loop import RoundCompleted, TextDelta, agent_loop, agent_loop_stream
-from core.agent.runner import TitleStarted, run_session_stream
+from core.agent.runner import run_session_stream
 from core.agent.stream import forget_compat
 from core.agent.titles import generate_title
-from core.agent.tools import TOOL_SPECS, Workspace
+from core.agent.tools import TOOL_SPECS
 from core.errors import ModelEmptyReply, ModelError, ModelServerError
+from tests.test_agent_loop import start, ws  # noqa: F401  (ws: the workspace fixture)
+from tests.test_runner import drain
 
 MODEL = "gpt-4o-mini"
 TWO_CALLS = {"tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}, "id": "call_A"},
@@ -30,18 +32,6 @@ def _fresh_compat():
     forget_compat()  # what one test's server refused must not leak into the next
     yield
     forget_compat()
-
-
-@pytest.fixture
-def ws(tmp_path):
-    root = tmp_path / "ws"
-    root.mkdir()
-    (root / "notes.txt").write_text("remember the milk\n")
-    return Workspace(root)
-
-
-def start(text="hi"):
-    return [{"role": "system", "content": "be brief"}, {"role": "user", "content": text}]
 
 
 def run(fake, ws=None, text="what do I need?", **kw):
@@ -134,19 +124,11 @@ class TestStoredEnds:
         (tmp_path / "proj").mkdir()
         return store, SessionManager(store).create(tmp_path / "proj")
 
-    def drain(self, stream):
-        out = []
-        for event in stream:
-            out.append(event)
-            if isinstance(event, TitleStarted):
-                event.thread.join(10)
-        return out
-
     def test_cut_off_reply_is_stored_with_its_end(self, fake_openai, session):
         store, s = session
         fake_openai.quirk = "length"
         fake_openai.push({"text": "half an ans"})
-        self.drain(run_session_stream(s.key, store, "explain", client=fake_openai.client(), model=MODEL))
+        drain(run_session_stream(s.key, store, "explain", client=fake_openai.client(), model=MODEL))
         stored = SessionManager(store).get(s.key)
         assert stored.messages[-1] == {"role": "assistant", "content": "half an ans"}
         assert stored.reply_ends == {len(stored.messages) - 1: "length"}
@@ -155,11 +137,11 @@ class TestStoredEnds:
         store, s = session
         fake_openai.quirk = "reasoning_only"
         with pytest.raises(ModelEmptyReply):
-            self.drain(run_session_stream(s.key, store, "explain", client=fake_openai.client(), model=MODEL))
+            drain(run_session_stream(s.key, store, "explain", client=fake_openai.client(), model=MODEL))
         stored = SessionManager(store).get(s.key)
         assert [m["role"] for m in stored.messages] == ["system", "user"]  # the user message, no blank answer
         fake_openai.quirk = None
-        self.drain(run_session_stream(s.key, store, None, client=fake_openai.client(), model=MODEL))  # Retry
+        drain(run_session_stream(s.key, store, None, client=fake_openai.client(), model=MODEL))  # Retry
         assert SessionManager(store).get(s.key).messages[-1] == {"role": "assistant", "content": "You said: explain"}
 
 

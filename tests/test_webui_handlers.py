@@ -289,10 +289,11 @@ class TestSessionActions:
     def test_archive_unarchive_delete(self, ctx):
         s = seeded(ctx, title="Keep me")
         state = handlers.open_session(ctx, ctx.project_key, s.id).state
-        assert handlers.set_archived(ctx, state, True).archived
+        archived = handlers.set_archived(ctx, state, True)
+        assert archived.archived
         assert s.id not in handlers.session_list_html(ctx, ctx.project_key)
         assert s.id in handlers.session_list_html(ctx, ctx.project_key, archived=True)
-        assert not handlers.set_archived(ctx, state, False).archived
+        assert not handlers.set_archived(ctx, archived.state, False).archived  # the tab's new state
         assert s.id in handlers.session_list_html(ctx, ctx.project_key)
         after = handlers.delete(ctx, state)
         assert after.session_id is None and "deleted" in after.notice
@@ -587,7 +588,7 @@ class TestLabelsAndNotices:
         view = handlers.rename(ctx, state, "y" * 250)
         assert view.title == "y" * 200
         assert view.notice == handlers.TITLE_SHORTENED_NOTICE and view.notice_level == "info"
-        assert handlers.rename(ctx, state, "fine").notice is None
+        assert handlers.rename(ctx, view.state, "fine").notice is None
 
     def test_delete_is_good_news(self, ctx):
         s = seeded(ctx)

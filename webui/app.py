@@ -21,7 +21,7 @@ import gradio as gr
 
 from core.errors import AnycodeError, SessionNotFound
 from webui import (approval_card, compaction_ui, handlers, import_panel, memory_panel, render, search_panel,
-                   subagent_panel)
+                   subagent_panel, versions)
 from webui.context import WebContext
 from webui.handlers import SessionView
 
@@ -185,9 +185,11 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                                       min_width=80)
             earlier_btn = gr.Button("Show earlier messages", visible=False, size="sm", variant="secondary",
                                     elem_id="ac-earlier")
+            version_bar = versions.bar()  # ‹ n / m › when the conversation has versions
             chat = gr.Chatbot(
                 elem_id="ac-chat", show_label=False, height=CHAT_HEIGHT,
-                layout="bubble", buttons=["copy"], feedback_options=[BRANCH_OPTION],
+                layout="bubble", buttons=["copy"], editable="user",
+                feedback_options=[BRANCH_OPTION, versions.REGENERATE_OPTION],
                 like_user_message=True, group_consecutive_messages=False,
                 placeholder="<div class='ac-hello'><h2>What are we building today?</h2>"
                             "<p>Ask anything about this project. The assistant can list, read and "
@@ -263,6 +265,16 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                 _notify(handlers.BUSY_NOTICE)
                 return gr.skip(), gr.skip(), gr.skip()
             return gr.Textbox(submit_btn=False, stop_btn="Stop"), run_id, gr.Row(visible=False)
+
+        def on_take_option(tab_id, evt: gr.SelectData, request: gr.Request):
+            # "Continue" under a cut-off reply: sent as a message; a draft in the box stays.
+            if evt.value != render.CONTINUE:
+                return gr.skip(), gr.skip()
+            run_id, notice = handlers.take(ctx, _tab_key(request, tab_id), render.CONTINUE)
+            if run_id is None:
+                _notify(notice)
+                return gr.skip(), gr.skip()
+            return gr.Textbox(submit_btn=False, stop_btn="Stop"), run_id
 
         def on_send(st, run_id, model_name, tab_id, query, archived, request: gr.Request):
             skip_all = tuple(gr.skip() for _ in view_outputs)
@@ -341,6 +353,9 @@ def build_app(ctx: WebContext) -> gr.Blocks:
             ctx, gr, state=state, model=model, meter=meter, compact_btn=compact_btn, tab=tab, box=box,
             pending=pending, on_send=on_send, send_inputs=[state, pending, model, tab, search, show_archived],
             view_outputs=view_outputs, on_sent=on_sent, stream_args=stream_args, tab_key=_tab_key)
+        after_turn(chat.option_select(on_take_option, tab, [box, pending], queue=False, **stream_args).then(
+            on_send, [state, pending, model, tab, search, show_archived], view_outputs,
+            **stream_args).then(on_sent, [tab, pending, box], box, **stream_args))
 
         def on_stop(tab_id, text, request: gr.Request):
             tab_key = _tab_key(request, tab_id)
@@ -443,7 +458,9 @@ def build_app(ctx: WebContext) -> gr.Blocks:
             html_list = handlers.session_list_html(ctx, st["project"], query=query or "",
                                                    archived=bool(archived), active=before)
             md, jl = handlers.exports(ctx, st)
-            return (gr.skip(), view.title, gr.skip(), html_list, gr.skip(), gr.skip(), gr.skip(),
+            # The tab now shows this title: a later rename is checked against it (issue 15).
+            seen = dict(st, title=view.title) if st.get("session") and view.title != st.get("title") else gr.skip()
+            return (seen, view.title, gr.skip(), html_list, gr.skip(), gr.skip(), gr.skip(),
                     gr.DownloadButton(value=md), gr.DownloadButton(value=jl), gr.skip(), gr.skip(),
                     gr.skip())
 
@@ -469,6 +486,10 @@ def build_app(ctx: WebContext) -> gr.Blocks:
         chat.like(switching(on_branch), [tab, state, search, show_archived],
                   concurrency_limit=1, **switch)
         chat.like(None, None, None, js=CLOSE_BRANCH_MENU_JS, api_visibility="private")
+        versions.attach(ctx, version_bar, chat=chat, state=state, tab=tab, box=box, pending=pending, model=model,
+                        search=search, show_archived=show_archived, view_outputs=view_outputs, show=show,
+                        switching=switching, tab_key=_tab_key, on_send=on_send, on_sent=on_sent, notify=_notify,
+                        after_turn=after_turn)
 
         def on_archive(st, query, archived):
             current = handlers.reload(ctx, st)

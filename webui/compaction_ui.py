@@ -135,7 +135,7 @@ def compact_updates(ctx: Any, state: dict[str, Any], model: str | None, run: Any
     view = handlers.settled(ctx, current.state)
     cancelled = run.cancel.is_set() and error is None and len(view.rows) == len(current.rows)
     notice = "Compaction stopped; nothing was changed." if cancelled else None
-    out = view.rows + ([{"role": "assistant", "content": f"\u26a0 {error}"}] if error else [])
+    out = view.rows + ([handlers._error_row(error)] if error else [])
     yield handlers.SendUpdate(view.state, out, view.title, notice=notice, done=True, error=error is not None,
                               label=view.label)
 

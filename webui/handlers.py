@@ -27,10 +27,12 @@ from core.errors import (
     ModelError,
     SessionConflict,
     SessionNotFound,
+    StaleChange,
     StoreUnavailable,
     is_disk_full,
     os_error_message,
 )
+from core.agent.repair import INTERRUPTED_RESULT
 from core.session.keys import SessionKey
 from core.session.subagents import export_entries, subagent_records
 from webui.subagent_panel import LiveSubagents
@@ -110,11 +112,14 @@ def view_of(session: Any, *, title_wait: float = 0.0, notice: str | None = None,
     state = tab_state(session.project_key, session.id, len(session.messages), title_wait)
     state["from"] = start
     state["earlier"] = sum(1 for m in session.messages[:start] if m.get("role") != "system")
+    # What the tab shows, so a change is written only when the user made one, and one made
+    # against what another tab changed since is refused (issue 15; see rename, set_archived).
+    state["title"], state["archived"] = session.title or "", bool(session.archived)
     state["compactions"] = len(session.compactions)  # a compaction changes the state: the meter refreshes
     return SessionView(
         state=state,
         title=session.title or "",
-        rows=render.chat_window(session.messages, start, session.compactions).rows,
+        rows=render.chat_window(session.messages, start, session.compactions, session.reply_ends).rows,
         archived=bool(session.archived),
         notice=notice,
         label=render.session_label(session.title, session.created_at),
@@ -123,9 +128,15 @@ def view_of(session: Any, *, title_wait: float = 0.0, notice: str | None = None,
 
 
 def _reply_lost(session: Any, shown: list[dict[str, Any]]) -> bool:
-    """The last stored message is the user's and has no answer. A branch made at a user message
-    ends that way on purpose (nothing was lost), until something is added to it."""
-    if not shown or shown[-1].get("role") != "user":
+    """The last stored message is the user's and has no answer, or a tool result the model never
+    answered (it failed, or sent an empty reply, which is never stored). A branch made at a user
+    message ends that way on purpose (nothing was lost), until something is added to it. Tool
+    results of a stopped round ("interrupted") are not lost replies: the user stopped them."""
+    if not shown:
+        return False
+    if shown[-1].get("role") == "tool":
+        return render.message_text(shown[-1].get("content")) != INTERRUPTED_RESULT
+    if shown[-1].get("role") != "user":
         return False
     fork = session.forked_from or {}
     return not (isinstance(fork.get("message_index"), int)
@@ -145,6 +156,10 @@ def open_session(ctx: Any, project: str, session_id: str, *, include: int | None
     Raises ``SessionNotFound`` / ``AmbiguousSessionId`` / ``InvalidSessionKey``.
     """
     key = ctx.manager.find(project, session_id)
+    if include is None:
+        key = ctx.manager.current_version(key)  # a conversation opens on the version last used
+    else:  # a search hit shows the version holding it, which becomes the one in use
+        key = ctx.manager.switch_version(key, key.session_id) if ctx.manager.family(key)[1:] else key
     session = ctx.manager.get(key)
     return view_of(session, start=shown_from(session, include=include))
 
@@ -178,7 +193,7 @@ def initial_view(ctx: Any, query_params: dict[str, str] | None) -> SessionView:
     if not wanted:
         return new_chat(ctx)
     try:
-        return view_of(ctx.manager.get(locate(ctx, wanted)))
+        return view_of(ctx.manager.get(ctx.manager.current_version(locate(ctx, wanted))))
     except (SessionNotFound, AmbiguousSessionId, InvalidSessionKey, StoreUnavailable) as err:
         log.info("cannot open session %r from the URL: %s", wanted, err)
         return new_chat(ctx, notice=str(err))
@@ -207,7 +222,9 @@ def session_list_html(ctx: Any, project: str, *, query: str = "", archived: bool
     day, filtered by ``query`` on titles, the first ``limit`` of them); ``archived=True`` lists
     the archive instead."""
     try:
-        metas = ctx.manager.list(project, archived=archived)
+        metas = ctx.manager.conversations(project, archived=archived)  # one row per conversation
+        if active and not any(m.id == active for m in metas):
+            active = next((m.id for m in metas if active in m.versions), active)  # a version's row
     except (AnycodeError, OSError) as err:
         log.warning("cannot list sessions: %s", err)
         text = str(err) if isinstance(err, AnycodeError) else f"{os_error_message(err)}."
@@ -297,13 +314,20 @@ def rename(ctx: Any, state: dict[str, Any], title: str | None) -> SessionView:
         return replace(current, notice=EMPTY_TITLE_NOTICE)
     if text == current.title:
         return current
+    shown = state.get("title")
+    if isinstance(shown, str) and text == clean_text(shown.strip()):
+        # The field still holds what this tab showed (focused and left without typing): not a
+        # change, so another tab's newer title stays (the field now shows it).
+        return current
     shortened = _title_too_long(text)
     try:
         if not state.get("session"):
             view = view_of(ctx.manager.create(project_cwd(ctx, state["project"]), title=text))
         else:
-            ctx.manager.rename(_key(state), text)
+            ctx.manager.rename(_key(state), text, **({"expected_title": shown} if isinstance(shown, str) else {}))
             view = reload(ctx, state)
+    except StaleChange as err:
+        return replace(current, notice=str(err))
     except InvalidTitle as err:
         return replace(current, notice=str(err))
     except (StoreUnavailable, OSError) as err:  # disk full, database down: the field keeps the text
@@ -343,7 +367,7 @@ def branch(ctx: Any, state: dict[str, Any], row_index: int, now: float | None = 
         return view
     key = _key(state)
     session = ctx.manager.get(key)
-    view = render.chat_window(session.messages, shown_from(session, state), session.compactions)
+    view = render.chat_window(session.messages, shown_from(session, state), session.compactions, session.reply_ends)
     if not 0 <= row_index < len(view.source):
         raise IndexError(f"There is no message {row_index + 1} in this conversation.")
     try:
@@ -360,8 +384,12 @@ def branch(ctx: Any, state: dict[str, Any], row_index: int, now: float | None = 
 def set_archived(ctx: Any, state: dict[str, Any], archived: bool) -> SessionView:
     """Archive (``True``) or unarchive the tab's session; it stays open."""
     if state.get("session"):
+        shown = state.get("archived")
         try:
-            (ctx.manager.archive if archived else ctx.manager.unarchive)(_key(state))
+            (ctx.manager.archive if archived else ctx.manager.unarchive)(
+                _key(state), expected=shown if isinstance(shown, bool) else None)
+        except StaleChange as err:  # another tab (un)archived it meanwhile: keep that
+            return reload(ctx, state, notice=str(err))
         except (StoreUnavailable, OSError) as err:
             log.warning("archive failed: %s", err)
             what = "archived" if archived else "unarchived"
@@ -713,7 +741,7 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
     label = render.session_label(session.title, session.created_at)
     start = shown_from(session, state)
     state["from"] = start
-    base = render.chat_window(session.messages, start, session.compactions).rows
+    base = render.chat_window(session.messages, start, session.compactions, session.reply_ends).rows
     shown = base if retry else base + [{"role": "user", "content": render.safe_markdown(text)}]
     yield SendUpdate(state, shown, title, label=label)
 

@@ -106,14 +106,16 @@ def window_start(messages: list[dict[str, Any]], size: int = CHAT_WINDOW, includ
 
 
 def chat_window(messages: list[dict[str, Any]], start: int,
-                compactions: list[dict[str, Any]] | None = None) -> ChatView:
+                compactions: list[dict[str, Any]] | None = None,
+                ends: dict[int, str] | None = None) -> ChatView:
     """:func:`chat_rows` of ``messages[start:]``, with ``source`` still indexing ``messages``;
-    ``compactions`` (``Session.compactions``) adds a summary divider where each one cut."""
+    ``compactions`` (``Session.compactions``) adds a summary divider where each one cut;
+    ``ends`` (``Session.reply_ends``) marks cut-off replies."""
     if start <= 0:
-        return chat_rows(messages, compactions)
+        return chat_rows(messages, compactions, ends)
     shifted = [{**c, "first_kept_index": c["first_kept_index"] - start} for c in compactions or ()
                if c.get("first_kept_index", 0) > start]
-    view = chat_rows(messages[start:], shifted)
+    view = chat_rows(messages[start:], shifted, {i - start: e for i, e in (ends or {}).items() if i >= start})
     view.source = [i + start for i in view.source]
     return view
 
@@ -140,7 +142,26 @@ def _looks_like_error(text: str) -> bool:
     return text.startswith(("Error", "error:", "Interrupted", "interrupted"))
 
 
-def chat_rows(messages: list[dict[str, Any]], compactions: list[dict[str, Any]] | None = None) -> ChatView:
+CONTINUE = "Continue"  # the option under a cut-off reply; choosing it sends this as a message
+CUT_OFF_REASONS = {
+    "length": "the model reached its output limit",
+    "content_filter": "the server's content filter stopped it",
+    "no_end": "the server stopped sending without an end marker",
+}
+
+
+def cut_off_row(end: str, last: bool) -> dict[str, Any]:
+    """The row marking a reply the model did not finish (``end`` as stored: ``"length"``,
+    ``"content_filter"``, ``"no_end"``); the last one offers **Continue** (``options``)."""
+    why = CUT_OFF_REASONS.get(end, "it did not finish")
+    row: dict[str, Any] = {"role": "assistant", "content": f"\u26a0 The reply was cut off ({why})."}
+    if last:
+        row["options"] = [{"label": CONTINUE, "value": CONTINUE}]
+    return row
+
+
+def chat_rows(messages: list[dict[str, Any]], compactions: list[dict[str, Any]] | None = None,
+              ends: dict[int, str] | None = None) -> ChatView:
     """Render stored OpenAI messages as chat rows; the system message is hidden. Remote images
     and media in their text are shown as links (:func:`webui.remote_media.safe_markdown`).
 
@@ -148,7 +169,10 @@ def chat_rows(messages: list[dict[str, Any]], compactions: list[dict[str, Any]] 
     call; a ``tool`` message fills in the result of its step (matched by ``tool_call_id``).
     Each of ``compactions`` puts a :func:`summary_divider` row before its ``first_kept_index``
     (its ``source`` is the last summarised message, so "Branch from here" on it forks there).
+    ``ends`` (``Session.reply_ends``): replies the model did not finish get a "cut off" row after
+    their text, with a **Continue** option when nothing follows them.
     """
+    ends = ends or {}
     view = ChatView()
     steps: dict[str, int] = {}  # tool_call_id -> row index
     calls: dict[str, tuple[str, str]] = {}  # tool_call_id -> (name, arguments)
@@ -176,6 +200,9 @@ def chat_rows(messages: list[dict[str, Any]], compactions: list[dict[str, Any]] 
             text = message_text(msg.get("content"))
             if text.strip():
                 view.rows.append({"role": "assistant", "content": safe_markdown(text)})
+                view.source.append(i)
+            if i in ends and not msg.get("tool_calls"):
+                view.rows.append(cut_off_row(ends[i], last=i == len(messages) - 1))
                 view.source.append(i)
             for call in msg.get("tool_calls") or []:
                 fn = call.get("function") or {}

@@ -151,7 +151,7 @@ def hit_row(ctx: Any, project: str, session_id: str, message_index: int | None, 
         session = ctx.manager.get(ctx.manager.find(project, session_id))
     except AnycodeError:
         return None
-    source = render.chat_window(session.messages, start, session.compactions).source
+    source = render.chat_window(session.messages, start, session.compactions, session.reply_ends).source
     for row, idx in enumerate(source):
         if idx >= message_index:
             return row

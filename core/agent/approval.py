@@ -280,9 +280,9 @@ def closing_denials(messages: list[dict], state: ApprovalState, reason: str,
 
 
 class Grants:
-    """What the user allowed in this running app, per session (``str(SessionKey)``): "Allow for
-    this chat" / the per-chat switch, one-shot answers waiting for the resumed run, and a
-    workspace folder chosen by hand. Thread-safe; nothing here is written to a session file (a
+    """What the user allowed in this running app: per session (``str(SessionKey)``) "Allow for
+    this chat" / the per-chat switch and one-shot answers waiting for the resumed run; per slot
+    (the web UI uses ``"<project key>\n<folder>"``) a workspace folder chosen by hand. Thread-safe; nothing here is written to a session file (a
     file must never grant itself permissions)."""
 
     def __init__(self) -> None:
@@ -316,12 +316,12 @@ class Grants:
             mode = self._chat_mode.get(session) or default_mode or approval_mode()
             return ApprovalPolicy(mode=mode, decisions=self._decisions.pop(session, {}))
 
-    def choose_workspace(self, session: str, path: str) -> None:
-        """The user chose ``path`` as this chat's workspace despite the check's warning."""
+    def choose_workspace(self, slot: str, path: str) -> None:
+        """The user chose ``path`` as the workspace of ``slot`` despite the check's warning."""
         with self._lock:
-            self._workspaces[session] = path
+            self._workspaces[slot] = path
 
-    def workspace(self, session: str) -> str | None:
-        """The folder chosen by hand for ``session``, or None."""
+    def workspace(self, slot: str) -> str | None:
+        """The folder chosen by hand for ``slot``, or None."""
         with self._lock:
-            return self._workspaces.get(session)
+            return self._workspaces.get(slot)

@@ -377,8 +377,9 @@ def empty_reply_error(reply: Reply) -> ModelEmptyReply:
     elif reply.end == END_FILTER:
         why = "The model server's content filter withheld the reply; rephrase and try again."
     elif reply.end == END_MISSING:
-        why = ("The model server ended the reply without sending anything (no text, no end marker); "
-               "try again, and check the server's log if it keeps happening.")
+        why = ("The model server ended the reply without sending anything (no text, no end marker). "
+               "Often the conversation no longer fits the model's context window: start a new chat or "
+               "use a model with a larger context; otherwise try again and check the server's log.")
     else:
         why = (f"The model sent an empty reply (finish_reason {reply.finish_reason or 'none'}); nothing "
                "was saved. Try again, or pick another model.")

@@ -501,7 +501,8 @@ def open_reply(client: openai.OpenAI, params: dict, *, stream: bool = True) -> O
     :func:`core.agent.config.describe_api_error`) for any other failure.
     """
     compat = compat_for(client.base_url, str(params.get("model")))
-    for _ in range(len(OPTIONAL_PARAMS) + 2):
+    reconnected = False
+    for _ in range(len(OPTIONAL_PARAMS) + 3):
         streamed = stream and not compat.no_stream
         kwargs = {k: v for k, v in params.items() if k not in compat.dropped}
         if not streamed:
@@ -523,6 +524,15 @@ def open_reply(client: openai.OpenAI, params: dict, *, stream: bool = True) -> O
                                 client.base_url, param, params.get("model"))
                     compat.dropped.add(param)
                     continue
+            raise describe_api_error(exc) from exc
+        except openai.APIConnectionError as exc:
+            if not reconnected and not isinstance(exc, openai.APITimeoutError):
+                # llama-cpp-python closes a keep-alive connection after a failed stream; the
+                # client's next request on it fails at once. One fresh connection tells a stale
+                # connection from a server that is really gone.
+                reconnected = True
+                log.info("the model server dropped the connection (%s); trying once more", exc)
+                continue
             raise describe_api_error(exc) from exc
         except openai.OpenAIError as exc:
             raise describe_api_error(exc) from exc

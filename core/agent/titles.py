@@ -2,7 +2,7 @@
 
 After the first completed exchange the title model is asked, with the seed's instruction, for a
 short title from the user and assistant text only (no tool calls, tool results or system prompt;
-temperature 0.3). Whatever comes back is cleaned into one plain line; on any failure or an empty
+temperature 0.3, at most 200 tokens). Whatever comes back is cleaned into one plain line; on any failure or an empty
 answer the fallback ``Session YYYY-MM-DD HH:MM`` (local time) is used, as the design article says.
 """
 from __future__ import annotations
@@ -30,6 +30,10 @@ log = logging.getLogger(__name__)
 MAX_TITLE_WORDS = 10
 MAX_TITLE_CHARS = 100
 TITLE_TEMPERATURE = 0.3
+# A title is at most 10 words; the cap keeps a rambling model from holding a local server (which
+# answers one request at a time) for minutes, and leaves a reasoning model room to think first.
+# A server refusing max_tokens (OpenAI reasoning models) gets the request again without it.
+TITLE_MAX_TOKENS = 200
 # Only the start of each message matters for a title; long pastes would make the request slow
 # and costly.
 MAX_CHARS_PER_MESSAGE = 2000
@@ -118,7 +122,8 @@ def request_title(messages: list[dict], *, client: openai.OpenAI, model: str) ->
     try:
         # Through the compatible reader: a model refusing `temperature` (reasoning models) gets
         # the request again without it, and a server streaming anyway is still understood.
-        reply = read_reply(client, {"model": model, "messages": request, "temperature": TITLE_TEMPERATURE})
+        reply = read_reply(client, {"model": model, "messages": request, "temperature": TITLE_TEMPERATURE,
+                                    "max_tokens": TITLE_MAX_TOKENS})
         content = reply.text
     except Exception as err:  # noqa: BLE001 -- any failure means "use the fallback"
         log.info("title generation failed: %s", err)

@@ -154,18 +154,22 @@ class SessionManager:
         """The sidebar's rows: like :meth:`list`, but one row per conversation — a family's
         versions are folded into its root's row (``updated_at`` the latest of the family), so
         opening the row shows the version in use (:meth:`current_version`). A version whose root
-        is not in this list (deleted, or archived apart) keeps its own row. Metadata only."""
+        is not in this list (deleted, or archived apart) keeps its own row; a root's row lists the
+        ids of its versions in ``versions``. Metadata only."""
         metas = self.store.list(project, archived=archived)
         roots = {m.id: m for m in metas if not m.version_of}
         rows: list[SessionMeta] = []
         latest: dict[str, float] = {}
+        folded: dict[str, list[str]] = {}
         for m in metas:
             if m.version_of and m.family in roots:
                 latest[m.family] = max(latest.get(m.family, 0.0), m.updated_at)
+                folded.setdefault(m.family, []).append(m.id)
             else:
                 rows.append(m)
         if latest:
-            rows = [replace(m, updated_at=max(m.updated_at, latest.get(m.id, 0.0))) for m in rows]
+            rows = [replace(m, updated_at=max(m.updated_at, latest[m.id]), versions=tuple(folded[m.id]))
+                    if m.id in latest else m for m in rows]
             rows.sort(key=lambda m: m.updated_at, reverse=True)
         return rows
 
@@ -207,13 +211,15 @@ class SessionManager:
         """Set a user title (never overwritten by generated ones); return the cleaned title.
 
         ``expected_title``: the title the caller showed ("" or None: untitled); when given and the
-        stored title differs (another tab renamed meanwhile), :class:`StaleChange` is raised and
-        nothing is written — the expected_count rule for titles. Raises :class:`InvalidTitle` for
+        stored title is another user title (another tab renamed meanwhile), :class:`StaleChange`
+        is raised and nothing is written — the expected_count rule for titles. Raises :class:`InvalidTitle` for
         an empty title, :class:`SessionNotFound`."""
         cleaned = clean_user_title(title)
         if expected_title is not ...:
-            stored = self._state(key).title or ""
-            if stored != (expected_title or "") and stored != cleaned:
+            state = self._state(key)
+            stored = state.title or ""
+            # Only another user's rename counts: a generated title is there to be replaced.
+            if state.title_source == "user" and stored != (expected_title or "") and stored != cleaned:
                 raise StaleChange("title", expected_title, stored)
         self.store.append(key, [title_entry(cleaned, "user")])
         return cleaned
@@ -304,9 +310,10 @@ class SessionManager:
 
     def family(self, key: SessionKey) -> list[SessionMeta]:
         """The root and versions of ``key``'s family (archived or not), oldest first. Metadata only."""
-        root = self._state(key).version_of
-        root_id = root["session_id"] if root else key.session_id
         metas = self.store.list(key.project_key) + self._archived(key.project_key)
+        root_id = next((m.family for m in metas if m.id == key.session_id), None)
+        if root_id is None:
+            raise SessionNotFound(key.session_id)
         members = [m for m in metas if m.id == root_id or m.family == root_id]
         return sorted(members, key=lambda m: (m.created_at, m.id))
 

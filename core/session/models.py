@@ -83,6 +83,8 @@ class SessionMeta:
     title_source: str | None = None
     version_of: dict[str, Any] | None = None
     current_version: str | None = None
+    # Set by SessionManager.conversations on a root's row: the ids of the versions folded into it.
+    versions: tuple[str, ...] = ()
 
     @property
     def family(self) -> str:

@@ -113,10 +113,12 @@ def divergences(metas: list[SessionMeta], root: str, shown: str) -> list[dict[st
     by_id = {m.id: m for m in metas}
     counts = {m.id: m.message_count for m in metas}
     shared_with_shown = {m: shared_length(tree, m, shown, counts) for m in tree}
-    points = sorted({s for m, s in shared_with_shown.items() if m != shown and s < counts[shown]})
+    # A version with nothing after the shared part (its reply failed or is still coming) is an
+    # alternative too, so the user can always get back from it.
+    points = sorted({s for m, s in shared_with_shown.items() if m != shown and s <= counts[shown]})
     out = []
     for p in points:
-        candidates = [m for m in tree if shared_with_shown[m] >= p and counts[m] > p]
+        candidates = [m for m in tree if shared_with_shown[m] >= p]
         classes: list[list[str]] = []
         for m in sorted(candidates, key=lambda i: (by_id[i].created_at, i)):
             for cls in classes:

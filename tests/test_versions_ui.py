@@ -1,0 +1,167 @@
+"""Edit, Regenerate, the version switcher and stale tabs, through the web UI's plain handlers
+(no browser), against the fake OpenAI server over real HTTP."""
+from __future__ import annotations
+
+import pytest
+
+from core import LocalSessionStore, SessionManager
+from core.session.keys import SessionKey
+from webui import handlers, render, versions
+from webui.context import WebContext
+
+
+@pytest.fixture
+def ctx(tmp_path, fake_openai):
+    project = tmp_path / "proj"
+    project.mkdir()
+    store = LocalSessionStore(tmp_path / "data")
+    return WebContext(manager=SessionManager(store), store=store, project_path=str(project),
+                      model_overrides=dict(api_key="sk-test", base_url=fake_openai.base_url, max_retries=0),
+                      export_dir=tmp_path / "exports")
+
+
+def chat(ctx, title="Trip"):
+    s = ctx.manager.create(ctx.project_path, title=title)
+    ctx.manager.add_messages(s.key, [
+        {"role": "user", "content": "first question"},
+        {"role": "assistant", "content": "first answer"},
+        {"role": "user", "content": "second question"},
+        {"role": "assistant", "content": "second answer"},
+    ])
+    return s
+
+
+def sent(ctx, state, text):
+    ups = list(handlers.send(ctx, state, text, None, "t1"))
+    assert ups[-1].done
+    return ups[-1].state
+
+
+def stored(ctx, state):
+    return ctx.manager.get(SessionKey(state["project"], state["session"])).messages
+
+
+def row_of(ctx, state, stored_index):
+    session = ctx.manager.get(SessionKey(state["project"], state["session"]))
+    return render.chat_window(session.messages, handlers.shown_from(session, state)).source.index(stored_index)
+
+
+class TestEdit:
+    """Editing a sent message must continue from the edited text in a new version and leave the
+    old version exactly as it was (the design article's fork rule)."""
+
+    def test_edit_makes_a_version_and_the_model_answers_it(self, ctx):
+        s = chat(ctx)
+        state = handlers.open_session(ctx, ctx.project_key, s.id).state
+        view, text = versions.edit(ctx, state, row_of(ctx, state, 2), "second question, edited")
+        assert text == "second question, edited" and view.session_id != s.id
+        after = sent(ctx, view.state, text)
+        msgs = stored(ctx, after)
+        assert [m["content"] for m in msgs[:3]] == ["first question", "first answer", "second question, edited"]
+        assert msgs[3]["role"] == "assistant" and len(msgs) == 4
+        assert [m["content"] for m in ctx.manager.get(s.key).messages][2] == "second question"  # old untouched
+        # One row in the sidebar; reopening the conversation (its root id) lands on the new version.
+        rows = ctx.manager.conversations(ctx.project_key)
+        assert [m.id for m in rows] == [s.id]
+        assert handlers.open_session(ctx, ctx.project_key, s.id).session_id == view.session_id
+        assert handlers.initial_view(ctx, {"session": s.id}).session_id == view.session_id
+
+    def test_unchanged_or_blank_edit_changes_nothing(self, ctx):
+        s = chat(ctx)
+        state = handlers.open_session(ctx, ctx.project_key, s.id).state
+        view, text = versions.edit(ctx, state, row_of(ctx, state, 0), "first question")
+        assert text is None and view.session_id == s.id
+        view, text = versions.edit(ctx, state, row_of(ctx, state, 0), "   ")
+        assert text is None and view.notice == versions.EMPTY_EDIT_NOTICE
+        assert len(ctx.manager.family(s.key)) == 1
+
+    def test_edit_of_the_first_message_shares_nothing(self, ctx):
+        s = chat(ctx)
+        state = handlers.open_session(ctx, ctx.project_key, s.id).state
+        view, _ = versions.edit(ctx, state, row_of(ctx, state, 0), "another start")
+        assert stored(ctx, view.state) == []
+
+
+class TestRegenerateAndSwitch:
+    """Regenerate must work on any reply (not only the last), and the arrows must move between
+    versions and be remembered for reloads."""
+
+    def test_regenerate_an_earlier_reply_then_switch_back_and_forth(self, ctx):
+        s = chat(ctx)
+        state = handlers.open_session(ctx, ctx.project_key, s.id).state
+        view = versions.regenerate(ctx, state, row_of(ctx, state, 1))
+        assert [m["content"] for m in stored(ctx, view.state)] == ["first question"]
+        after = sent(ctx, view.state, None)  # the retry the UI chains: the model answers again
+        assert stored(ctx, after)[-1]["role"] == "assistant" and len(stored(ctx, after)) == 2
+        point = versions.switcher(ctx, after)
+        assert point["index"] == 1 and (point["n"], point["m"]) == (2, 2)
+        assert versions.bar_label(point) == "Version 2 / 2"
+        back = versions.switch(ctx, after, -1)
+        assert back.session_id == s.id and stored(ctx, back.state)[-1]["content"] == "second answer"
+        assert handlers.initial_view(ctx, {"session": after["session"]}).session_id == s.id  # remembered
+        forward = versions.switch(ctx, back.state, +1)
+        assert forward.session_id == after["session"]
+
+    def test_repeated_regenerate_event_is_one_version(self, ctx):
+        s = chat(ctx)
+        state = handlers.open_session(ctx, ctx.project_key, s.id).state
+        row = row_of(ctx, state, 3)
+        view = versions.regenerate(ctx, state, row, now=100.0)
+        assert versions.regenerate(ctx, view.state, row, now=101.0) is None
+        assert len(ctx.manager.family(s.key)) == 2
+
+
+class TestTwoTabs:
+    """A tab showing stale state must never undo what another tab changed."""
+
+    def test_leaving_the_title_field_untouched_keeps_the_other_tabs_title(self, ctx):
+        s = chat(ctx, title="Old name")
+        tab1 = handlers.open_session(ctx, ctx.project_key, s.id).state
+        tab2 = handlers.open_session(ctx, ctx.project_key, s.id).state
+        assert handlers.rename(ctx, tab1, "New name").title == "New name"
+        view = handlers.rename(ctx, tab2, "Old name")  # focus + blur: the stale text comes back
+        assert view.title == "New name" and ctx.manager.get(s.key).title == "New name"
+
+    def test_a_rename_typed_in_a_stale_tab_is_refused(self, ctx):
+        s = chat(ctx, title="Old name")
+        tab1 = handlers.open_session(ctx, ctx.project_key, s.id).state
+        tab2 = handlers.open_session(ctx, ctx.project_key, s.id).state
+        handlers.rename(ctx, tab1, "New name")
+        view = handlers.rename(ctx, tab2, "Third name")
+        assert view.notice and "changed elsewhere" in view.notice
+        assert view.title == "New name" and ctx.manager.get(s.key).title == "New name"
+
+    def test_stale_archive_click_does_not_undo_the_other_tab(self, ctx):
+        s = chat(ctx)
+        tab1 = handlers.open_session(ctx, ctx.project_key, s.id).state
+        tab2 = handlers.open_session(ctx, ctx.project_key, s.id).state
+        handlers.set_archived(ctx, tab1, True)
+        view = handlers.set_archived(ctx, tab2, False)  # tab 2 still showed "not archived"
+        assert view.notice and view.archived
+        assert ctx.manager.get(s.key).archived
+
+    def test_stale_version_switch_shows_the_version_in_use(self, ctx):
+        s = chat(ctx)
+        tab1 = handlers.open_session(ctx, ctx.project_key, s.id).state
+        v1 = versions.regenerate(ctx, tab1, row_of(ctx, tab1, 3), now=1.0)
+        tab2 = dict(v1.state)
+        v2 = versions.regenerate(ctx, v1.state, row_of(ctx, v1.state, 2), now=50.0)  # tab 1 again
+        view = versions.switch(ctx, tab2, -1)
+        assert view.notice and view.session_id == v2.session_id
+
+
+class TestBranchInsideAToolRound:
+    """Branch from here on a tool row of a parallel round must not copy a call without its result."""
+
+    def test_branch_on_the_first_of_three_results_keeps_all_three(self, ctx):
+        s = ctx.manager.create(ctx.project_path)
+        calls = [{"id": f"c{i}", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+                 for i in range(3)]
+        ctx.manager.add_messages(s.key, [{"role": "user", "content": "read three"},
+                                         {"role": "assistant", "content": None, "tool_calls": calls}]
+                                 + [{"role": "tool", "tool_call_id": f"c{i}", "content": f"r{i}"} for i in range(3)]
+                                 + [{"role": "assistant", "content": "done"}])
+        state = handlers.open_session(ctx, ctx.project_key, s.id).state
+        view = handlers.branch(ctx, state, row_of(ctx, state, 2))
+        msgs = stored(ctx, view.state)
+        assert len(msgs) == 5 and {m.get("tool_call_id") for m in msgs[2:]} == {"c0", "c1", "c2"}
