@@ -209,6 +209,9 @@ class TestSend:
         assert "Traceback" not in last["content"]
         stored = ctx.manager.get(SessionKey(final.state["project"], final.state["session"]))
         assert stored.messages[-1] == {"role": "user", "content": "hello?"}
+        # One notice for the event: the error row itself offers Retry (the page hides its
+        # separate "No reply was saved… Retry" bar when the reply failed).
+        assert final.error and last.get("options") == [{"label": "Retry", "value": "Retry"}]
 
     def test_stop_keeps_partial_reply(self, ctx, fake_openai):
         fake_openai.push({"text": "word " * 200, "chunk": 5, "delay": 0.02})

@@ -268,6 +268,12 @@ def build_app(ctx: WebContext) -> gr.Blocks:
 
         def on_take_option(tab_id, evt: gr.SelectData, request: gr.Request):
             # "Continue" under a cut-off reply: sent as a message; a draft in the box stays.
+            if evt.value == render.RETRY:  # under a failed reply's error row
+                run_id = handlers.take_retry(ctx, _tab_key(request, tab_id))
+                if run_id is None:
+                    _notify(handlers.BUSY_NOTICE)
+                    return gr.skip(), gr.skip()
+                return gr.Textbox(submit_btn=False, stop_btn="Stop"), run_id
             if evt.value != render.CONTINUE:
                 return gr.skip(), gr.skip()
             run_id, notice = handlers.take(ctx, _tab_key(request, tab_id), render.CONTINUE)
@@ -304,7 +310,9 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                 stored = handlers.settled(ctx, upd.state)  # never raises (database down)
                 view = SessionView(state=upd.state, title=upd.title, rows=upd.rows or [],
                                    archived=stored.archived, notice=upd.notice,
-                                   label=stored.label, needs_reply=stored.needs_reply)
+                                   label=stored.label,
+                                   # the error row offers Retry itself: no second bar
+                                   needs_reply=stored.needs_reply and not upd.error)
                 out = list(show(view, query, archived))
                 if upd.rows is None:  # the store could not be read: leave the chat as it is
                     out[2] = gr.skip()

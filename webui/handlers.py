@@ -812,6 +812,10 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
     waiting = (client is not None and not view.title and error_row is None and notice is None
                and any(r["role"] == "assistant" for r in view.rows))
     view.state["title_wait"] = now + TITLE_WAIT_SECONDS if waiting else 0.0
+    if error_row is not None and view.needs_reply:
+        # One notice per event (issue 18): the error row says why and offers Retry itself, so the
+        # page shows no second "No reply was saved… Retry" bar for the same failure.
+        error_row["options"] = [{"label": render.RETRY, "value": render.RETRY}]
     rows = view.rows + ([error_row] if error_row else [])
     yield SendUpdate(view.state, rows, view.title, notice=notice, restore_text=restore, done=True,
                      error=error_row is not None, label=view.label)

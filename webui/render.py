@@ -142,6 +142,7 @@ def _looks_like_error(text: str) -> bool:
     return text.startswith(("Error", "error:", "Interrupted", "interrupted"))
 
 
+RETRY = "Retry"  # the option under a failed reply's error row; choosing it answers the message again
 CONTINUE = "Continue"  # the option under a cut-off reply; choosing it sends this as a message
 CUT_OFF_REASONS = {
     "length": "the model reached its output limit",
