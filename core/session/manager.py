@@ -476,21 +476,25 @@ class SessionManager:
         at = imported.get("at")
         return isinstance(at, (int, float)) and at >= cutoff
 
-    def _for_idle(self, days: float, now: float | None, action: Any) -> list[SessionKey]:
-        """Apply ``action(key)`` to every unarchived session idle for over ``days`` days (none when
-        ``days <= 0``), in every project; return the keys it was applied to. Idle means no
-        message for that long and no arrival in this store for that long (see
-        :meth:`_arrived_after`)."""
+    def idle_sessions(self, days: float, now: float | None = None) -> list[SessionMeta]:
+        """Unarchived sessions of every project idle for over ``days`` days at ``now`` (Unix
+        seconds, default the current time): no message for that long and no arrival in this store
+        for that long (see :meth:`_arrived_after`). None when ``days <= 0``. What cleanup deletes
+        and auto-archive archives (``anycode sessions cleanup --dry-run`` lists it)."""
         if days <= 0:
             return []
         cutoff = (time.time() if now is None else now) - days * DAY_SECONDS
+        return [meta for project in self.store.list_projects() for meta in self.store.list(project.project_key)
+                if meta.updated_at < cutoff and not self._arrived_after(meta.key, cutoff)]
+
+    def _for_idle(self, days: float, now: float | None, action: Any) -> list[SessionKey]:
+        """Apply ``action(key)`` to every session of :meth:`idle_sessions`; return the keys it was
+        applied to."""
         done: list[SessionKey] = []
-        for project in self.store.list_projects():
-            for meta in self.store.list(project.project_key):
-                if meta.updated_at < cutoff and not self._arrived_after(meta.key, cutoff):
-                    try:
-                        action(meta.key)
-                    except SessionNotFound:
-                        continue  # removed by someone else meanwhile
-                    done.append(meta.key)
+        for meta in self.idle_sessions(days, now):
+            try:
+                action(meta.key)
+            except SessionNotFound:
+                continue  # removed by someone else meanwhile
+            done.append(meta.key)
         return done
