@@ -225,3 +225,26 @@ class TestSubprocess:
         probe = subprocess.run([sys.executable, "-c", "import sys, webui.sessions_cli; print('gradio' in sys.modules)"],
                                env=env, capture_output=True, text=True, timeout=60)
         assert probe.stdout.strip() == "False"
+
+
+class TestVersionsCommand:
+    """`anycode sessions versions ID` must list every version of the conversation (whichever
+    member's id is given) and mark the one the web UI opens; the export names a version as such."""
+
+    def test_versions_lists_the_family_and_marks_the_current(self, capsys, two, proj, mgr):
+        a = two[0]
+        v = mgr.fork(a.key, 0, version=True)
+        mgr.add_messages(v.key, [{"role": "user", "content": "hello again"}])
+        code, out, _ = run(capsys, "versions", v.id[:8], "--project", str(proj))
+        lines = out.splitlines()
+        assert code == 0 and len(lines) == 3
+        assert lines[1].startswith("  " + a.id[:8]) and "(the conversation)" in lines[1]
+        assert lines[2].startswith("* " + v.id[:8]) and f"message 0 of {a.id[:8]}" in lines[2]
+        mgr.switch_version(a.key, a.id)
+        _, out, _ = run(capsys, "versions", a.id[:8], "--project", str(proj), "--json")
+        data = json.loads(out)
+        assert [(d["id"], d["current"]) for d in data] == [(a.id, True), (v.id, False)]
+        _, out, _ = run(capsys, "list", "--project", str(proj))
+        assert f"[version of {a.id[:8]}]" in out
+        _, md, _ = run(capsys, "export", v.id[:8], "--project", str(proj))
+        assert f"- Version of `{a.id}`" in md and "hello again" in md

@@ -165,3 +165,40 @@ class TestBranchInsideAToolRound:
         view = handlers.branch(ctx, state, row_of(ctx, state, 2))
         msgs = stored(ctx, view.state)
         assert len(msgs) == 5 and {m.get("tool_call_id") for m in msgs[2:]} == {"c0", "c1", "c2"}
+
+
+class TestSearchAcrossVersions:
+    """Text only an older version holds must still be found, and opening the hit must show that
+    version (not the one in use, where the text is not)."""
+
+    def test_a_hit_in_another_version_opens_it(self, ctx):
+        from webui import search_panel
+
+        s = chat(ctx)
+        s_state = handlers.open_session(ctx, ctx.project_key, s.id).state
+        view, text = versions.edit(ctx, s_state, row_of(ctx, s_state, 2), "zanzibar itinerary please")
+        ctx.manager.add_messages(SessionKey(view.state["project"], view.state["session"]),
+                                 [{"role": "user", "content": text}])
+        versions.switch(ctx, handlers.reload(ctx, view.state).state, -1)  # back to the first version
+        assert ctx.manager.current_version(s.key) == s.key
+        html = search_panel.results_html(ctx, ctx.project_key, "zanzibar")
+        assert view.state["session"] in html
+        hit = handlers.open_session(ctx, ctx.project_key, view.state["session"], include=2)
+        assert hit.session_id == view.state["session"]
+        assert ctx.manager.current_version(s.key).session_id == view.state["session"]
+
+
+class TestWholeConversationActions:
+    """Archive or Delete pressed while a version is shown must act on the conversation, or its
+    sidebar row would stay behind (archive) or its other versions would linger (delete)."""
+
+    def test_archive_and_delete_from_a_version(self, ctx):
+        s = chat(ctx)
+        state = handlers.open_session(ctx, ctx.project_key, s.id).state
+        view = versions.regenerate(ctx, state, row_of(ctx, state, 3))
+        archived = handlers.set_archived(ctx, view.state, True)
+        assert archived.archived and s.id not in handlers.session_list_html(ctx, ctx.project_key)
+        back = handlers.set_archived(ctx, archived.state, False)
+        assert not back.archived and s.id in handlers.session_list_html(ctx, ctx.project_key)
+        handlers.delete(ctx, back.state)
+        assert not ctx.store.exists(s.key) and not ctx.store.exists(SessionKey(s.project_key, view.session_id))

@@ -191,6 +191,9 @@ class TestSend:
         ctx.manager.add_messages(s.key, [{"role": "user", "content": "from another tab"}])
         final = run_send(ctx, view.state, "my message")[-1]
         assert final.notice and "changed elsewhere" in final.notice
+        # Words a user understands, never internal counts ("expected 5 messages, found 6").
+        assert "reloaded" in final.notice and "another tab" in final.notice
+        assert "expected" not in final.notice and not any(ch.isdigit() for ch in final.notice)
         assert final.restore_text == "my message"
         assert final.rows[-1]["content"] == "from another tab"
         assert final.state["count"] == 6

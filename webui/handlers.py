@@ -51,6 +51,8 @@ TITLE_SHORTENED_NOTICE = "Title shortened to 200 characters."
 BUSY_NOTICE = ("A reply is still being written. Press Stop, or wait for it to finish; your "
                "message is still in the box.")
 NO_REPLY_NOTICE = "No reply was saved for the last message."
+CONFLICT_NOTICE = ("This chat was changed elsewhere (in another tab or window) and has been "
+                   "reloaded; your message was not sent and is back in the box \u2014 send it again.")
 SWITCH_WAIT_SECONDS = 10.0  # a switch waits this long for a stopped reply to be stored
 DOUBLE_SUBMIT_SECONDS = 3.0  # the same text sent again this soon while it is pending: ignored
 QUEUE_WAIT_SECONDS = 30.0  # a message sent right after Stop waits this long for the stopped run
@@ -401,7 +403,8 @@ def delete(ctx: Any, state: dict[str, Any]) -> SessionView:
     """Delete the tab's session for good (after the UI's confirmation) and show a new chat."""
     if state.get("session"):
         try:
-            ctx.manager.delete(_key(state))
+            # Delete removes the conversation (every version), not only the version on screen.
+            ctx.manager.delete(ctx.manager.root_of(_key(state)))
         except SessionNotFound:
             pass  # already gone (another tab deleted it): the outcome the user asked for
         except (StoreUnavailable, OSError) as err:
@@ -772,7 +775,7 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
                                      label=label)
     except SessionConflict as err:
         log.info("send in %s refused: %s", key, err)
-        notice, restore = str(err), give_back
+        notice, restore = CONFLICT_NOTICE, give_back  # str(err) has internal counts
     except (StoreUnavailable, OSError) as err:
         log.warning("the store failed while answering in %s: %s", key, err)
         if not saved:

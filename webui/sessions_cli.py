@@ -75,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = cmd("fork", "copy messages 0..N of a session into a new session")
     p.add_argument("id", help="session id or unique prefix")
     p.add_argument("--at", type=int, required=True, metavar="N", help="last message index to keep (0-based)")
+    p = cmd("versions", "list the versions (Edit/Regenerate) of a session's conversation; * marks the one in use")
+    p.add_argument("id", help="session id or unique prefix (the conversation's or any version's)")
+    p.add_argument("--json", action="store_true", help="machine-readable output (a JSON array)")
     p = cmd("rename", "set a session's title")
     p.add_argument("id", help="session id or unique prefix")
     p.add_argument("title", help="the new title")
@@ -161,7 +164,8 @@ def _meta_dict(m: SessionMeta) -> dict[str, Any]:
 def _table(metas: list[SessionMeta]) -> list[str]:
     rows = [f"{'ID':<8}  {'UPDATED':<16}  {'MSGS':>4}  TITLE"]
     for m in metas:
-        flags = (" [branch]" if m.forked_from else "") + (" [archived]" if m.archived else "")
+        kind = f" [version of {m.family[:8]}]" if m.version_of else (" [branch]" if m.forked_from else "")
+        flags = kind + (" [archived]" if m.archived else "")
         rows.append(f"{m.id[:8]:<8}  {_when(m.updated_at):<16}  {m.message_count:>4}  {session_label(m.title, m.created_at)}{flags}")
     return rows
 
@@ -274,6 +278,24 @@ def _cmd_fork(mgr: SessionManager, args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_versions(mgr: SessionManager, args: argparse.Namespace) -> int:
+    key = _resolve(mgr, args)
+    members = mgr.family(key)
+    current = mgr.current_version(key).session_id
+    if args.json:
+        _out(json.dumps([_meta_dict(m) | {"current": m.id == current} for m in members], ensure_ascii=False, indent=2))
+        return 0
+    lines = [f"  {'ID':<8}  {'CREATED':<16}  {'MSGS':>4}  FROM"]
+    for m in members:
+        link = m.forked_from or {}
+        origin = (f"message {link.get('message_index')} of {str(link.get('session_id'))[:8]}"
+                  if m.version_of else "(the conversation)")
+        lines.append(f"{'*' if m.id == current else ' '} {m.id[:8]:<8}  {_when(m.created_at):<16}  "
+                     f"{m.message_count:>4}  {origin}")
+    _out("\n".join(lines))
+    return 0
+
+
 def _cmd_rename(mgr: SessionManager, args: argparse.Namespace) -> int:
     key = _resolve(mgr, args)
     _out(f"Renamed {key.session_id} to: {mgr.rename(key, args.title)}")
@@ -363,6 +385,7 @@ def _cmd_migrate(mgr: SessionManager, args: argparse.Namespace) -> int:
 
 _COMMANDS = {
     "list": _cmd_list, "show": _cmd_show, "compact": _cmd_compact, "export": _cmd_export, "fork": _cmd_fork, "rename": _cmd_rename,
+    "versions": _cmd_versions,
     "archive": _cmd_archive, "unarchive": _cmd_unarchive, "rm": _cmd_rm, "cleanup": _cmd_cleanup,
     "migrate": _cmd_migrate, "search": lambda mgr, args: search_cli.run(mgr, args),
 }

@@ -85,7 +85,10 @@ def session_to_markdown(session: Session, subagents: Iterable[Any] | None = None
              f"- Messages: {len(session.messages)}"]
     if session.cwd:
         lines.append(f"- Project: `{session.cwd}`")
-    if session.forked_from:
+    if session.version_of:  # an Edit/Regenerate version: the export is of this version only
+        lines.append(f"- Version of `{session.version_of.get('session_id')}` (shares messages up to "
+                     f"{session.version_of.get('message_index')} with `{(session.forked_from or {}).get('session_id')}`)")
+    elif session.forked_from:
         lines.append(f"- Branched from `{session.forked_from.get('session_id')}` at message "
                      f"{session.forked_from.get('message_index')}")
     if session.archived:

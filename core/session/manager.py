@@ -391,7 +391,21 @@ class SessionManager:
         ``expected`` as in :meth:`archive`."""
         self._set_archived(key, False, expected)
 
+    def root_of(self, key: SessionKey) -> SessionKey:
+        """The family root of ``key`` (``key`` itself unless it is a version whose root exists).
+        Metadata only."""
+        if key.subpath is not None:
+            return key
+        metas = self.store.list(key.project_key) + self._archived(key.project_key)
+        ids = {m.id: m for m in metas}
+        me = ids.get(key.session_id)
+        if me is None or not me.version_of or me.family not in ids:
+            return key
+        return SessionKey(key.project_key, me.family)
+
     def _set_archived(self, key: SessionKey, archived: bool, expected: bool | None) -> None:
+        # A conversation is archived whole: a version's archive state is its root's.
+        key = self.root_of(key)
         if expected is not None and key.subpath is None:
             stored = any(m.id == key.session_id for m in self._archived(key.project_key))
             if stored != expected and stored != archived:
