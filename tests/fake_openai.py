@@ -124,7 +124,6 @@ import time
 import uuid
 from typing import Any
 
-import pytest
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -818,25 +817,31 @@ def _free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def _fake_openai_server():
-    server = FakeOpenAI().start()
-    yield server
-    server.stop()
+try:  # the fixtures need pytest; `python -m tests.fake_openai` (a manual trial) does not
+    import pytest
+except ImportError:  # pragma: no cover
+    pytest = None
+
+if pytest is not None:
+    @pytest.fixture(scope="session")
+    def _fake_openai_server():
+        server = FakeOpenAI().start()
+        yield server
+        server.stop()
 
 
-@pytest.fixture
-def fake_openai(_fake_openai_server):
-    """A running :class:`FakeOpenAI`, reset for this test; fails the test if any request got a 400."""
-    server = _fake_openai_server
-    server.reset()
-    yield server
-    bad = server.rejected()
-    allowed = server.allow_rejections
-    server.reset()
-    if bad and not allowed:
-        pytest.fail(f"the product sent {len(bad)} request(s) the real API would reject: "
-                    + "; ".join(r["error"] for r in bad))
+    @pytest.fixture
+    def fake_openai(_fake_openai_server):
+        """A running :class:`FakeOpenAI`, reset for this test; fails the test if any request got a 400."""
+        server = _fake_openai_server
+        server.reset()
+        yield server
+        bad = server.rejected()
+        allowed = server.allow_rejections
+        server.reset()
+        if bad and not allowed:
+            pytest.fail(f"the product sent {len(bad)} request(s) the real API would reject: "
+                        + "; ".join(r["error"] for r in bad))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -281,6 +281,7 @@ class TestLaunch:
         store.append(old_key, [header_entry(old_key.session_id, old_key.project_key, str(proj),
                                             created_at=old),
                                message_entry({"role": "user", "content": "ancient"}, ts=old)])
+        os.utime(store._locate(old_key), (old, old))  # untouched since, as a really idle session is
         port = _free_port()
         proc = launch("--port", str(port), "--project", str(proj), "--data-dir", str(data),
                       home=tmp_path / "unused-home")

@@ -388,3 +388,34 @@ class TestImportKilledMidway:
             assert report.ok
             metas = mgr.list(project_key(project))
             assert {m.id: m.message_count for m in metas} == expected
+
+
+class TestImportedHistorySurvivesCleanup:
+    """Imported conversations keep their original (old) times, so the next start's cleanup and
+    auto-archive took them for idle sessions: importing ChatGPT history and opening the app
+    deleted it (found in a fresh-user trial)."""
+
+    def test_cleanup_and_auto_archive_count_from_the_import(self, store, tmp_path, project):
+        src = write_chatgpt(tmp_path / "conversations.json", [chatgpt_conversation()])
+        assert len(import_sessions(store, chatgpt.read_export(src), default_cwd=project).imported) == 3
+        mgr = SessionManager(store)
+        pk = project_key(project)
+        assert mgr.cleanup(30) == [] and mgr.auto_archive(14) == []
+        assert len(mgr.list(pk)) == 3
+        # ... and once they have been idle in anycode that long, the rules apply as to any session
+        later = time.time() + 31 * 86400
+        assert len(mgr.cleanup(30, now=later)) == 3
+        assert mgr.list(pk) == []
+
+    def test_restored_sessions_are_kept_too(self, tmp_path, project):
+        from core import LocalSessionStore
+        from core.stores.backup import backup_store, restore_backup
+
+        src = LocalSessionStore(tmp_path / "src")
+        items = chatgpt.read_export(write_chatgpt(tmp_path / "c.json", [chatgpt_conversation()]))
+        import_sessions(src, items, default_cwd=project)
+        backup_store(src, tmp_path / "b.zip")
+        dst = LocalSessionStore(tmp_path / "dst")
+        assert restore_backup(tmp_path / "b.zip", dst).ok
+        assert SessionManager(dst).cleanup(30) == []
+        assert len(SessionManager(dst).list(project_key(project))) == 3

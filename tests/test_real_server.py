@@ -8,6 +8,7 @@ assert what anycode does with whatever it says, never what it says.
 """
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -47,7 +48,7 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """(base_url, process) of a llama-cpp-python server on 127.0.0.1 (module-scoped)."""
+    """(base_url, process, model id) of a llama-cpp-python server on 127.0.0.1 (module-scoped)."""
     port = _free_port()
     log_path = tmp_path_factory.mktemp("llama") / "server.log"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -69,8 +70,11 @@ def server(tmp_path_factory):
                 proc.kill()
                 pytest.fail(f"llama-cpp-python server did not start in {START_SECONDS} s")
             time.sleep(0.3)
+    with urllib.request.urlopen(base + "/models", timeout=30) as resp:
+        # Asked once: this server answers /v1/models only between generations.
+        model = json.load(resp)["data"][0]["id"]
     forget_compat()
-    yield base, proc
+    yield base, proc, model
     proc.terminate()
     try:
         proc.wait(10)
@@ -94,10 +98,7 @@ def chat(tmp_path):
 
 
 def model_id(server) -> str:
-    with urllib.request.urlopen(server[0] + "/models", timeout=5) as resp:
-        import json
-
-        return json.load(resp)["data"][0]["id"]
+    return server[2]
 
 
 def turn(store, key, text, client, model, **kw):

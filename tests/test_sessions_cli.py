@@ -153,6 +153,8 @@ class TestWriteCommands:
         mgr.store.append(archived_old, [header_entry(archived_old.session_id, pk, str(proj),
                                                      created_at=time.time() - 40 * DAY)])
         mgr.archive(archived_old)
+        long_ago = time.time() - 40 * DAY  # untouched that long, as a really idle session is
+        os.utime(mgr.store._locate(old), (long_ago, long_ago))
         fresh = mgr.create(proj)
         code, out, _ = run(capsys, "cleanup", "--dry-run")
         assert code == 0 and "would delete old-session" in out and "1 sessions" in out

@@ -723,18 +723,42 @@ class TestLatest:
 class TestCleanup:
     """Start-up cleanup deletes only what is old, never archived work, never everything by mistake."""
 
+    @staticmethod
+    def _untouched_since(store, key, ts):
+        """A session idle that long was also last written that long ago: cleanup counts from the
+        later of the two (an import keeps old message times but arrived now)."""
+        locate = getattr(store, "_locate", None)
+        path = locate(key) if callable(locate) else None
+        if path is not None:
+            os.utime(path, (ts, ts))
+
     def _setup(self, store):
         old = new_key()
         make_session(store, old, created=T0 - 40 * DAY, messages=[user("old")], ts=T0 - 40 * DAY)
+        self._untouched_since(store, old, T0 - 40 * DAY)
         recent = new_key()
         make_session(store, recent, created=T0 - 40 * DAY, messages=[user("new")], ts=T0 - 2 * DAY)
+        self._untouched_since(store, recent, T0 - 2 * DAY)
         archived = new_key()
         make_session(store, archived, created=T0 - 400 * DAY, messages=[user("arch")], ts=T0 - 400 * DAY)
         store.archive(archived)
         other_pk = project_key("/srv/other")
         other_old = new_key(other_pk)
         make_session(store, other_old, created=T0 - 90 * DAY)
+        self._untouched_since(store, other_old, T0 - 90 * DAY)
         return old, recent, archived, other_old
+
+    def test_an_import_with_old_times_is_kept_until_idle_here(self, store, manager):
+        """Messages 400 days old, arrived now (an import): not expired now, expired 31 days on."""
+        key = new_key()
+        make_session(store, key, created=T0 - 400 * DAY, messages=[user("imported")], ts=T0 - 400 * DAY)
+        entries = store.load(key)
+        store.remove(key)
+        entries[0]["imported_from"] = {"source": "chatgpt", "id": "c1", "file": "x.json", "at": T0}
+        store.create_whole(key, entries)
+        self._untouched_since(store, key, T0)
+        assert manager.cleanup(30, now=T0 + DAY) == []
+        assert manager.cleanup(30, now=T0 + 31 * DAY) == [key]
 
     def test_deletes_only_idle_non_archived(self, store, manager):
         old, recent, archived, other_old = self._setup(store)
@@ -773,6 +797,7 @@ class TestCleanup:
     def test_fractional_days(self, store, manager):
         key = new_key()
         make_session(store, key, created=T0 - 0.5 * DAY)
+        self._untouched_since(store, key, T0 - 0.5 * DAY)
         assert manager.cleanup(0.6, now=T0) == []
         assert manager.cleanup(0.4, now=T0) == [key]
 

@@ -23,7 +23,7 @@ from core.errors import AmbiguousSessionId, AnycodeError, SessionNotFound, os_er
 from core.session.entries import messages_of
 from core.session.export import session_label, session_to_jsonl, session_to_markdown
 from core.session.keys import SessionKey, project_key
-from core.session.manager import DAY_SECONDS, SessionManager
+from core.session.manager import SessionManager
 from core.session.models import SessionMeta
 from core.session.subagents import export_entries, subagent_records
 from core.stores.whole_file import place_whole
@@ -336,14 +336,10 @@ def _cmd_rm(mgr: SessionManager, args: argparse.Namespace) -> int:
 def _cmd_cleanup(mgr: SessionManager, args: argparse.Namespace) -> int:
     days = settings.cleanup_days() if args.days is None else args.days
     if days <= 0:
-        _out("Cleanup is disabled (0 days).")
+        _out(f"Cleanup is disabled ({days:g} days; 0 or less turns it off).")
         return 0
     if args.dry_run:
-        # The same rule as SessionManager.cleanup: unarchived sessions idle for over `days`.
-        import time
-
-        cutoff = time.time() - days * DAY_SECONDS
-        doomed = [m for p in mgr.list_projects() for m in mgr.list(p.project_key) if m.updated_at < cutoff]
+        doomed = mgr.idle_sessions(days)  # exactly what SessionManager.cleanup would delete
         for m in doomed:
             _out(f"would delete {m.id}  {_when(m.updated_at)}  {session_label(m.title, m.created_at)}")
         _out(f"{len(doomed)} sessions idle for over {days:g} days would be deleted.")

@@ -6,7 +6,7 @@ folder, sub-agent records and forks. :func:`import_sessions` writes them into an
 :class:`~core.session.store.SessionStore`:
 
 - **Idempotent.** A session's id is derived from its source and source id (UUID v5), and the
-  header records ``"imported_from": {"source", "id", "file"}``, so a re-run finds the session
+  header records ``"imported_from": {"source", "id", "file", "at"}``, so a re-run finds the session
   already there (``store.exists``) and writes nothing twice.
 - **Whole or absent.** Every record is created with ``store.create_whole`` (the JSONL store
   writes it aside and puts it in place at once, the SQL store in one transaction) and read
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
@@ -142,7 +143,9 @@ def _entries_for(imp: ImportedSession, key: SessionKey, cwd: str, fork_ids: dict
         parent = fork_ids.get(imp.forked_from["source_id"]) or import_session_id(imp.source, imp.forked_from["source_id"])
         forked = {"session_id": parent, "message_index": int(imp.forked_from["message_index"])}
     header = header_entry(key.session_id, key.project_key, cwd, created_at=created, forked_from=forked)
-    header["imported_from"] = {"source": imp.source, "id": imp.source_id, "file": imp.file}
+    # "at": when it was imported (Unix seconds); cleanup counts idle time from there, not from the
+    # original (often years old) message times.
+    header["imported_from"] = {"source": imp.source, "id": imp.source_id, "file": imp.file, "at": time.time()}
     entries = [header]
     if imp.title and imp.title.strip():
         entries.append(title_entry(imp.title.strip()[:200], "llm", ts=created))

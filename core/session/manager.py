@@ -461,19 +461,40 @@ class SessionManager:
             log.info("cleanup removed %d sessions idle for over %g days", len(removed), days)
         return removed
 
-    def _for_idle(self, days: float, now: float | None, action: Any) -> list[SessionKey]:
-        """Apply ``action(key)`` to every unarchived session idle for over ``days`` days (none when
-        ``days <= 0``), in every project; return the keys it was applied to."""
+    def _arrived_after(self, key: SessionKey, cutoff: float) -> bool:
+        """Whether the session came into this store after ``cutoff`` (Unix seconds) although its
+        messages are older: an import or a restore keeps the original times, and must not be
+        expired or archived the next time the app starts. Asks the store when it was last written
+        (``written_at``, the JSONL store); otherwise reads the header's ``imported_from.at``."""
+        written_at = getattr(self.store, "written_at", None)
+        if callable(written_at):
+            when = written_at(key)
+            return when is not None and when >= cutoff
+        entries = self.store.load(key) or []
+        header = entries[0] if entries and entries[0].get("type") == "header" else {}
+        imported = header.get("imported_from") if isinstance(header.get("imported_from"), dict) else {}
+        at = imported.get("at")
+        return isinstance(at, (int, float)) and at >= cutoff
+
+    def idle_sessions(self, days: float, now: float | None = None) -> list[SessionMeta]:
+        """Unarchived sessions of every project idle for over ``days`` days at ``now`` (Unix
+        seconds, default the current time): no message for that long and no arrival in this store
+        for that long (see :meth:`_arrived_after`). None when ``days <= 0``. What cleanup deletes
+        and auto-archive archives (``anycode sessions cleanup --dry-run`` lists it)."""
         if days <= 0:
             return []
         cutoff = (time.time() if now is None else now) - days * DAY_SECONDS
+        return [meta for project in self.store.list_projects() for meta in self.store.list(project.project_key)
+                if meta.updated_at < cutoff and not self._arrived_after(meta.key, cutoff)]
+
+    def _for_idle(self, days: float, now: float | None, action: Any) -> list[SessionKey]:
+        """Apply ``action(key)`` to every session of :meth:`idle_sessions`; return the keys it was
+        applied to."""
         done: list[SessionKey] = []
-        for project in self.store.list_projects():
-            for meta in self.store.list(project.project_key):
-                if meta.updated_at < cutoff:
-                    try:
-                        action(meta.key)
-                    except SessionNotFound:
-                        continue  # removed by someone else meanwhile
-                    done.append(meta.key)
+        for meta in self.idle_sessions(days, now):
+            try:
+                action(meta.key)
+            except SessionNotFound:
+                continue  # removed by someone else meanwhile
+            done.append(meta.key)
         return done

@@ -261,6 +261,16 @@ class LocalSessionStore:
         """True when the session or sub-agent record exists (archived or not)."""
         return self._locate(key) is not None
 
+    def written_at(self, key: SessionKey) -> float | None:
+        """When the record was last written in this store (its file's mtime, Unix seconds), or
+        None when it is missing. Imported and restored sessions carry their original message
+        times; this is when they arrived, which cleanup and auto-archive count from too."""
+        path = self._locate(key)
+        try:
+            return path.stat().st_mtime if path is not None else None
+        except OSError:
+            return None
+
     def list(self, project_key: str, *, archived: bool = False) -> list[SessionMeta]:
         """Session metadata, most recent activity first (ties: newest created, then id).
 
