@@ -293,7 +293,9 @@ def add_memory_panel(ctx: Any, gr: Any, *, button_slot: Any, panel_slot: Any, st
         now = time.time()
         w = dict(w or {})
         if w.get("session") != sid:
-            w = {"session": sid, "since": now, "seen": [], "shown": []}
+            # From a little before now: a quick memory job can finish before the page reports
+            # the new conversation, and its memory would never be shown (seen as a flaky test).
+            w = {"session": sid, "since": now - WATCH_SECONDS, "seen": [], "shown": []}
         w["until"] = now + WATCH_SECONDS
         return w, gr.Timer(active=True)
 
