@@ -98,3 +98,31 @@ class TestTitlePushed:
               f"{sum(1 for t in polled if t < titled)}")
         assert not [t for t in polled if t < titled], "the title came from the poll, not pushed"
         assert any("pushed to the page" in line for line in world["app"].lines)
+
+
+class TestArchivedChat:
+    """Guards against a message sent in an archived chat leaving it archived and hidden from the
+    list, and against an open archived chat not saying that it is archived."""
+
+    def test_archived_bar_unarchive_and_send(self, world, page):
+        send(page, "Sketch the invoice schema")
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("You said: Sketch the invoice schema")
+        bar = page.locator("#ac-archived-bar")
+        expect(bar).to_be_hidden()
+        page.locator("#ac-archive").click()
+        expect(bar).to_be_visible()
+        expect(bar).to_contain_text("This chat is archived")
+        expect(page.locator("#ac-list")).not_to_contain_text("Sketch the invoice")
+        bar.get_by_role("button", name="Unarchive").click()  # the bar's own button
+        expect(bar).to_be_hidden()
+        expect(page.locator("#ac-archive")).to_have_text("Archive")
+        expect(page.locator("#ac-list .ac-session.active")).to_contain_text("Sketch the invoice")
+
+        page.locator("#ac-archive").click()
+        expect(bar).to_be_visible()
+        send(page, "Add a tax column")
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("You said: Add a tax column")
+        expect(bar).to_be_hidden()
+        expect(page.get_by_text("your message brought it back to your chats")).to_have_count(1)
+        expect(page.locator("#ac-list .ac-session.active")).to_contain_text("Sketch the invoice")
+        expect(page.locator("#ac-archive")).to_have_text("Archive")

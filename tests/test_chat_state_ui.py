@@ -9,7 +9,7 @@ import time
 import pytest
 
 from core.session.keys import SessionKey
-from webui import handlers, title_push
+from webui import archived_chat, handlers, title_push
 from tests.test_webui_handlers import ctx, make_ctx, project, run_send, store  # noqa: F401 (fixtures)
 
 
@@ -57,3 +57,67 @@ class TestTitlePush:
         threads.started("b", threading.Thread(target=lambda: None), now=title_push.KEEP_SECONDS + 1)
         assert not threads.pending("a") and threads.pending("b")
         assert threads.take("b") is not None and threads.take("b") is None
+
+
+def _archived_chat(ctx):
+    """A chat with one exchange, archived; the view a tab opening it shows."""
+    session = ctx.manager.create(ctx.project_path, title="Old plan")
+    ctx.manager.add_messages(session.key, [{"role": "system", "content": "sys"}, {"role": "user", "content": "q"},
+                                           {"role": "assistant", "content": "a"}])
+    ctx.manager.archive(session.key)
+    return session.key, handlers.open_session(ctx, ctx.project_key, session.id)
+
+
+class TestSendingInAnArchivedChat:
+    """Guards against a message sent in an archived chat leaving it archived and hidden from the
+    list, against a tab undoing another tab's archive by sending, and against two notices."""
+
+    def test_send_unarchives_and_says_so_once(self, ctx):
+        key, view = _archived_chat(ctx)
+        assert view.archived and view.state["archived"] is True
+        updates = run_send(ctx, view.state, "picking this up again")
+        final = updates[-1]
+        assert final.rows[-1]["content"] == "You said: picking this up again"
+        assert not ctx.manager.get(key).archived
+        assert key.session_id in handlers.session_list_html(ctx, ctx.project_key)
+        assert final.notice == archived_chat.UNARCHIVED_BY_SEND and final.notice_level == "info"
+        assert [u.notice for u in updates if u.notice] == [archived_chat.UNARCHIVED_BY_SEND]
+        assert final.state["archived"] is False and final.state["unarchived"]
+
+    def test_send_in_a_chat_archived_elsewhere_is_refused(self, ctx):
+        session = ctx.manager.create(ctx.project_path, title="Shared")
+        ctx.manager.add_messages(session.key, [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}])
+        tab = handlers.open_session(ctx, ctx.project_key, session.id).state  # shown unarchived
+        handlers.set_archived(ctx, dict(tab), True)  # another tab archives it
+        final = run_send(ctx, tab, "one more thing")[-1]
+        assert final.notice == archived_chat.ARCHIVED_ELSEWHERE and final.restore_text == "one more thing"
+        stored = ctx.manager.get(session.key)
+        assert stored.archived and len(stored.messages) == 2, "nothing sent, the other tab's archive kept"
+        assert final.state["archived"] is True  # the reloaded tab shows the bar; sending again unarchives
+        again = run_send(ctx, final.state, "one more thing")[-1]
+        assert again.notice == archived_chat.UNARCHIVED_BY_SEND and not ctx.manager.get(session.key).archived
+
+    def test_retry_in_an_archived_chat_unarchives(self, ctx):
+        session = ctx.manager.create(ctx.project_path, title="Lost reply")
+        ctx.manager.add_messages(session.key, [{"role": "user", "content": "still there?"}])
+        ctx.manager.archive(session.key)
+        view = handlers.open_session(ctx, ctx.project_key, session.id)
+        final = run_send(ctx, view.state, None)[-1]
+        assert final.rows[-1]["content"] == "You said: still there?"
+        assert final.notice == archived_chat.UNARCHIVED_BY_SEND and not ctx.manager.get(session.key).archived
+
+    def test_unarchive_from_another_tab_needs_no_notice(self, ctx):
+        key, view = _archived_chat(ctx)
+        ctx.manager.unarchive(key)  # another tab brought it back first
+        final = run_send(ctx, view.state, "hello again")[-1]
+        assert final.notice is None and not ctx.manager.get(key).archived
+
+    def test_archive_clicked_after_a_reply_then_send(self, ctx):
+        """The tab's last run state (newer message count) must not hide the page's later Archive."""
+        run_id, _ = handlers.take(ctx, "t1", "first")
+        first = list(handlers.send_taken(ctx, handlers.new_chat(ctx).state, "t1", run_id, None))[-1]
+        page = handlers.set_archived(ctx, first.state, True).state  # the top bar's Archive
+        run_id, _ = handlers.take(ctx, "t1", "second")
+        final = list(handlers.send_taken(ctx, page, "t1", run_id, None))[-1]
+        assert final.notice == archived_chat.UNARCHIVED_BY_SEND
+        assert final.rows[-1]["content"] == "You said: second"
