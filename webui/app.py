@@ -21,7 +21,7 @@ import gradio as gr
 
 from core.errors import AnycodeError, SessionNotFound
 from webui import (approval_card, compaction_ui, handlers, import_panel, memory_panel, render, search_panel,
-                   subagent_panel, versions)
+                   subagent_panel, title_push, versions)
 from webui.context import WebContext
 from webui.handlers import SessionView
 
@@ -224,7 +224,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                 gr.Button(interactive=saved),
                 gr.DownloadButton(value=md, interactive=saved),
                 gr.DownloadButton(value=jl, interactive=saved),
-                gr.Timer(active=bool(view.state.get("title_wait"))),
+                gr.Timer(active=title_push.poll_needed(ctx, view.state)),  # else pushed
                 gr.Row(visible=False),
                 gr.Row(visible=bool(view.needs_reply and can_retry)),
             )
@@ -544,6 +544,8 @@ def build_app(ctx: WebContext) -> gr.Blocks:
 
         timer.tick(on_tick, [state, search, show_archived], [title, sessions, timer, md_btn, jl_btn],
                    api_visibility="private", show_progress="hidden")
+        title_push.attach(ctx, gr, state=state, title=title, sessions=sessions, timer=timer, md_btn=md_btn,
+                          jl_btn=jl_btn, search=search, show_archived=show_archived)
 
         # --- message search (results under the search box) ------------------------------------------
         with search_slot:

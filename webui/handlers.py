@@ -767,6 +767,8 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
                 saved, count = True, event.message_count
             elif kind == "RoundCompleted":
                 count += len(event.messages)
+            elif kind == "TitleStarted":  # pushed to the page once stored (webui.title_push)
+                ctx.titles.started(key.session_id, event.thread)
             if live.apply(event):
                 t = time.monotonic()
                 if kind != "TextDelta" or t - last_yield >= STREAM_MIN_INTERVAL:
