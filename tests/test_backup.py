@@ -186,3 +186,29 @@ class TestCommandLine:
             bad = _cli(*argv, home=home, cwd=tmp_path)
             assert bad.returncode == 1, (argv, bad.stdout, bad.stderr)
             assert "Traceback" not in bad.stderr and bad.stderr.strip(), argv
+
+
+class TestExistingBackupFile:
+    """Guards against ``anycode backup`` silently overwriting an earlier backup (perhaps the only
+    copy of sessions deleted since)."""
+
+    def test_core_refuses_then_replaces_when_asked(self, saved, tmp_path):
+        src, _, zpath = saved
+        before = zpath.read_bytes()
+        with pytest.raises(BackupError, match="already exists.*--force"):
+            backup_store(src, zpath)
+        assert zpath.read_bytes() == before
+        assert not [p for p in tmp_path.iterdir() if p.name.startswith(".anycode-backup-")]
+        SessionManager(src).create(tmp_path / "ws", title="Later")
+        assert backup_store(src, zpath, replace=True).sessions == 4
+        assert zpath.read_bytes() != before and BackupArchive(zpath).verify() == []
+
+    def test_command_line_says_so_and_force_replaces(self, saved, tmp_path):
+        src, _, zpath = saved
+        before = zpath.read_bytes()
+        home = Path(src.base_dir)
+        out = _cli("backup", str(zpath), home=home, cwd=tmp_path)
+        assert out.returncode == 1 and "already exists" in out.stderr and "--force" in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr and zpath.read_bytes() == before
+        forced = _cli("backup", str(zpath), "--force", home=home, cwd=tmp_path)
+        assert forced.returncode == 0 and "Backed up 3 sessions" in forced.stdout, forced.stderr
