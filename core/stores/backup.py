@@ -22,7 +22,10 @@ copies the records into the store with :func:`core.stores.migrate.migrate_sessio
 the store already holds identically are skipped, a session the store holds differently is
 reported as a conflict and left untouched — nothing is overwritten; one the store holds with
 more entries after the backup's (the user carried on) is reported as newer and left as it is —
-and every copied record is read back and compared.
+and every copied record is read back and compared. Restored sessions keep their original times,
+but cleanup and auto-archive count from their arrival: the JSONL store knows it from the file's
+time; in a store that does not (a database) the restored header records ``"restored_from":
+{"file", "at"}``, as an import's records ``imported_from``.
 """
 from __future__ import annotations
 
@@ -290,7 +293,12 @@ def restore_backup(path: str | os.PathLike[str], store: Any, *, progress: bool =
     Raises :class:`BackupError` for a file that is not a readable anycode backup; damaged
     members are reported in the returned report's ``errors`` and the rest is restored."""
     archive = BackupArchive(path)
+    # Restored sessions keep their original times; cleanup and auto-archive count from their
+    # arrival. The JSONL store's file time says when (and its files stay byte-identical to the
+    # backup); in a store without one (a database) the header says it.
+    arrival = (None if callable(getattr(store, "written_at", None)) else
+               {"restored_from": {"file": os.path.basename(os.fspath(path)), "at": time.time()}})
     try:
-        return migrate_sessions(archive, store, progress=progress, newer_ok=True)
+        return migrate_sessions(archive, store, progress=progress, newer_ok=True, arrival=arrival)
     finally:
         archive.close()
