@@ -21,7 +21,7 @@ import gradio as gr
 
 from core.errors import AnycodeError, SessionNotFound
 from webui import (approval_card, archived_chat, compaction_ui, handlers, import_panel, memory_panel, render,
-                   search_panel, subagent_panel, title_push, versions)
+                   project_move, search_panel, subagent_panel, title_push, versions)
 from webui.context import WebContext
 from webui.handlers import SessionView
 
@@ -524,6 +524,8 @@ def build_app(ctx: WebContext) -> gr.Blocks:
         confirm_btn.click(switching(on_delete), [tab, state, search, show_archived], **switch)
         archived_chat.wire(ctx, gr, archived_bar, state=state, search=search, show_archived=show_archived,
                            sessions=sessions, view_outputs=view_outputs, show=show)
+        project_move.wire(ctx, gr, approval_parts, state=state, search=search, show_archived=show_archived,
+                          project=project, view_outputs=view_outputs, show=show)  # a chat whose folder moved
 
         def on_chat_clear(st, query, archived):
             # The Chatbot's own trash icon (hidden by the CSS) only starts a new chat; it never
