@@ -1069,6 +1069,71 @@ class TestVersionFamilies:
         assert {m.id for m in manager.conversations(s.project_key)} == {s.id, b.id}
 
 
+class TestVersionSwitchRace:
+    """Two tabs switching versions from the same state: without a check under the store's lock,
+    both switches would be written and the later one would silently undo the earlier."""
+
+    def _family(self, manager, cwd):
+        s = manager.create(cwd, title="Plan")
+        manager.add_messages(s.key, [user("q1"), assistant("a1"), user("q2"), assistant("a2")])
+        v1 = manager.fork(s.key, 1, version=True)
+        manager.add_messages(v1.key, [user("q2 edited"), assistant("a2'"), user("q3"), assistant("a3")])
+        v2 = manager.fork(v1.key, 4, version=True)  # Regenerate of v1's last reply
+        manager.add_messages(v2.key, [assistant("a3 again")])
+        return s, v1, v2
+
+    def test_expected_version_is_checked_by_the_store(self, manager, store, cwd):
+        from core.errors import StaleChange
+        from core.session.entries import version_entry
+        s, v1, v2 = self._family(manager, cwd)
+        before = store.load(s.key)
+        with pytest.raises(StaleChange):  # v2 is in use, the caller read v1
+            store.append(s.key, [version_entry(s.id)], expected_version=v1.id)
+        assert store.load(s.key) == before
+        store.append(s.key, [version_entry(s.id)], expected_version=v2.id)
+        assert {m.id: m for m in store.list(s.project_key)}[s.id].current_version == s.id
+        fresh = manager.create(cwd)  # no version entry yet: the root itself is in use
+        store.append(fresh.key, [version_entry(fresh.id)], expected_version=fresh.id)
+
+    def test_two_tabs_racing_exactly_one_switch_wins(self, manager, store, cwd):
+        import threading
+
+        from core.errors import StaleChange
+        s, v1, v2 = self._family(manager, cwd)
+        for _ in range(3):
+            shown = manager.current_version(s.key).session_id
+            targets = [t for t in (s.id, v1.id, v2.id) if t != shown][:2]
+            barrier, results = threading.Barrier(2), {}
+
+            def switch(to):
+                barrier.wait()
+                try:
+                    results[to] = SessionManager(store).switch_version(s.key, to, expected=shown)
+                except StaleChange:
+                    results[to] = None
+
+            threads = [threading.Thread(target=switch, args=(t,)) for t in targets]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+            won = [to for to, key in results.items() if key is not None]
+            assert len(won) == 1, results
+            assert manager.current_version(s.key).session_id == won[0]
+
+    def test_arrows_bring_back_the_version_last_used_below_a_point(self, manager, cwd):
+        s, v1, v2 = self._family(manager, cwd)
+        points = manager.version_points(v2.key)
+        assert [(p["index"], p["n"], p["m"]) for p in points] == [(2, 2, 2), (5, 2, 2)]
+        manager.switch_version(s.key, s.id)  # back to the first version at message 2
+        assert manager.version_points(s.key) == [{"index": 2, "n": 1, "m": 2, "ids": [s.id, v2.id]}]
+        manager.switch_version(s.key, v1.id)  # v1 used last below message 2 now
+        manager.switch_version(s.key, s.id)
+        assert manager.version_points(s.key)[0]["ids"] == [s.id, v1.id]
+        assert manager.version_number(v1.key) == (2, 3, False)
+        assert manager.version_number(s.key) == (1, 3, True)
+
+
 class TestCutPoints:
     """A fork inside a tool round would copy a call without its result: the API refuses the
     whole conversation after that, so every fork path moves the cut to a boundary."""

@@ -422,9 +422,11 @@ def exports(ctx: Any, state: dict[str, Any]) -> tuple[Path | None, Path | None]:
     key = _key(state)
     try:
         session = ctx.manager.get(key)
-        # Both files carry the sub-agent records of the session (core.session.subagents).
+        # Both files carry the sub-agent records of the session (core.session.subagents); the
+        # Markdown says which version of the conversation it is (issue 15).
+        version = ctx.manager.version_number(key) if session.version_of or session.current_version else None
         return write_exports(ctx.export_dir, session, export_entries(ctx.store, key),
-                             subagent_records(ctx.store, key))
+                             subagent_records(ctx.store, key), version)
     except (AnycodeError, OSError) as err:  # gone, database down, disk full: no download now
         log.warning("cannot prepare the exports of %s: %s", key.session_id, err)
         return None, None
