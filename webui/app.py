@@ -20,8 +20,8 @@ from typing import Any
 import gradio as gr
 
 from core.errors import AnycodeError, SessionNotFound
-from webui import (approval_card, archived_chat, compaction_ui, handlers, import_panel, memory_panel, render,
-                   search_panel, subagent_panel, title_push, versions)
+from webui import (approval_card, archived_chat, compaction_ui, handlers, import_panel, memory_panel, narrow,
+                   project_move, render, search_panel, subagent_panel, title_push, versions)
 from webui.context import WebContext
 from webui.handlers import SessionView
 
@@ -438,6 +438,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
         earlier_btn.click(on_earlier, [state, search, show_archived], view_outputs, api_visibility="private",
                           show_progress="minimal")
         demo.load(None, None, None, js=EARLIER_ON_SCROLL_JS)
+        narrow.attach(demo)  # narrow windows: the sidebar is a drawer (issue 18)
 
         def on_filter(st, query, archived):
             return handlers.session_list_html(ctx, st["project"], query=query or "",
@@ -524,6 +525,8 @@ def build_app(ctx: WebContext) -> gr.Blocks:
         confirm_btn.click(switching(on_delete), [tab, state, search, show_archived], **switch)
         archived_chat.wire(ctx, gr, archived_bar, state=state, search=search, show_archived=show_archived,
                            sessions=sessions, view_outputs=view_outputs, show=show)
+        project_move.wire(ctx, gr, approval_parts, state=state, search=search, show_archived=show_archived,
+                          project=project, view_outputs=view_outputs, show=show)  # a chat whose folder moved
 
         def on_chat_clear(st, query, archived):
             # The Chatbot's own trash icon (hidden by the CSS) only starts a new chat; it never
@@ -600,6 +603,10 @@ def _tab_key(request: Any, tab_id: str | None) -> str:
     return getattr(request, "session_hash", None) or tab_id or "default"
 
 
+# style.css first; the later files refine it (issue 18: window sizes, dark mode).
+CSS_FILES = ("style.css", "chat_state.css", "layout.css")
+
+
 def launch_kwargs(*, host: str, port: int, auth: tuple[str, str] | None = None,
                   quiet: bool = False) -> dict[str, Any]:
     """Keyword arguments for ``Blocks.launch``: privacy (no share link, no API page links, no
@@ -607,7 +614,7 @@ def launch_kwargs(*, host: str, port: int, auth: tuple[str, str] | None = None,
     return dict(
         server_name=host, server_port=port, auth=auth, share=False, inbrowser=False,
         footer_links=[], run_history=False, enable_monitoring=False, ssr_mode=False,
-        show_error=False, quiet=quiet, theme=theme(), css=asset_text("style.css") + asset_text("chat_state.css"),
+        show_error=False, quiet=quiet, theme=theme(), css="\n".join(asset_text(n) for n in CSS_FILES),
         favicon_path=asset_path("icon.svg"), pwa=False, mcp_server=False,
         auth_message="anycode: sign in with the --auth user and password.",
     )

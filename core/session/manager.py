@@ -490,16 +490,20 @@ class SessionManager:
         """Whether the session came into this store after ``cutoff`` (Unix seconds) although its
         messages are older: an import or a restore keeps the original times, and must not be
         expired or archived the next time the app starts. Asks the store when it was last written
-        (``written_at``, the JSONL store); otherwise reads the header's ``imported_from.at``."""
+        (``written_at``, the JSONL store); otherwise reads the header's ``imported_from.at`` and
+        ``restored_from.at`` (core.stores.backup)."""
         written_at = getattr(self.store, "written_at", None)
         if callable(written_at):
             when = written_at(key)
             return when is not None and when >= cutoff
         entries = self.store.load(key) or []
         header = entries[0] if entries and entries[0].get("type") == "header" else {}
-        imported = header.get("imported_from") if isinstance(header.get("imported_from"), dict) else {}
-        at = imported.get("at")
-        return isinstance(at, (int, float)) and at >= cutoff
+        for field_name in ("imported_from", "restored_from"):
+            arrived = header.get(field_name) if isinstance(header.get(field_name), dict) else {}
+            at = arrived.get("at")
+            if isinstance(at, (int, float)) and not isinstance(at, bool) and at >= cutoff:
+                return True
+        return False
 
     def idle_sessions(self, days: float, now: float | None = None) -> list[SessionMeta]:
         """Unarchived sessions of every project idle for over ``days`` days at ``now`` (Unix
