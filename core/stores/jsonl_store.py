@@ -34,7 +34,8 @@ from typing import Any
 import filelock
 
 from core import settings
-from core.errors import InvalidSessionKey, SessionConflict, SessionExists, SessionNotFound, StoreUnavailable
+from core.errors import (InvalidSessionKey, SessionConflict, SessionExists, SessionNotFound, StaleChange,
+                         StoreUnavailable)
 from core.session.entries import encode_entries
 from core.stores.jsonl_index import FolderIndex, read_index, scan_many, write_index
 from core.stores.jsonl_io import FileScan, read_entries, scan_file
@@ -145,12 +146,15 @@ class LocalSessionStore:
 
     # --- writes -----------------------------------------------------------------------------
 
-    def append(self, key: SessionKey, entries: list[dict[str, Any]], *, expected_count: int | None = None) -> int:
+    def append(self, key: SessionKey, entries: list[dict[str, Any]], *, expected_count: int | None = None,
+               expected_version: str | None = None) -> int:
         """Append ``entries`` in one write under the session lock; return the new message count.
 
         Raises ``ValueError`` (bad entry; nothing written), :class:`SessionConflict` (the stored
-        message count is not ``expected_count``; nothing written), :class:`StoreUnavailable`
-        (lock timeout) and ``OSError`` (disk full: the entries are then not acknowledged).
+        message count is not ``expected_count``; nothing written), :class:`StaleChange` (the
+        version in use is not ``expected_version``; see :meth:`SessionStore.append`),
+        :class:`StoreUnavailable` (lock timeout) and ``OSError`` (disk full: the entries are then
+        not acknowledged).
         """
         payload = encode_entries(entries)  # fail before touching the file
         added = _count_messages(entries)
@@ -165,6 +169,11 @@ class LocalSessionStore:
             before = self._message_count(path)
             if expected_count is not None and before != expected_count:
                 raise SessionConflict(expected_count, before)
+            if expected_version is not None:
+                scan = self._scans.get(path)  # just brought up to date by _message_count
+                in_use = (scan.state.current if scan is not None else None) or key.session_id
+                if in_use != expected_version:
+                    raise StaleChange("version", expected_version, in_use)
             if payload:
                 self._write(path, payload)
             return before + added
