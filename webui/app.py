@@ -160,7 +160,8 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                                     allow_custom_value=True, elem_id="ac-model", scale=2,
                                     min_width=150)
                 meter = gr.HTML("", elem_id="ac-meter-box", scale=0, min_width=110)  # context used (issue 9)
-                compact_btn = gr.Button("Compact", size="sm", elem_id="ac-compact", scale=0, min_width=90)
+                compact_btn = gr.Button("Compact", size="sm", elem_id="ac-compact", scale=0, min_width=90,
+                                        interactive=False)  # enabled once there is something to compact
                 archive_btn = gr.Button("Archive", size="sm", elem_id="ac-archive",
                                         scale=0, min_width=90, interactive=False)
                 md_btn = gr.DownloadButton("Markdown", size="sm", elem_id="ac-export-md",
