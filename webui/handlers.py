@@ -709,6 +709,13 @@ def send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, t
         ctx.end_run(tab, run, final)
 
 
+def _use_version(ctx: Any, key: SessionKey) -> None:
+    try:
+        ctx.manager.use_version(key)
+    except (AnycodeError, OSError) as err:  # the reply is stored; only the pointer was not moved
+        log.warning("could not mark %s as the version in use: %s", key.session_id, err)
+
+
 def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, run: Any,
           now: float | None) -> Iterator[SendUpdate]:
     from core.agent.runner import run_session_stream
@@ -816,6 +823,8 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
         if stream is not None:
             stream.close()
 
+    if saved and (session.version_of or session.current_version):
+        _use_version(ctx, key)  # the version written in is the one a reload opens (issue 15)
     if created and not saved and _drop_if_empty(ctx, key):
         # Nothing was stored (the send failed before the message): no empty "ghost" session.
         view = new_chat(ctx, state["project"], notice=notice)
