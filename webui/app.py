@@ -20,8 +20,8 @@ from typing import Any
 import gradio as gr
 
 from core.errors import AnycodeError, SessionNotFound
-from webui import (approval_card, compaction_ui, handlers, i18n, i18n_ui, import_panel, memory_panel, render,
-                   search_panel, subagent_panel, versions)
+from webui import (approval_card, archived_chat, compaction_ui, handlers, i18n, i18n_ui, import_panel,
+                   memory_panel, narrow, project_move, render, search_panel, subagent_panel, title_push, versions)
 from webui.i18n import t
 from webui.i18n_ui import tr
 from webui.context import WebContext
@@ -197,6 +197,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                 placeholder="<div class='ac-hello'>\n\n" + tr("chat_placeholder") + "\n\n</div>",
             )
             approval_parts = approval_card.add_card(ctx, gr)  # hidden until a change waits
+            archived_bar = archived_chat.add_bar(gr)  # "This chat is archived" + Unarchive
             box = gr.Textbox(placeholder=tr("message_placeholder"), show_label=False, lines=1,
                              max_lines=10, submit_btn=True, stop_btn=False, autofocus=True,
                              elem_id="ac-input", container=False)
@@ -225,7 +226,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                 gr.Button(interactive=saved),
                 gr.DownloadButton(value=md, interactive=saved),
                 gr.DownloadButton(value=jl, interactive=saved),
-                gr.Timer(active=bool(view.state.get("title_wait"))),
+                gr.Timer(active=title_push.poll_needed(ctx, view.state)),  # else pushed
                 gr.Row(visible=False),
                 gr.Row(visible=bool(view.needs_reply and can_retry)),
             )
@@ -313,7 +314,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                 final = True
                 stored = handlers.settled(ctx, upd.state)  # never raises (database down)
                 view = SessionView(state=upd.state, title=upd.title, rows=upd.rows or [],
-                                   archived=stored.archived, notice=upd.notice,
+                                   archived=stored.archived, notice=upd.notice, notice_level=upd.notice_level,
                                    label=stored.label,
                                    # the error row offers Retry itself: no second bar
                                    needs_reply=stored.needs_reply and not upd.error)
@@ -441,6 +442,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
         earlier_btn.click(on_earlier, [state, search, show_archived], view_outputs, api_visibility="private",
                           show_progress="minimal")
         demo.load(None, None, None, js=EARLIER_ON_SCROLL_JS)
+        narrow.attach(demo)  # narrow windows: the sidebar is a drawer (issue 18)
 
         def on_filter(st, query, archived):
             return handlers.session_list_html(ctx, st["project"], query=query or "",
@@ -524,6 +526,10 @@ def build_app(ctx: WebContext) -> gr.Blocks:
             return (*show(handlers.delete(ctx, st), query, archived), idle_box())
 
         confirm_btn.click(switching(on_delete), [tab, state, search, show_archived], **switch)
+        archived_chat.wire(ctx, gr, archived_bar, state=state, search=search, show_archived=show_archived,
+                           sessions=sessions, view_outputs=view_outputs, show=show)
+        project_move.wire(ctx, gr, approval_parts, state=state, search=search, show_archived=show_archived,
+                          project=project, view_outputs=view_outputs, show=show)  # a chat whose folder moved
 
         def on_chat_clear(st, query, archived):
             # The Chatbot's own trash icon (hidden by the CSS) only starts a new chat; it never
@@ -547,6 +553,8 @@ def build_app(ctx: WebContext) -> gr.Blocks:
 
         timer.tick(on_tick, [state, search, show_archived], [title, sessions, timer, md_btn, jl_btn],
                    api_visibility="private", show_progress="hidden")
+        title_push.attach(ctx, gr, state=state, title=title, sessions=sessions, timer=timer, md_btn=md_btn,
+                          jl_btn=jl_btn, search=search, show_archived=show_archived)
 
         # --- message search (results under the search box) ------------------------------------------
         with search_slot:
@@ -601,6 +609,10 @@ def _tab_key(request: Any, tab_id: str | None) -> str:
     return getattr(request, "session_hash", None) or tab_id or "default"
 
 
+# style.css first; the later files refine it (issue 18: window sizes, dark mode).
+CSS_FILES = ("style.css", "chat_state.css", "layout.css")
+
+
 def launch_kwargs(*, host: str, port: int, auth: tuple[str, str] | None = None,
                   quiet: bool = False) -> dict[str, Any]:
     """Keyword arguments for ``Blocks.launch``: privacy (no share link, no API page links, no
@@ -608,7 +620,7 @@ def launch_kwargs(*, host: str, port: int, auth: tuple[str, str] | None = None,
     return dict(
         server_name=host, server_port=port, auth=auth, share=False, inbrowser=False,
         footer_links=[], run_history=False, enable_monitoring=False, ssr_mode=False,
-        show_error=False, quiet=quiet, theme=theme(), css=asset_text("style.css"),
+        show_error=False, quiet=quiet, theme=theme(), css="\n".join(asset_text(n) for n in CSS_FILES),
         i18n=i18n_ui.gradio_i18n(), head=i18n_ui.HEAD,
         favicon_path=asset_path("icon.svg"), pwa=False, mcp_server=False,
         auth_message="anycode: sign in with the --auth user and password.",

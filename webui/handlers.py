@@ -37,8 +37,7 @@ from core.session.keys import SessionKey
 from core.session.subagents import export_entries, subagent_records
 from webui.subagent_panel import LiveSubagents
 from core.session.text import clean_text, is_blank
-from webui import compaction_ui, render
-from webui import i18n
+from webui import archived_chat, compaction_ui, i18n, render
 from webui.i18n import Msg
 from webui.export import write_exports
 from webui.timefmt import relative_time
@@ -423,9 +422,11 @@ def exports(ctx: Any, state: dict[str, Any]) -> tuple[Path | None, Path | None]:
     key = _key(state)
     try:
         session = ctx.manager.get(key)
-        # Both files carry the sub-agent records of the session (core.session.subagents).
+        # Both files carry the sub-agent records of the session (core.session.subagents); the
+        # Markdown says which version of the conversation it is (issue 15).
+        version = ctx.manager.version_number(key) if session.version_of or session.current_version else None
         return write_exports(ctx.export_dir, session, export_entries(ctx.store, key),
-                             subagent_records(ctx.store, key))
+                             subagent_records(ctx.store, key), version)
     except (AnycodeError, OSError) as err:  # gone, database down, disk full: no download now
         log.warning("cannot prepare the exports of %s: %s", key.session_id, err)
         return None, None
@@ -568,6 +569,7 @@ class SendUpdate:
     done: bool = False
     error: bool = False  # the reply failed (the chat shows an error row)
     label: str = render.UNTITLED  # what the chat is called while untitled (the sidebar's name)
+    notice_level: str = "warning"  # "info": nothing went wrong (e.g. the chat was unarchived)
 
 
 def _error_row(text: str) -> dict[str, Any]:
@@ -664,7 +666,10 @@ def send_taken(ctx: Any, state: dict[str, Any], tab: str, run_id: Any, model: st
         state = dict(state or tab_state(ctx.project_key))
         last = ctx.last_state(tab)
         if last and (not state.get("session") or state.get("session") == last.get("session")):
-            state = last  # the tab's own last run is newer than what the page sent
+            # The tab's own last run is newer than what the page sent, except for the archive
+            # state the page shows (a run never archives; the page's Archive click may be newer).
+            page_archived = state.get("archived") if state.get("session") else None
+            state = dict(last, **({"archived": page_archived} if isinstance(page_archived, bool) else {}))
         for upd in send(ctx, state, run.text, model, tab, now=now, run=run):
             if run.superseded:
                 continue  # keep consuming: the run stops and stores its partial text
@@ -737,6 +742,12 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
         yield SendUpdate(state, None, notice=storage_notice(err, saved=False), restore_text=give_back,
                          done=True)
         return
+    refused = archived_chat.refused_send(session, state)  # archived in another tab since (issue 15 rule)
+    if refused:
+        view = reload(ctx, state, notice=refused)
+        yield SendUpdate(view.state, view.rows, view.title, notice=refused, restore_text=give_back, done=True,
+                         label=view.label)
+        return
     title = session.title or ""
     label = render.session_label(session.title, session.created_at)
     start = shown_from(session, state)
@@ -753,6 +764,7 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
     restore: str | None = None
     stream = None
     saved = retry  # the user's message is stored (a retry adds none)
+    info = archived_chat.unarchive_for_send(ctx, key, session) if retry else None  # sending unarchives
     count = state.get("count", 0)  # what the store holds, as far as this send knows
     try:
         stream = run_session_stream(key, ctx.store, None if retry else text, **_runner_kwargs(
@@ -762,8 +774,11 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
             kind = type(event).__name__
             if kind == "UserMessageSaved":
                 saved, count = True, event.message_count
+                info = archived_chat.unarchive_for_send(ctx, key, session)
             elif kind == "RoundCompleted":
                 count += len(event.messages)
+            elif kind == "TitleStarted":  # pushed to the page once stored (webui.title_push)
+                ctx.titles.started(key.session_id, event.thread)
             if live.apply(event):
                 t = time.monotonic()
                 if kind != "TextDelta" or t - last_yield >= STREAM_MIN_INTERVAL:
@@ -813,8 +828,11 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
         # page shows no second "No reply was saved… Retry" bar for the same failure.
         error_row["options"] = [render.option(render.RETRY)]
     rows = view.rows + ([error_row] if error_row else [])
-    yield SendUpdate(view.state, rows, view.title, notice=notice, restore_text=restore, done=True,
-                     error=error_row is not None, label=view.label)
+    if info:
+        view.state["unarchived"] = True  # webui.archived_chat: the list shows the chat where it now is
+    yield SendUpdate(view.state, rows, view.title, notice=notice or info, restore_text=restore, done=True,
+                     error=error_row is not None, label=view.label,
+                     notice_level="info" if info and not notice else "warning")
 
 
 def storage_notice(err: BaseException, *, saved: bool) -> str:
