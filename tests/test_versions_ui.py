@@ -207,6 +207,25 @@ class TestTwoTabs:
         assert view.notice and view.session_id == v2.session_id
 
 
+class TestSendingInAVersion:
+    """A reload after writing in a version another tab had switched away from must land where
+    the user last wrote, not on the other tab's older choice."""
+
+    def test_a_message_sent_in_a_version_makes_it_the_one_in_use(self, ctx, fake_openai):
+        s = chat(ctx)
+        tab1 = handlers.open_session(ctx, ctx.project_key, s.id).state
+        v = versions.regenerate(ctx, tab1, row_of(ctx, tab1, 3))
+        tab2 = sent(ctx, v.state, None)  # the new reply; both tabs now show it
+        versions.switch(ctx, dict(tab2), -1)  # tab 1 goes back to the first version
+        assert ctx.manager.current_version(s.key) == s.key
+        after = sent(ctx, tab2, "one more question")  # tab 2 still shows the new version
+        assert stored(ctx, after)[-2]["content"] == "one more question"
+        assert handlers.initial_view(ctx, {"session": s.id}).session_id == v.session_id
+        before = len(ctx.store.load(s.key))
+        sent(ctx, after, "and another")  # already in use: nothing more is written to the root
+        assert len(ctx.store.load(s.key)) == before
+
+
 class TestBranchInsideAToolRound:
     """Branch from here on a tool row of a parallel round must not copy a call without its result."""
 

@@ -23,7 +23,7 @@ from typing import Any, Callable
 from core.errors import AnycodeError
 from core.session.text import clean_text
 from core.search import SearchHit, open_search
-from core.session.export import session_label
+from webui.timefmt import session_label
 from webui import handlers, render
 from webui.timefmt import relative_time
 

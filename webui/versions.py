@@ -23,13 +23,13 @@ from core.session.export import message_text
 from core.session.keys import SessionKey
 from core.session.text import clean_text, is_blank
 from core.session.versions import last_user_before
-from webui import handlers, render
+from webui import handlers, i18n, render
 
 log = logging.getLogger(__name__)
 
-REGENERATE_OPTION = "Regenerate"
+REGENERATE_OPTION = i18n.Msg("regenerate")  # compared in any language (i18n.variants)
 REPEAT_SECONDS = 3.0  # Gradio can deliver one click on a feedback option twice: the same click
-EMPTY_EDIT_NOTICE = "A message cannot be empty; nothing was changed."
+EMPTY_EDIT_NOTICE = i18n.Msg("empty_edit_notice")
 
 
 def _key(state: dict[str, Any]) -> SessionKey:
@@ -43,7 +43,7 @@ def _stored_index(ctx: Any, state: dict[str, Any], row_index: int) -> tuple[Any,
     window = render.chat_window(session.messages, handlers.shown_from(session, state), session.compactions,
                                 session.reply_ends)  # the rows exactly as shown
     if not 0 <= row_index < len(window.source):
-        raise IndexError(f"There is no message {row_index + 1} in this conversation.")
+        raise IndexError(i18n.t("no_such_message", n=row_index + 1))
     return session, window.source[row_index]
 
 
@@ -57,7 +57,7 @@ def edit(ctx: Any, state: dict[str, Any], row_index: int, text: str | None) -> t
     session, index = _stored_index(ctx, state, row_index)
     message = session.messages[index]
     if message.get("role") != "user":
-        raise ValueError("Only your own messages can be edited.")
+        raise ValueError(i18n.t("only_own_messages"))
     if is_blank(text):
         return handlers.reload(ctx, state, notice=EMPTY_EDIT_NOTICE), None
     if text == message_text(message.get("content")).strip():
@@ -84,7 +84,7 @@ def regenerate(ctx: Any, state: dict[str, Any], row_index: int, now: float | Non
     session, index = _stored_index(ctx, state, row_index)
     cut = last_user_before(session.messages, index)
     if cut < 0:
-        raise ValueError("There is no message of yours before this one to answer again.")
+        raise ValueError(i18n.t("no_message_before"))
     try:
         version = ctx.manager.fork(_key(state), cut, version=True)
     except (StoreUnavailable, OSError) as err:
@@ -327,14 +327,14 @@ def attach(ctx: Any, parts: dict[str, Any], *, chat: Any, state: Any, tab: Any, 
         if text is not None:
             run_id, notice = handlers.take(ctx, tab_key(request, tab_id), text)
             notify(notice)
-        return (*show(view, query, archived), gr.Textbox(submit_btn=run_id is None, stop_btn=run_id is not None and "Stop"),
+        return (*show(view, query, archived), gr.Textbox(submit_btn=run_id is None, stop_btn=run_id is not None and i18n.t("stop")),
                 run_id)
 
     def on_regenerate(tab_id, st, query, archived, evt: gr.LikeData, request: gr.Request):
         # Skips leave ``pending`` alone: the first of a doubled event may still be handing its
         # run over to the send that follows it (a stale id there is ignored by claim_run).
         index = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
-        if evt.liked != REGENERATE_OPTION or repeated(st, int(index)):  # Branch has its own listener
+        if evt.liked not in i18n.variants(REGENERATE_OPTION) or repeated(st, int(index)):  # Branch has its own listener
             return tuple(gr.skip() for _ in range(skip))
         handlers.leave(ctx, tab_key(request, tab_id))
         try:
@@ -346,7 +346,7 @@ def attach(ctx: Any, parts: dict[str, Any], *, chat: Any, state: Any, tab: Any, 
         run_id = None
         if view.state.get("regen_guard"):
             run_id = handlers.take_retry(ctx, tab_key(request, tab_id))
-        return (*show(view, query, archived), gr.Textbox(submit_btn=run_id is None, stop_btn=run_id is not None and "Stop"),
+        return (*show(view, query, archived), gr.Textbox(submit_btn=run_id is None, stop_btn=run_id is not None and i18n.t("stop")),
                 run_id)
 
     def on_retry(tab_id, st, query, archived, request: gr.Request):
@@ -364,7 +364,7 @@ def attach(ctx: Any, parts: dict[str, Any], *, chat: Any, state: Any, tab: Any, 
             view, run_id = handlers.reload(ctx, st, notice=str(err)), None
         if view is None:
             return tuple(gr.skip() for _ in range(skip))
-        return (*show(view, query, archived), gr.Textbox(submit_btn=run_id is None, stop_btn=run_id is not None and "Stop"),
+        return (*show(view, query, archived), gr.Textbox(submit_btn=run_id is None, stop_btn=run_id is not None and i18n.t("stop")),
                 run_id)
 
     def regenerate_last(st, key, current):
