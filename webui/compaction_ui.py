@@ -14,6 +14,7 @@ from core import settings
 from core.errors import AnycodeError, ModelError
 from core.session.keys import SessionKey
 from webui import render
+from webui.i18n import Msg
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +105,8 @@ def apply_event(rows: list[dict[str, Any]], event: Any) -> bool:
 
 # --- /compact and the Compact button --------------------------------------------------------------
 
-NO_MESSAGES = "Nothing to compact yet: this chat has no messages."
+NO_MESSAGES = Msg("nothing_to_compact_empty")
+NOTHING_YET = Msg("nothing_to_compact_turn")  # the UI's words for core's NOTHING_TO_COMPACT
 
 
 def nothing_to_compact(ctx: Any, state: dict[str, Any] | None) -> str | None:
@@ -112,7 +114,7 @@ def nothing_to_compact(ctx: Any, state: dict[str, Any] | None) -> str | None:
     summarise something (:func:`core.agent.compaction.can_compact`). The Compact button is
     disabled while this says something; ``/compact`` answers with it. A store failure is left
     to the compaction itself to report (None)."""
-    from core.agent.compaction import NOTHING_TO_COMPACT, can_compact
+    from core.agent.compaction import can_compact
 
     if not (state or {}).get("session"):
         return NO_MESSAGES
@@ -122,7 +124,7 @@ def nothing_to_compact(ctx: Any, state: dict[str, Any] | None) -> str | None:
         return None
     if not session.messages:
         return NO_MESSAGES
-    return None if can_compact(session.messages, session.compactions) else NOTHING_TO_COMPACT
+    return None if can_compact(session.messages, session.compactions) else NOTHING_YET
 
 
 
