@@ -144,6 +144,13 @@ class TestArrowsAtEveryPoint:
         assert ctx.manager.current_version(s.key).session_id == v1["session"]  # reload lands here
         assert handlers.initial_view(ctx, {"session": s.id}).session_id == v1["session"]
 
+    def test_arrow_labels_follow_the_language(self, ctx):
+        from webui import i18n
+
+        with i18n.using("zh-CN"):
+            html = versions.arrows_html([{"index": 2, "n": 1, "m": 2, "row": 1}])
+        assert "上一个版本" in html and "下一个版本" in html and "&quot;row&quot;:1" in html
+
     def test_points_above_the_window_have_no_arrows(self, ctx, fake_openai):
         s = chat(ctx)
         state = handlers.open_session(ctx, ctx.project_key, s.id).state

@@ -66,7 +66,7 @@ def edit(ctx: Any, state: dict[str, Any], row_index: int, text: str | None) -> t
         version = ctx.manager.fork(_key(state), index - 1, version=True)
     except (StoreUnavailable, OSError) as err:  # whole or absent: nothing was made
         log.warning("edit of %s failed: %s", state["session"], err)
-        return handlers.reload(ctx, state, notice=handlers.not_saved(err, "the edit was not saved.")), None
+        return handlers.reload(ctx, state, notice=handlers.not_saved(err, i18n.t("edit_not_saved"))), None
     log.info("edited message %d of %s into version %s", index, state["session"], version.id)
     return handlers.view_of(ctx.manager.get(version.key)), text
 
@@ -89,7 +89,7 @@ def regenerate(ctx: Any, state: dict[str, Any], row_index: int, now: float | Non
         version = ctx.manager.fork(_key(state), cut, version=True)
     except (StoreUnavailable, OSError) as err:
         log.warning("regenerate in %s failed: %s", state["session"], err)
-        return handlers.reload(ctx, state, notice=handlers.not_saved(err, "nothing was regenerated."))
+        return handlers.reload(ctx, state, notice=handlers.not_saved(err, i18n.t("nothing_regenerated")))
     view = handlers.view_of(ctx.manager.get(version.key))
     view.state["regen_guard"] = [version.id, row_index, now]
     return view
@@ -179,10 +179,10 @@ def switch(ctx: Any, state: dict[str, Any], step: int, index: int | None = None)
         if point is None or not 0 <= point["n"] - 1 + step < point["m"]:
             return _in_use(ctx, key, state)  # the arrows the tab showed are gone or at an end
         new_key = ctx.manager.switch_version(key, point["ids"][point["n"] - 1 + step], expected=key.session_id)
-    except StaleChange as err:
-        return _in_use(ctx, key, state, notice=str(err))
+    except StaleChange:
+        return _in_use(ctx, key, state, notice=i18n.t("stale_version"))
     except (StoreUnavailable, OSError) as err:
-        return handlers.reload(ctx, state, notice=handlers.not_saved(err, "the version was not switched."))
+        return handlers.reload(ctx, state, notice=handlers.not_saved(err, i18n.t("version_not_switched")))
     log.info("switched %s to version %s at message %s", key.session_id, new_key.session_id, point["index"])
     return handlers.view_of(ctx.manager.get(new_key))
 
@@ -198,8 +198,8 @@ def _in_use(ctx: Any, key: SessionKey, state: dict[str, Any], notice: str | None
 # --- Gradio wiring -----------------------------------------------------------------------------
 
 
-PREV_LABEL = "Previous version"
-NEXT_LABEL = "Next version"
+PREV_LABEL = i18n.Msg("previous_version")
+NEXT_LABEL = i18n.Msg("next_version")
 
 # The arrows are drawn by the page under the message rows named in the carrier's data (the chat's
 # rows are Gradio's; a row's text must stay the message, for Copy and Edit). They are put back
@@ -273,8 +273,8 @@ ARROWS_CSS = """<style>
 def arrows_html(found: list[dict[str, Any]]) -> str:
     """The carrier's HTML: its style and the arrows' data (:func:`arrows`), HTML-escaped."""
     data = html.escape(json.dumps(found, separators=(",", ":")), quote=True)
-    return (f'{ARROWS_CSS}<div data-points="{data}" data-prev="{html.escape(PREV_LABEL)}" '
-            f'data-next="{html.escape(NEXT_LABEL)}"></div>')
+    return (f'{ARROWS_CSS}<div data-points="{data}" data-prev="{html.escape(i18n.t(PREV_LABEL))}" '
+            f'data-next="{html.escape(i18n.t(NEXT_LABEL))}"></div>')
 
 
 def bar() -> dict[str, Any]:
