@@ -22,6 +22,7 @@ import gradio as gr
 from core.errors import AnycodeError, SessionNotFound
 from webui import (approval_card, compaction_ui, handlers, import_panel, memory_panel, render, search_panel,
                    subagent_panel, versions)
+from webui import chat_text
 from webui.context import WebContext
 from webui.handlers import SessionView
 
@@ -437,6 +438,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
         earlier_btn.click(on_earlier, [state, search, show_archived], view_outputs, api_visibility="private",
                           show_progress="minimal")
         demo.load(None, None, None, js=EARLIER_ON_SCROLL_JS)
+        demo.load(None, None, None, js=chat_text.CHAT_TEXT_JS)  # Copy and Edit give the text written
 
         def on_filter(st, query, archived):
             return handlers.session_list_html(ctx, st["project"], query=query or "",
@@ -602,7 +604,7 @@ def launch_kwargs(*, host: str, port: int, auth: tuple[str, str] | None = None,
     return dict(
         server_name=host, server_port=port, auth=auth, share=False, inbrowser=False,
         footer_links=[], run_history=False, enable_monitoring=False, ssr_mode=False,
-        show_error=False, quiet=quiet, theme=theme(), css=asset_text("style.css"),
+        show_error=False, quiet=quiet, theme=theme(), css=asset_text("style.css") + asset_text("chat-text.css"),
         favicon_path=asset_path("icon.svg"), pwa=False, mcp_server=False,
         auth_message="anycode: sign in with the --auth user and password.",
     )
