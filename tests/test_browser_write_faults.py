@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_browser_e2e import BROWSER_ARGS, CHROMIUM, TIMEOUT_MS, Proc, _env, _free_port, expect, sync_api
+from tests.test_browser_e2e import TIMEOUT_MS, Proc, _env, _free_port, expect
+from tests.test_browser_approval import browser  # noqa: F401  (fixture: one Chromium per module)
 from tests.tiny_disk import TinyDisk
 
 pytestmark = pytest.mark.browser
@@ -48,16 +49,6 @@ def app(tmp_path_factory):
             yield {**running, "disk": disk}
     finally:
         disk.unmount()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 @pytest.fixture

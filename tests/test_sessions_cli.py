@@ -240,8 +240,8 @@ class TestVersionsCommand:
         code, out, _ = run(capsys, "versions", v.id[:8], "--project", str(proj))
         lines = out.splitlines()
         assert code == 0 and len(lines) == 3
-        assert lines[1].startswith("  " + a.id[:8]) and "(the conversation)" in lines[1]
-        assert lines[2].startswith("* " + v.id[:8]) and f"message 0 of {a.id[:8]}" in lines[2]
+        assert lines[1].startswith("   1  " + a.id[:8]) and "(the conversation)" in lines[1]
+        assert lines[2].startswith("*  2  " + v.id[:8]) and f"message 0 of {a.id[:8]}" in lines[2]
         mgr.switch_version(a.key, a.id)
         _, out, _ = run(capsys, "versions", a.id[:8], "--project", str(proj), "--json")
         data = json.loads(out)
@@ -250,3 +250,20 @@ class TestVersionsCommand:
         assert f"[version of {a.id[:8]}]" in out
         _, md, _ = run(capsys, "export", v.id[:8], "--project", str(proj))
         assert f"- Version of `{a.id}`" in md and "hello again" in md
+        assert "- Version 2 of 2 (not the one in use;" in md
+
+    def test_show_and_export_of_a_conversation_follow_the_version_in_use(self, capsys, two, proj, mgr):
+        a = two[0]
+        v = mgr.fork(a.key, 0, version=True)  # an edit of the first message, now in use
+        mgr.add_messages(v.key, [{"role": "user", "content": "hello again"}])
+        _, md, _ = run(capsys, "show", a.id[:8], "--project", str(proj))
+        assert "hello again" in md and "hi!" not in md and f"- Session: `{v.id}`" in md
+        assert "- Version 2 of 2 (the one in use;" in md
+        _, out, _ = run(capsys, "show", a.id[:8], "--project", str(proj), "--json")
+        data = json.loads(out)
+        assert data["id"] == v.id and data["version"] == {"n": 2, "of": 2, "in_use": True}
+        mgr.switch_version(a.key, a.id)  # back to the first version: show and export follow
+        _, md, _ = run(capsys, "export", a.id[:8], "--project", str(proj))
+        assert "hi!" in md and "hello again" not in md and "- Version 1 of 2 (the one in use;" in md
+        _, md, _ = run(capsys, "show", two[1].id[:8], "--project", str(proj))
+        assert "- Version" not in md  # a conversation without versions says nothing about them

@@ -1069,6 +1069,80 @@ class TestVersionFamilies:
         assert {m.id for m in manager.conversations(s.project_key)} == {s.id, b.id}
 
 
+class TestVersionSwitchRace:
+    """Two tabs switching versions from the same state: without a check under the store's lock,
+    both switches would be written and the later one would silently undo the earlier."""
+
+    def _family(self, manager, cwd):
+        s = manager.create(cwd, title="Plan")
+        manager.add_messages(s.key, [user("q1"), assistant("a1"), user("q2"), assistant("a2")])
+        v1 = manager.fork(s.key, 1, version=True)
+        manager.add_messages(v1.key, [user("q2 edited"), assistant("a2'"), user("q3"), assistant("a3")])
+        v2 = manager.fork(v1.key, 4, version=True)  # Regenerate of v1's last reply
+        manager.add_messages(v2.key, [assistant("a3 again")])
+        return s, v1, v2
+
+    def test_expected_version_is_checked_by_the_store(self, manager, store, cwd):
+        from core.errors import StaleChange
+        from core.session.entries import version_entry
+        s, v1, v2 = self._family(manager, cwd)
+        before = store.load(s.key)
+        with pytest.raises(StaleChange):  # v2 is in use, the caller read v1
+            store.append(s.key, [version_entry(s.id)], expected_version=v1.id)
+        assert store.load(s.key) == before
+        store.append(s.key, [version_entry(s.id)], expected_version=v2.id)
+        assert {m.id: m for m in store.list(s.project_key)}[s.id].current_version == s.id
+        fresh = manager.create(cwd)  # no version entry yet: the root itself is in use
+        store.append(fresh.key, [version_entry(fresh.id)], expected_version=fresh.id)
+
+    def test_two_tabs_racing_exactly_one_switch_wins(self, manager, store, cwd):
+        import threading
+
+        from core.errors import StaleChange
+        s, v1, v2 = self._family(manager, cwd)
+        for _ in range(3):
+            shown = manager.current_version(s.key).session_id
+            targets = [t for t in (s.id, v1.id, v2.id) if t != shown][:2]
+            barrier, results = threading.Barrier(2), {}
+
+            def switch(to):
+                barrier.wait()
+                try:
+                    results[to] = SessionManager(store).switch_version(s.key, to, expected=shown)
+                except StaleChange:
+                    results[to] = None
+
+            threads = [threading.Thread(target=switch, args=(t,)) for t in targets]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+            won = [to for to, key in results.items() if key is not None]
+            assert len(won) == 1, results
+            assert manager.current_version(s.key).session_id == won[0]
+
+    def test_writing_in_a_version_makes_it_the_one_in_use(self, manager, store, cwd):
+        s, v1, v2 = self._family(manager, cwd)
+        assert manager.use_version(v2.key) is False  # already in use: nothing written
+        assert manager.use_version(v1.key) is True
+        assert {m.id: m for m in store.list(s.project_key)}[s.id].current_version == v1.id
+        assert manager.current_version(v2.key) == v1.key
+        plain = manager.create(cwd)
+        assert manager.use_version(plain.key) is False and store.load(plain.key)[-1]["type"] == "header"
+
+    def test_arrows_bring_back_the_version_last_used_below_a_point(self, manager, cwd):
+        s, v1, v2 = self._family(manager, cwd)
+        points = manager.version_points(v2.key)
+        assert [(p["index"], p["n"], p["m"]) for p in points] == [(2, 2, 2), (5, 2, 2)]
+        manager.switch_version(s.key, s.id)  # back to the first version at message 2
+        assert manager.version_points(s.key) == [{"index": 2, "n": 1, "m": 2, "ids": [s.id, v2.id]}]
+        manager.switch_version(s.key, v1.id)  # v1 used last below message 2 now
+        manager.switch_version(s.key, s.id)
+        assert manager.version_points(s.key)[0]["ids"] == [s.id, v1.id]
+        assert manager.version_number(v1.key) == (2, 3, False)
+        assert manager.version_number(s.key) == (1, 3, True)
+
+
 class TestCutPoints:
     """A fork inside a tool round would copy a call without its result: the API refuses the
     whole conversation after that, so every fork path moves the cut to a boundary."""
@@ -1095,3 +1169,95 @@ class TestCutPoints:
         assert f.messages == msgs[:1]
         v = manager.fork(s.key, 2, version=True)
         assert v.messages == msgs[:1] and v.version_of["message_index"] == 0
+
+
+class TestMoveToAnotherProject:
+    """A project folder renamed or moved (issue 18, item 6): moving its sessions to the project
+    open now must keep ids, every entry and timestamp, sub-agent records, versions and the archived
+    flag, leave nothing behind in the old project, and finish (never duplicate) after a kill."""
+
+    def _moved_folder(self, tmp_path):
+        old, new = tmp_path / "shop-api", tmp_path / "shop-api-renamed"
+        new.mkdir()
+        return str(old), str(new)
+
+    def test_move_keeps_everything(self, manager, store, tmp_path):
+        from core.stores.move import move_conversation
+
+        old, new = self._moved_folder(tmp_path)
+        s = manager.create(old, title="Checkout plan")
+        manager.add_messages(s.key, [user("q1"), assistant("a1"), user("q2"), assistant("a2")])
+        sub = SessionKey(s.project_key, s.id, "subagents/a1")
+        store.create_whole(sub, [header_entry(s.id, s.project_key, old, created_at=T0), message_entry(user("task"))])
+        v = manager.fork(s.key, 1, version=True)
+        before = {k.session_id: store.load(k) for k in (s.key, v.key)}
+        sub_before = store.load(sub)
+        report = move_conversation(store, v.key, new, now=T0 + 50)
+        assert report.key == SessionKey(project_key(new), v.id) and len(report.moved) == 2
+        new_pk = project_key(new)
+        for sid, entries in before.items():
+            moved = store.load(SessionKey(new_pk, sid))
+            assert moved[1:] == entries[1:], "every entry after the header is unchanged"
+            head = moved[0]
+            assert head["id"] == sid and head["created_at"] == entries[0]["created_at"]
+            assert head["project_key"] == new_pk and head["cwd"] == new
+            assert head["moved_from"] == {"project_key": s.project_key, "cwd": old, "at": T0 + 50}
+            assert not store.exists(SessionKey(s.project_key, sid))
+        moved_sub = store.load(SessionKey(new_pk, s.id, "subagents/a1"))
+        assert moved_sub[1:] == sub_before[1:] and moved_sub[0]["project_key"] == new_pk
+        assert not store.exists(sub)
+        moved = manager.get(SessionKey(new_pk, s.id))
+        assert moved.title == "Checkout plan" and moved.created_at == s.created_at
+        assert moved.messages == [user("q1"), assistant("a1"), user("q2"), assistant("a2")]
+        assert manager.current_version(SessionKey(new_pk, s.id)).session_id == v.id  # the family holds
+        assert [m.id for m in manager.conversations(new_pk)] == [s.id]
+        assert manager.list(s.project_key) == [] and manager.list(s.project_key, archived=True) == []
+
+    def test_archived_stays_archived(self, manager, store, tmp_path):
+        from core.stores.move import move_conversation
+
+        old, new = self._moved_folder(tmp_path)
+        s = manager.create(old)
+        manager.add_messages(s.key, [user("q"), assistant("a")])
+        manager.archive(s.key)
+        move_conversation(store, s.key, new)
+        assert [m.id for m in store.list(project_key(new), archived=True)] == [s.id]
+        assert store.list(project_key(new)) == []
+
+    def test_rerun_after_a_kill_finishes_without_duplicates(self, manager, store, tmp_path):
+        from core.stores.move import move_conversation
+
+        old, new = self._moved_folder(tmp_path)
+        s = manager.create(old)
+        manager.add_messages(s.key, [user("q"), assistant("a")])
+        new_key = SessionKey(project_key(new), s.id)
+        # Killed after creating the new record, before removing the old one.
+        head = dict(store.load(s.key)[0], project_key=new_key.project_key, cwd=new,
+                    moved_from={"project_key": s.project_key, "cwd": old, "at": T0})
+        store.create_whole(new_key, [head, *store.load(s.key)[1:]])
+        report = move_conversation(store, s.key, new)
+        assert report.key == new_key and not store.exists(s.key)
+        assert manager.get(new_key).messages == [user("q"), assistant("a")]
+
+    def test_a_different_session_with_that_id_is_never_overwritten(self, manager, store, tmp_path):
+        from core.errors import SessionExists
+        from core.stores.move import move_conversation
+
+        old, new = self._moved_folder(tmp_path)
+        s = manager.create(old)
+        manager.add_messages(s.key, [user("mine")])
+        other = SessionKey(project_key(new), s.id)
+        store.create_whole(other, [header_entry(s.id, other.project_key, new), message_entry(user("theirs"))])
+        with pytest.raises(SessionExists):
+            move_conversation(store, s.key, new)
+        assert manager.get(s.key).messages == [user("mine")]
+        assert manager.get(other).messages == [user("theirs")]
+
+    def test_already_there_and_missing(self, manager, store, tmp_path):
+        from core.stores.move import move_conversation
+
+        old, new = self._moved_folder(tmp_path)
+        s = manager.create(new)
+        assert move_conversation(store, s.key, new).already
+        with pytest.raises(SessionNotFound):
+            move_conversation(store, SessionKey(project_key(old), new_session_id()), new)

@@ -71,7 +71,7 @@ class TestGenerateTitle:
         assert body["model"] == "title-model" and body["temperature"] == 0.3
         assert "tools" not in body and not body.get("stream")
         assert body["messages"] == [
-            {"role": "system", "content": TITLE_PROMPT},
+            {"role": "system", "content": TITLE_PROMPT + "\nWrite the title in English, the language of the conversation."},
             {"role": "user", "content": "Please fix the login bug in auth.py"},
             {"role": "assistant", "content": "Fixed: the password check was inverted."},
         ]

@@ -31,8 +31,8 @@ def chat(ctx, title="Trip"):
     return s
 
 
-def sent(ctx, state, text):
-    ups = list(handlers.send(ctx, state, text, None, "t1"))
+def sent(ctx, state, text, model=None):
+    ups = list(handlers.send(ctx, state, text, model, "t1"))
     assert ups[-1].done
     return ups[-1].state
 
@@ -95,7 +95,6 @@ class TestRegenerateAndSwitch:
         assert stored(ctx, after)[-1]["role"] == "assistant" and len(stored(ctx, after)) == 2
         point = versions.switcher(ctx, after)
         assert point["index"] == 1 and (point["n"], point["m"]) == (2, 2)
-        assert versions.bar_label(point) == "Version 2 / 2"
         back = versions.switch(ctx, after, -1)
         assert back.session_id == s.id and stored(ctx, back.state)[-1]["content"] == "second answer"
         assert handlers.initial_view(ctx, {"session": after["session"]}).session_id == s.id  # remembered
@@ -109,6 +108,64 @@ class TestRegenerateAndSwitch:
         view = versions.regenerate(ctx, state, row, now=100.0)
         assert versions.regenerate(ctx, view.state, row, now=101.0) is None
         assert len(ctx.manager.family(s.key)) == 2
+
+
+class TestArrowsAtEveryPoint:
+    """Arrows only at the latest divergence (the rest unreachable), or a switch at an upper point
+    that lands on another version below it than the one last used there."""
+
+    def _two_points(self, ctx, fake_openai):
+        s = chat(ctx)
+        state = handlers.open_session(ctx, ctx.project_key, s.id).state
+        view, text = versions.edit(ctx, state, row_of(ctx, state, 2), "second question, edited")
+        v1 = sent(ctx, view.state, text)  # [q1, a1, q2', a2']
+        v1 = sent(ctx, v1, "third question")  # [.., q3, a3]
+        regen = versions.regenerate(ctx, v1, row_of(ctx, v1, 5))  # reply 5 of that version
+        v2 = sent(ctx, regen.state, None, model="fake-large")  # with another model from the picker
+        return s, v1, v2
+
+    def test_two_points_each_with_arrows_and_last_used_below(self, ctx, fake_openai):
+        s, v1, v2 = self._two_points(ctx, fake_openai)
+        assert fake_openai.chat_requests()[-1]["model"] == "fake-large"
+        found = versions.arrows(ctx, v2)
+        assert [(a["index"], a["n"], a["m"]) for a in found] == [(2, 2, 2), (5, 2, 2)]
+        rows = handlers.reload(ctx, v2).rows
+        assert [rows[a["row"]]["role"] for a in found] == ["user", "assistant"]  # the edited message, the new reply
+        assert rows[found[0]["row"]]["content"] == "second question, edited"
+        # Back at message 3: the whole conversation below is the first version's.
+        first = versions.switch(ctx, v2, -1, index=2)
+        assert first.session_id == s.id and [r["content"] for r in first.rows][-1] == "second answer"
+        assert [(a["index"], a["n"], a["m"]) for a in versions.arrows(ctx, first.state)] == [(2, 1, 2)]
+        # Forward again: the version last used below that point (the regenerated one), not v1.
+        again = versions.switch(ctx, first.state, +1, index=2)
+        assert again.session_id == v2["session"]
+        older = versions.switch(ctx, again.state, -1, index=5)  # the lower point only
+        assert older.session_id == v1["session"]
+        assert ctx.manager.current_version(s.key).session_id == v1["session"]  # reload lands here
+        assert handlers.initial_view(ctx, {"session": s.id}).session_id == v1["session"]
+
+    def test_points_above_the_window_have_no_arrows(self, ctx, fake_openai):
+        s = chat(ctx)
+        state = handlers.open_session(ctx, ctx.project_key, s.id).state
+        view, text = versions.edit(ctx, state, row_of(ctx, state, 2), "another question")
+        after = sent(ctx, view.state, text)
+        assert [a["row"] for a in versions.arrows(ctx, after)] == [2]
+        key = SessionKey(after["project"], after["session"])
+        ctx.manager.add_messages(key, [{"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i}"}
+                                       for i in range(render.CHAT_WINDOW)])
+        long = handlers.open_session(ctx, ctx.project_key, s.id)  # reopened: its latest messages
+        assert long.state["from"] > 2 and versions.arrows(ctx, long.state) == []  # message 2 not shown
+        full = handlers.earlier(ctx, long.state)  # "Show earlier messages": the arrows come back
+        assert [a["row"] for a in versions.arrows(ctx, full.state)] == [2]
+
+    def test_stale_arrow_click_is_refused_and_shows_the_other_tabs_choice(self, ctx, fake_openai):
+        s, v1, v2 = self._two_points(ctx, fake_openai)
+        tab2 = dict(v2)
+        by_tab1 = versions.switch(ctx, v2, -1, index=5)  # tab 1 goes to v1
+        view = versions.switch(ctx, tab2, -1, index=2)  # tab 2 still shows v2
+        assert view.notice and "changed elsewhere" in view.notice
+        assert view.session_id == by_tab1.session_id == v1["session"]
+        assert ctx.manager.current_version(s.key).session_id == v1["session"]  # not undone
 
 
 class TestTwoTabs:
@@ -148,6 +205,25 @@ class TestTwoTabs:
         v2 = versions.regenerate(ctx, v1.state, row_of(ctx, v1.state, 2), now=50.0)  # tab 1 again
         view = versions.switch(ctx, tab2, -1)
         assert view.notice and view.session_id == v2.session_id
+
+
+class TestSendingInAVersion:
+    """A reload after writing in a version another tab had switched away from must land where
+    the user last wrote, not on the other tab's older choice."""
+
+    def test_a_message_sent_in_a_version_makes_it_the_one_in_use(self, ctx, fake_openai):
+        s = chat(ctx)
+        tab1 = handlers.open_session(ctx, ctx.project_key, s.id).state
+        v = versions.regenerate(ctx, tab1, row_of(ctx, tab1, 3))
+        tab2 = sent(ctx, v.state, None)  # the new reply; both tabs now show it
+        versions.switch(ctx, dict(tab2), -1)  # tab 1 goes back to the first version
+        assert ctx.manager.current_version(s.key) == s.key
+        after = sent(ctx, tab2, "one more question")  # tab 2 still shows the new version
+        assert stored(ctx, after)[-2]["content"] == "one more question"
+        assert handlers.initial_view(ctx, {"session": s.id}).session_id == v.session_id
+        before = len(ctx.store.load(s.key))
+        sent(ctx, after, "and another")  # already in use: nothing more is written to the root
+        assert len(ctx.store.load(s.key)) == before
 
 
 class TestBranchInsideAToolRound:

@@ -17,6 +17,7 @@ from typing import Any
 from core.agent.approval import Grants
 from core.errors import ModelError
 from core.session.keys import normalize_path, project_key
+from webui.title_push import TitleThreads
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,8 @@ class WebContext:
     unsaved: dict[Any, tuple[int, list[dict[str, Any]]]] = field(default_factory=dict, repr=False)
     # What the user allowed in this running app (approvals "for this chat", chosen workspaces).
     grants: Grants = field(default_factory=Grants, repr=False)
+    # Title threads of sends, taken by the tab that waits for the title (webui.title_push).
+    titles: TitleThreads = field(default_factory=TitleThreads, repr=False)
 
     def __post_init__(self) -> None:
         self.project_path = normalize_path(self.project_path)

@@ -22,17 +22,18 @@ def file_stem(title: str | None, session_id: str) -> str:
 
 
 def write_exports(directory: Path, session: Any, entries: list[dict[str, Any]],
-                  subagents: list[Any] | None = None) -> tuple[Path, Path]:
+                  subagents: list[Any] | None = None, version: tuple[int, int, bool] | None = None) -> tuple[Path, Path]:
     """Write ``<stem>.md`` and ``<stem>.jsonl`` for ``session`` under ``directory/<session id>/``
     (replacing older exports of it: one copy per session) and return both paths. ``subagents``:
     its sub-agent records for the Markdown (the JSONL has them in ``entries``, see
-    ``core.session.subagents.export_entries``). They hold the conversation: files ``0600``,
+    ``core.session.subagents.export_entries``); ``version``: which version of its conversation it
+    is (``core.session.export.session_to_markdown``). They hold the conversation: files ``0600``,
     folders ``0700`` (``webui.private_files``)."""
     target = private_dir(Path(directory) / session.id)
     os.chmod(directory, 0o700)
     stem = file_stem(session.title, session.id)
     md, jl = target / f"{stem}.md", target / f"{stem}.jsonl"
-    write_private(md, session_to_markdown(session, subagents).encode("utf-8"))
+    write_private(md, session_to_markdown(session, subagents, version).encode("utf-8"))
     write_private(jl, session_to_jsonl(entries))
     for old in target.iterdir():  # an earlier title's files
         if old not in (md, jl) and not old.name.startswith("."):  # not another writer's part

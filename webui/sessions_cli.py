@@ -27,7 +27,7 @@ from core.session.manager import SessionManager
 from core.session.models import SessionMeta
 from core.session.subagents import export_entries, subagent_records
 from core.stores.whole_file import place_whole
-from webui import search_cli
+from webui import move_cli, search_cli
 
 log = logging.getLogger(__name__)
 
@@ -62,12 +62,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all-projects", action="store_true", help="every project, grouped")
     p.add_argument("--archived", action="store_true", help="archived sessions instead")
     p.add_argument("--json", action="store_true", help="machine-readable output (a JSON array)")
-    p = cmd("show", "print a session as Markdown (or JSON)")
-    p.add_argument("id", help="session id or unique prefix")
+    p = cmd("show", "print a session as Markdown (or JSON); a conversation's id shows its version in use")
+    p.add_argument("id", help="session id or unique prefix (a version's own id shows that version)")
     p.add_argument("--json", action="store_true", help="the session as JSON instead")
     p.add_argument("--subagents", action="store_true", help="also the runs of its sub-agents (task tool calls)")
-    p = cmd("export", "export a session as Markdown or as its JSONL entries")
-    p.add_argument("id", help="session id or unique prefix")
+    p = cmd("export", "export a session as Markdown or as its JSONL entries; a conversation's id exports "
+                      "its version in use")
+    p.add_argument("id", help="session id or unique prefix (a version's own id exports that version)")
     p.add_argument("--format", choices=("md", "jsonl"), default="md", help="md (default) or jsonl")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
     p = cmd("compact", "summarise a session's older messages now (every message stays in the session)")
@@ -91,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--days", type=float, default=None, help="default: $ANYCODE_CLEANUP_DAYS or 30; 0 disables")
     p.add_argument("--dry-run", action="store_true", help="only list what would be deleted")
     search_cli.add_arguments(cmd("search", "find sessions by words said in them (titles and messages)"))
+    move_cli.add_arguments(cmd("move", "move sessions to another project folder (one renamed or moved): "
+                                       "ID … or --all-from OLD_PATH, to --project PATH (default: here)"))
     p = cmd("migrate", "copy every session (all projects, archived, sub-agent records) to another store")
     p.add_argument("--to", required=True, metavar="SPEC", help="target store: a database URL or jsonl:FOLDER")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -199,26 +202,39 @@ def _cmd_list(mgr: SessionManager, args: argparse.Namespace) -> int:
     return 0
 
 
+def _shown(mgr: SessionManager, key: SessionKey) -> tuple[SessionKey, tuple[int, int, bool] | None]:
+    """The session to show for ``key`` and which version it is: a conversation's id (its
+    family's root) stands for the version in use, as in the web UI; a version's own id for that
+    version. ``(key, (n, m, in use) or None for a session without versions)``."""
+    if mgr.root_of(key) == key:
+        key = mgr.current_version(key)
+    n, m, in_use = mgr.version_number(key)
+    return key, ((n, m, in_use) if m > 1 else None)
+
+
 def _cmd_show(mgr: SessionManager, args: argparse.Namespace) -> int:
-    session = mgr.get(_resolve(mgr, args))
+    key, version = _shown(mgr, _resolve(mgr, args))
+    session = mgr.get(key)
     records = subagent_records(mgr.store, session.key) if args.subagents else []
     if args.json:
         data = dataclasses.asdict(session) | {"key": str(session.key), "id": session.id}
+        if version:
+            data["version"] = {"n": version[0], "of": version[1], "in_use": version[2]}
         if args.subagents:
             data["subagents"] = [{"subpath": r.key.subpath, "tool_call_id": r.tool_call_id,
                                   "description": r.description, "parent": r.parent,
                                   "messages": messages_of(r.entries)} for r in records]
         _out(json.dumps(data, ensure_ascii=False, indent=2))
     else:
-        _out(session_to_markdown(session, records))
+        _out(session_to_markdown(session, records, version))
     return 0
 
 
 def _cmd_export(mgr: SessionManager, args: argparse.Namespace) -> int:
-    key = _resolve(mgr, args)
+    key, version = _shown(mgr, _resolve(mgr, args))
     # Both formats carry the session's sub-agent records (core.session.subagents).
     if args.format == "md":
-        data = session_to_markdown(mgr.get(key), subagent_records(mgr.store, key)).encode("utf-8")
+        data = session_to_markdown(mgr.get(key), subagent_records(mgr.store, key), version).encode("utf-8")
     else:
         entries = export_entries(mgr.store, key)
         if not entries:
@@ -285,12 +301,12 @@ def _cmd_versions(mgr: SessionManager, args: argparse.Namespace) -> int:
     if args.json:
         _out(json.dumps([_meta_dict(m) | {"current": m.id == current} for m in members], ensure_ascii=False, indent=2))
         return 0
-    lines = [f"  {'ID':<8}  {'CREATED':<16}  {'MSGS':>4}  FROM"]
-    for m in members:
+    lines = [f"  {'#':>2}  {'ID':<8}  {'CREATED':<16}  {'MSGS':>4}  FROM"]
+    for n, m in enumerate(members, 1):
         link = m.forked_from or {}
         origin = (f"message {link.get('message_index')} of {str(link.get('session_id'))[:8]}"
                   if m.version_of else "(the conversation)")
-        lines.append(f"{'*' if m.id == current else ' '} {m.id[:8]:<8}  {_when(m.created_at):<16}  "
+        lines.append(f"{'*' if m.id == current else ' '} {n:>2}  {m.id[:8]:<8}  {_when(m.created_at):<16}  "
                      f"{m.message_count:>4}  {origin}")
     _out("\n".join(lines))
     return 0
@@ -384,6 +400,7 @@ _COMMANDS = {
     "versions": _cmd_versions,
     "archive": _cmd_archive, "unarchive": _cmd_unarchive, "rm": _cmd_rm, "cleanup": _cmd_cleanup,
     "migrate": _cmd_migrate, "search": lambda mgr, args: search_cli.run(mgr, args),
+    "move": lambda mgr, args: move_cli.run(mgr, args, _resolve),
 }
 
 if __name__ == "__main__":

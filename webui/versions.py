@@ -1,12 +1,15 @@
-"""Edit, Regenerate and the ``‹ n / m ›`` version switcher of the chat pane (issue 15).
+"""Edit, Regenerate and the ``‹ n / m ›`` version arrows of the chat pane (issue 15).
 
-Plain functions (tested without a browser) plus :func:`attach`, which adds the switcher bar's
-events and the chat's edit / "Regenerate" events to the app's existing components. A version is a
+Plain functions (tested without a browser) plus :func:`attach`, which adds the arrows' events and
+the chat's edit / "Regenerate" / Retry events to the app's existing components. Arrows sit under
+every message where versions diverge (:func:`arrows`), drawn by the page from a hidden carrier. A version is a
 fork made with ``SessionManager.fork(..., version=True)`` (see :mod:`core.session.versions`):
 the old version is never changed, and the family's root remembers the version in use.
 """
 from __future__ import annotations
 
+import html
+import json
 import logging
 import time
 from typing import Any, Callable
@@ -20,13 +23,13 @@ from core.session.export import message_text
 from core.session.keys import SessionKey
 from core.session.text import clean_text, is_blank
 from core.session.versions import last_user_before
-from webui import chat_text, handlers, render
+from webui import chat_text, handlers, i18n, render
 
 log = logging.getLogger(__name__)
 
-REGENERATE_OPTION = "Regenerate"
+REGENERATE_OPTION = i18n.Msg("regenerate")  # compared in any language (i18n.variants)
 REPEAT_SECONDS = 3.0  # Gradio can deliver one click on a feedback option twice: the same click
-EMPTY_EDIT_NOTICE = "A message cannot be empty; nothing was changed."
+EMPTY_EDIT_NOTICE = i18n.Msg("empty_edit_notice")
 
 
 def _key(state: dict[str, Any]) -> SessionKey:
@@ -40,7 +43,7 @@ def _stored_index(ctx: Any, state: dict[str, Any], row_index: int) -> tuple[Any,
     window = render.chat_window(session.messages, handlers.shown_from(session, state), session.compactions,
                                 session.reply_ends)  # the rows exactly as shown
     if not 0 <= row_index < len(window.source):
-        raise IndexError(f"There is no message {row_index + 1} in this conversation.")
+        raise IndexError(i18n.t("no_such_message", n=row_index + 1))
     return session, window.source[row_index]
 
 
@@ -54,7 +57,7 @@ def edit(ctx: Any, state: dict[str, Any], row_index: int, text: str | None) -> t
     session, index = _stored_index(ctx, state, row_index)
     message = session.messages[index]
     if message.get("role") != "user":
-        raise ValueError("Only your own messages can be edited.")
+        raise ValueError(i18n.t("only_own_messages"))
     if is_blank(text):
         return handlers.reload(ctx, state, notice=EMPTY_EDIT_NOTICE), None
     if text == message_text(message.get("content")).strip():
@@ -81,7 +84,7 @@ def regenerate(ctx: Any, state: dict[str, Any], row_index: int, now: float | Non
     session, index = _stored_index(ctx, state, row_index)
     cut = last_user_before(session.messages, index)
     if cut < 0:
-        raise ValueError("There is no message of yours before this one to answer again.")
+        raise ValueError(i18n.t("no_message_before"))
     try:
         version = ctx.manager.fork(_key(state), cut, version=True)
     except (StoreUnavailable, OSError) as err:
@@ -103,58 +106,182 @@ def repeated(state: dict[str, Any] | None, row_index: int, now: float | None = N
 
 
 def switcher(ctx: Any, state: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The switcher for the tab's session: ``{"index": first differing stored message, "n", "m",
-    "ids"}`` at the latest point where its conversation has other versions, or None. Metadata only."""
+    """The latest point of :func:`points` (``{"index", "n", "m", "ids"}``), or None."""
+    found = points(ctx, state)
+    return found[-1] if found else None
+
+
+def points(ctx: Any, state: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Every point where the tab's session has other versions, in message order: ``{"index":
+    first differing stored message, "n", "m", "ids"}`` (see :func:`core.session.versions.divergences`);
+    ``[]`` for a new chat, a session without versions, or when the store cannot be read."""
     if not state or not state.get("session"):
-        return None
+        return []
     try:
-        points = ctx.manager.version_points(_key(state))
+        return ctx.manager.version_points(_key(state))
     except (AnycodeError, OSError) as err:
-        log.info("no version switcher: %s", err)
-        return None
-    return points[-1] if points else None
+        log.info("no version arrows: %s", err)
+        return []
+
+
+def top_level_rows(rows: list[dict[str, Any]]) -> list[int]:
+    """The chat rows Gradio draws as rows of their own (``.message-row``), in order: every row
+    except those nested under an earlier step (``metadata.parent_id`` naming a titled row's id,
+    which ``gr.Chatbot`` folds into that step)."""
+    steps: set[str] = set()
+    out = []
+    for i, row in enumerate(rows):
+        meta = row.get("metadata") or {}
+        parent = meta.get("parent_id")
+        if not (parent and str(parent) in steps):
+            out.append(i)
+        if meta.get("id") and meta.get("title"):
+            steps.add(str(meta["id"]))
+    return out
+
+
+def arrows(ctx: Any, state: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The ``‹ n / m ›`` arrows of the tab's conversation as shown: ``[{"index": stored message
+    index of the point, "n", "m", "row": position of the drawn message row (``.message-row``) they
+    sit under}]``. A point's arrows sit under the first row showing its message (the edited
+    message, the regenerated reply), under the last row when the shown version ends there (its
+    reply failed), and nowhere while the point is above the shown window (earlier messages)."""
+    found = points(ctx, state)
+    if not found:
+        return []
+    try:
+        session = ctx.manager.get(_key(state))
+    except (AnycodeError, OSError) as err:
+        log.info("no version arrows: %s", err)
+        return []
+    start = handlers.shown_from(session, state)
+    window = render.chat_window(session.messages, start, session.compactions, session.reply_ends)
+    drawn = top_level_rows(window.rows)
+    out = []
+    for point in found:
+        if point["index"] < start or not drawn:
+            continue
+        row = next((r for r in drawn if window.source[r] >= point["index"]), drawn[-1])
+        out.append({"index": point["index"], "n": point["n"], "m": point["m"], "row": drawn.index(row)})
+    return out
 
 
 def switch(ctx: Any, state: dict[str, Any], step: int, index: int | None = None) -> handlers.SessionView:
-    """Show the previous (``step`` -1) or next (+1) version at the switcher's point (``index``:
-    the point's stored message index, default the latest point) and make it the version in use.
-    A switch made while another tab changed the version in use is refused: the view then shows
-    that version with a notice."""
+    """Show the previous (``step`` -1) or next (+1) alternative at the point of stored message
+    ``index`` (default: the latest point) — the version last used below that point in it — and
+    make it the version in use. A switch made while another tab switched or made a version is
+    refused (nothing written): the view then shows the version in use, with a notice."""
     key = _key(state)
-    points = ctx.manager.version_points(key)
-    point = next((p for p in points if p["index"] == index), None) if index is not None else None
-    point = point or (points[-1] if points else None)
-    if point is None:
-        return handlers.reload(ctx, state)
-    target = point["n"] - 1 + step
-    if not 0 <= target < point["m"]:
-        return handlers.reload(ctx, state)
     try:
-        new_key = ctx.manager.switch_version(key, point["ids"][target], expected=key.session_id)
+        found = ctx.manager.version_points(key)
+        point = next((p for p in found if p["index"] == index), None) if index is not None else None
+        point = point or (found[-1] if found and index is None else None)
+        if point is None or not 0 <= point["n"] - 1 + step < point["m"]:
+            return _in_use(ctx, key, state)  # the arrows the tab showed are gone or at an end
+        new_key = ctx.manager.switch_version(key, point["ids"][point["n"] - 1 + step], expected=key.session_id)
     except StaleChange as err:
-        current = ctx.manager.current_version(key)
-        return handlers.view_of(ctx.manager.get(current), notice=str(err))
+        return _in_use(ctx, key, state, notice=str(err))
     except (StoreUnavailable, OSError) as err:
         return handlers.reload(ctx, state, notice=handlers.not_saved(err, "the version was not switched."))
+    log.info("switched %s to version %s at message %s", key.session_id, new_key.session_id, point["index"])
     return handlers.view_of(ctx.manager.get(new_key))
 
 
-def bar_label(point: dict[str, Any] | None) -> str:
-    """The switcher's text, e.g. ``Version 2 / 3``."""
-    return f"Version {point['n']} / {point['m']}" if point else ""
+def _in_use(ctx: Any, key: SessionKey, state: dict[str, Any], notice: str | None = None) -> handlers.SessionView:
+    # The version the conversation is on now (maybe another tab's choice), read afresh.
+    current = ctx.manager.current_version(key)
+    if current == key:
+        return handlers.reload(ctx, state, notice=notice)
+    return handlers.view_of(ctx.manager.get(current), notice=notice)
 
 
 # --- Gradio wiring -----------------------------------------------------------------------------
 
 
+PREV_LABEL = "Previous version"
+NEXT_LABEL = "Next version"
+
+# The arrows are drawn by the page under the message rows named in the carrier's data (the chat's
+# rows are Gradio's; a row's text must stay the message, for Copy and Edit). They are put back
+# whenever the chat re-renders, and a click becomes the carrier's ``select`` event with the
+# point's stored message index and the step. Capturing at the document, as the chat's rows are
+# replaced on every update.
+ARROWS_JS = """
+const chatOf = () => document.getElementById('ac-chat');
+const wanted = () => {
+  const d = element.querySelector('[data-points]');
+  try { return d ? JSON.parse(d.dataset.points) : []; } catch (e) { return []; }
+};
+const sig = (p) => `${p.index}:${p.n}/${p.m}@${p.row}`;
+const make = (p, labels) => {
+  const box = document.createElement('div');
+  box.className = 'ac-vswitch';
+  box.dataset.sig = sig(p);
+  const btn = (text, step, label, off) => {
+    const b = document.createElement('button');
+    b.type = 'button'; b.textContent = text; b.dataset.index = p.index; b.dataset.step = step;
+    b.setAttribute('aria-label', label); b.title = label; b.disabled = off;
+    return b;
+  };
+  const n = document.createElement('span');
+  n.className = 'ac-vswitch-n'; n.textContent = `${p.n} / ${p.m}`;
+  box.append(btn('\u2039', -1, labels.prev, p.n <= 1), n, btn('\u203a', 1, labels.next, p.n >= p.m));
+  return box;
+};
+let queued = false;
+const place = () => {
+  queued = false;
+  const chat = chatOf();
+  if (!chat) return;
+  const d = element.querySelector('[data-points]');
+  const labels = {prev: d ? d.dataset.prev : 'Previous version', next: d ? d.dataset.next : 'Next version'};
+  const points = wanted();
+  const keep = new Set(points.map(sig));
+  chat.querySelectorAll('.ac-vswitch').forEach((el) => { if (!keep.has(el.dataset.sig)) el.remove(); });
+  const rows = chat.querySelectorAll('.message-row');
+  for (const p of points) {
+    const row = rows[p.row];
+    if (!row || row.querySelector(`.ac-vswitch[data-sig="${sig(p)}"]`)) continue;
+    (row.querySelector('.flex-wrap') || row).appendChild(make(p, labels));
+  }
+};
+const later = () => { if (!queued) { queued = true; requestAnimationFrame(place); } };
+new MutationObserver(later).observe(document.body, {childList: true, subtree: true});
+document.addEventListener('click', (e) => {
+  const b = e.target.closest && e.target.closest('.ac-vswitch button');
+  if (!b || b.disabled) return;
+  e.preventDefault();
+  e.stopPropagation();
+  b.disabled = true;  // one switch per click; the chat re-renders with fresh arrows
+  trigger('select', {index: Number(b.dataset.index), value: b.dataset.step});
+}, true);
+later();
+"""
+
+ARROWS_CSS = """<style>
+#ac-version-points { display: none; }
+#ac-chat .ac-vswitch { display: inline-flex; align-items: center; gap: 2px; margin: 2px 4px;
+  font-size: var(--text-sm); color: var(--body-text-color-subdued); user-select: none; }
+#ac-chat .user-row .ac-vswitch { align-self: flex-end; }
+#ac-chat .ac-vswitch button { border: none; background: none; cursor: pointer; padding: 0 6px;
+  font-size: 1.1em; line-height: 1.4; color: inherit; border-radius: 6px; }
+#ac-chat .ac-vswitch button:hover:not(:disabled) { background: var(--background-fill-secondary); }
+#ac-chat .ac-vswitch button:disabled { opacity: .35; cursor: default; }
+</style>"""
+
+
+def arrows_html(found: list[dict[str, Any]]) -> str:
+    """The carrier's HTML: its style and the arrows' data (:func:`arrows`), HTML-escaped."""
+    data = html.escape(json.dumps(found, separators=(",", ":")), quote=True)
+    return (f'{ARROWS_CSS}<div data-points="{data}" data-prev="{html.escape(PREV_LABEL)}" '
+            f'data-next="{html.escape(NEXT_LABEL)}"></div>')
+
+
 def bar() -> dict[str, Any]:
-    """Create the switcher bar (hidden until the conversation has versions) where it is called:
-    ``{"row", "prev", "label", "next"}``."""
-    with gr.Row(visible=False, elem_id="ac-versions", equal_height=True) as row:
-        prev = gr.Button("‹", size="sm", elem_id="ac-version-prev", scale=0, min_width=40)
-        label = gr.Markdown("", elem_id="ac-version-label")
-        nxt = gr.Button("›", size="sm", elem_id="ac-version-next", scale=0, min_width=40)
-    return {"row": row, "prev": prev, "label": label, "next": nxt}
+    """Create, where it is called, the hidden carrier of the arrows' data and script:
+    ``{"points": gr.HTML}``."""
+    carrier = gr.HTML(arrows_html([]), js_on_load=ARROWS_JS, elem_id="ac-version-points", padding=False)
+    return {"points": carrier}
 
 
 def attach(ctx: Any, parts: dict[str, Any], *, chat: Any, state: Any, tab: Any, box: Any, pending: Any,
@@ -162,33 +289,28 @@ def attach(ctx: Any, parts: dict[str, Any], *, chat: Any, state: Any, tab: Any, 
            show: Callable[..., tuple], switching: Callable[..., Any], tab_key: Callable[..., str],
            on_send: Callable[..., Any], on_sent: Callable[..., Any], notify: Callable[..., None],
            after_turn: Callable[[Any], Any] = lambda dep: dep) -> None:
-    """Wire the switcher ``parts`` (from :func:`bar`), the chat's ``.edit`` (Send of an edited user
-    message) and its "Regenerate" feedback option into the app. ``show``, ``switching``,
-    ``on_send``, ``on_sent``, ``tab_key`` and ``notify`` are the app's own helpers, so a version
-    streams its reply exactly like a sent message; ``after_turn`` wraps each chain as the app wraps
-    its own sends (e.g. to show an approval card when the turn pauses)."""
+    """Wire the arrows' carrier ``parts`` (from :func:`bar`), the chat's ``.edit`` (Send of an
+    edited user message), its "Regenerate" feedback option (any reply) and its own Retry button
+    (the last reply) into the app. ``show``, ``switching``, ``on_send``, ``on_sent``, ``tab_key``
+    and ``notify`` are the app's own helpers, so a version streams its reply exactly like a sent
+    message; ``after_turn`` wraps each chain as the app wraps its own sends (e.g. to show an
+    approval card when the turn pauses)."""
+    carrier = parts["points"]
+
     def on_state(st):
-        point = switcher(ctx, st)
-        if point is None:
-            return gr.Row(visible=False), "", gr.Button(), gr.Button()
-        return (gr.Row(visible=True), bar_label(point), gr.Button(interactive=point["n"] > 1),
-                gr.Button(interactive=point["n"] < point["m"]))
+        return arrows_html(arrows(ctx, st))
 
-    state.change(on_state, state, [parts["row"], parts["label"], parts["prev"], parts["next"]],
-                 api_visibility="private", show_progress="hidden")
+    state.change(on_state, state, carrier, api_visibility="private", show_progress="hidden")
 
-    def stepper(step: int):
-        def on_step(st, query, archived):
-            try:
-                view = switch(ctx, st, step)
-            except AnycodeError as err:
-                view = handlers.reload(ctx, st, notice=str(err))
-            return (*show(view, query, archived), gr.Textbox(submit_btn=True, stop_btn=False))
-        return on_step
+    def on_arrow(st, query, archived, evt: gr.SelectData):
+        try:
+            view = switch(ctx, st, 1 if str(evt.value) == "1" else -1, index=int(evt.index))
+        except (AnycodeError, TypeError, ValueError) as err:
+            view = handlers.reload(ctx, st, notice=str(err))
+        return (*show(view, query, archived), gr.Textbox(submit_btn=True, stop_btn=False))
 
-    switch_kw = {"outputs": [*view_outputs, box], "api_visibility": "private"}
-    parts["prev"].click(switching(stepper(-1)), [tab, state, search, show_archived], **switch_kw)
-    parts["next"].click(switching(stepper(+1)), [tab, state, search, show_archived], **switch_kw)
+    carrier.select(switching(on_arrow), [tab, state, search, show_archived], [*view_outputs, box],
+                   api_visibility="private", concurrency_limit=1)
 
     stream_args = {"api_visibility": "private", "show_progress": "hidden", "trigger_mode": "multiple"}
     skip = len(view_outputs) + 2
@@ -206,14 +328,14 @@ def attach(ctx: Any, parts: dict[str, Any], *, chat: Any, state: Any, tab: Any, 
         if text is not None:
             run_id, notice = handlers.take(ctx, tab_key(request, tab_id), text)
             notify(notice)
-        return (*show(view, query, archived), gr.Textbox(submit_btn=run_id is None, stop_btn=run_id is not None and "Stop"),
+        return (*show(view, query, archived), gr.Textbox(submit_btn=run_id is None, stop_btn=run_id is not None and i18n.t("stop")),
                 run_id)
 
     def on_regenerate(tab_id, st, query, archived, evt: gr.LikeData, request: gr.Request):
         # Skips leave ``pending`` alone: the first of a doubled event may still be handing its
         # run over to the send that follows it (a stale id there is ignored by claim_run).
         index = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
-        if evt.liked != REGENERATE_OPTION or repeated(st, int(index)):  # Branch has its own listener
+        if evt.liked not in i18n.variants(REGENERATE_OPTION) or repeated(st, int(index)):  # Branch has its own listener
             return tuple(gr.skip() for _ in range(skip))
         handlers.leave(ctx, tab_key(request, tab_id))
         try:
@@ -225,8 +347,31 @@ def attach(ctx: Any, parts: dict[str, Any], *, chat: Any, state: Any, tab: Any, 
         run_id = None
         if view.state.get("regen_guard"):
             run_id = handlers.take_retry(ctx, tab_key(request, tab_id))
-        return (*show(view, query, archived), gr.Textbox(submit_btn=run_id is None, stop_btn=run_id is not None and "Stop"),
+        return (*show(view, query, archived), gr.Textbox(submit_btn=run_id is None, stop_btn=run_id is not None and i18n.t("stop")),
                 run_id)
+
+    def on_retry(tab_id, st, query, archived, request: gr.Request):
+        # The chat's own Retry (under the last reply): Regenerate of that reply, or, when the
+        # last message has no stored answer (its reply failed), answering it again in place.
+        key = tab_key(request, tab_id)
+        try:
+            current = handlers.reload(ctx, st)
+            if current.needs_reply:
+                view, run_id = current, handlers.take_retry(ctx, key)
+                notify(None if run_id else handlers.BUSY_NOTICE)
+            else:
+                view, run_id = regenerate_last(st, key, current)
+        except (AnycodeError, IndexError, ValueError) as err:
+            view, run_id = handlers.reload(ctx, st, notice=str(err)), None
+        if view is None:
+            return tuple(gr.skip() for _ in range(skip))
+        return (*show(view, query, archived), gr.Textbox(submit_btn=run_id is None, stop_btn=run_id is not None and i18n.t("stop")),
+                run_id)
+
+    def regenerate_last(st, key, current):
+        handlers.leave(ctx, key)
+        view = regenerate(ctx, st, len(current.rows) - 1)
+        return view, (handlers.take_retry(ctx, key) if view is not None and view.state.get("regen_guard") else None)
 
     outs = [*view_outputs, box, pending]
     send_inputs = [state, pending, model, tab, search, show_archived]
@@ -235,4 +380,7 @@ def attach(ctx: Any, parts: dict[str, Any], *, chat: Any, state: Any, tab: Any, 
         on_sent, [tab, pending, box], box, **stream_args))
     after_turn(chat.like(on_regenerate, [tab, state, search, show_archived], outs, concurrency_limit=1,
                          **stream_args).then(on_send, send_inputs, view_outputs, **stream_args).then(
+        on_sent, [tab, pending, box], box, **stream_args))
+    after_turn(chat.retry(on_retry, [tab, state, search, show_archived], outs, concurrency_limit=1,
+                          **stream_args).then(on_send, send_inputs, view_outputs, **stream_args).then(
         on_sent, [tab, pending, box], box, **stream_args))

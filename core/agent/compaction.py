@@ -33,6 +33,7 @@ from typing import Any
 
 from core import settings
 from core.agent import context as ctx
+from core.agent.language import Language, conversation_language, language_instruction
 from core.errors import CompactionFailed, ModelContextExceeded, ModelEmptyReply, ModelError
 from core.session.compaction import compaction_entry, latest_compaction, model_view, view_start
 from core.session.export import message_text
@@ -43,6 +44,8 @@ KEEP_FRACTION = 0.25       # of the window, kept verbatim after an automatic/man
 HARD_KEEP_FRACTION = 0.08  # after the server said the request did not fit
 SINGLE_MESSAGE_FRACTION = 0.5  # a request-side message copy is cut above this share of the window
 TRANSCRIPT_MESSAGE_CHARS = 4_000  # per message in the summary request (tool output is cut)
+NOTHING_TO_COMPACT = "Nothing to compact yet: the conversation is only its latest turn."
+LANGUAGE_MESSAGES = 200  # the latest messages the conversation's language is read from
 CUT_MARKER = "\n\n[… {n:,} characters cut here by anycode to fit the model's context window …]\n\n"
 
 SUMMARY_PROMPT = (
@@ -116,6 +119,13 @@ def plan_cut(messages: list[dict], start: int, keep_tokens: int) -> int | None:
     return users[-1] if users and users[-1] > start else bounds[-1]
 
 
+def can_compact(messages: list[dict], compactions: list[dict]) -> bool:
+    """Whether a manual compaction (Compact, ``/compact``) would summarise anything: there is a
+    message after the first one since the last compaction (``compactions``:
+    ``Session.compactions``). False for an empty chat or one holding only its first message."""
+    return plan_cut(messages, view_start(messages, compactions), 0) is not None
+
+
 # --- the request side -----------------------------------------------------------------------------
 
 
@@ -186,31 +196,41 @@ def summary_words(window: int) -> int:
     return max(150, min(1_500, int(window * 0.08 / 1.4)))
 
 
-def _summary_messages(previous: str | None, piece: str, words: int) -> list[dict]:
+def summary_prompt(words: int, language: Language | None = None) -> str:
+    """The summary request's system message: :data:`SUMMARY_PROMPT` for ``words`` words and the
+    sentence naming the conversation's language (issue 20; :mod:`core.agent.language`)."""
+    return f"{SUMMARY_PROMPT.format(words=words)}\n{language_instruction('the summary', language)}"
+
+
+def _summary_messages(previous: str | None, piece: str, words: int, language: Language | None = None) -> list[dict]:
     parts = []
     if previous:
         parts.append("Summary of the conversation so far:\n\n" + previous.strip())
     parts.append("Conversation to summarise" + (" (it continues from the summary above)" if previous else "")
                  + ":\n\n" + piece)
     parts.append("Write the updated summary now." if previous else "Write the summary now.")
-    return [{"role": "system", "content": SUMMARY_PROMPT.format(words=words)},
+    return [{"role": "system", "content": summary_prompt(words, language)},
             {"role": "user", "content": "\n\n".join(parts)}]
 
 
 def summarize(messages: list[dict], previous: str | None, *, client: Any, model: str, window: int,
-              cancel: threading.Event | None = None) -> Iterator[CompactionProgress | str]:
+              cancel: threading.Event | None = None, language: Language | None = None
+              ) -> Iterator[CompactionProgress | str]:
     """Summarise ``messages`` (continuing ``previous``, the last summary) with the model, yielding
     :class:`CompactionProgress` while it streams and, last, the summary text. Yields no text when
-    cancelled. Raises :class:`CompactionFailed` (one sentence, with the server's reason)."""
+    cancelled. ``language``: the conversation's (None: detected from ``messages``), named in the
+    prompt. Raises :class:`CompactionFailed` (one sentence, with the server's reason)."""
     from core.agent.loop import AgentRun, RoundCompleted, TextDelta  # loop imports nothing of ours
 
     words = summary_words(window)
-    overhead = ctx.estimate_text_tokens(SUMMARY_PROMPT) + 2 * words + 64
+    if language is None:
+        language = conversation_language(messages)
+    overhead = ctx.estimate_text_tokens(summary_prompt(words, language)) + 2 * words + 64
     budget = max(256, int(window * 0.75) - overhead - (ctx.estimate_text_tokens(previous or "") if previous else 0))
     pieces = transcript_pieces(messages, budget)
     summary = previous
     for n, piece in enumerate(pieces, 1):
-        run = AgentRun(_summary_messages(summary, piece, words), client=client, model=model, tools=None,
+        run = AgentRun(_summary_messages(summary, piece, words, language), client=client, model=model, tools=None,
                        max_iterations=1, cancel=cancel)
         chars = 0
         text = ""
@@ -327,8 +347,12 @@ class ContextGuard:
         yield CompactionStarted(trigger, cut - start, tokens_before)
         previous = latest_compaction(self.compactions, len(messages))
         summary = None
+        # The conversation's language from its latest user messages (kept ones included): the
+        # summary is read in the conversation from then on.
+        language = conversation_language(messages[max(0, len(messages) - LANGUAGE_MESSAGES):])
         for item in summarize(messages[start:cut], previous["summary"] if previous else None,
-                              client=self.client, model=self.model, window=self.window, cancel=self.cancel):
+                              client=self.client, model=self.model, window=self.window, cancel=self.cancel,
+                              language=language):
             if isinstance(item, str):
                 summary = item
             else:
@@ -392,6 +416,6 @@ def compact_session(key: Any, store: Any, *, client: Any, model: str, cancel: th
     guard = make_guard(session, client=client, model=model, tools=TOOL_SPECS, cancel=cancel,
                        append=lambda entry, count: manager.add_compaction(key, entry, count))
     messages = session.messages
-    if plan_cut(messages, guard.start(messages), int(guard.window * KEEP_FRACTION)) is None:
-        raise CompactionFailed("Nothing to compact yet: the conversation is only its latest turn.")
+    if not can_compact(messages, guard.compactions):
+        raise CompactionFailed(NOTHING_TO_COMPACT)
     yield from guard.compact(messages, trigger)

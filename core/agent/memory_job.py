@@ -23,7 +23,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from core.agent.prompts import MEMORY_PROMPT, REMEMBER_TOOL_DESCRIPTION
+from core.agent.language import Language, conversation_language
+from core.agent.prompts import REMEMBER_TOOL_DESCRIPTION, memory_prompt
 from core.agent.repair import sanitize
 from core.agent.stream import read_reply
 from core.errors import AnycodeError, InvalidMemory
@@ -31,12 +32,17 @@ from core.memory.context import SessionContext, session_context
 from core.memory.mode import memory_mode
 from core.memory.model import Memory
 from core.memory.store import MemoryStore, same_text
+from core.session.compaction import latest_compaction, model_view, view_start
 from core.session.export import message_text
 
 log = logging.getLogger(__name__)
 
 MEMORY_TEMPERATURE = 0.0
 MAX_CHARS_PER_MESSAGE = 4000  # the start of each message is enough to find lasting facts
+# The whole exchange's text: a turn of many tool rounds keeps its request and its last answers
+# (the middle is left out, marked), so the request stays small whatever the model's window.
+MAX_EXCHANGE_CHARS = 16_000
+SKIPPED_LINE = "[… {n} messages of this exchange left out …]"
 MAX_ADDS_PER_EXCHANGE = 5  # a model listing twenty "facts" is summarising, not remembering
 REMEMBER_TOOL = "remember"
 REMEMBER_SPEC = {
@@ -127,10 +133,30 @@ def exchange_of(messages: list[dict]) -> tuple[int | None, list[dict]]:
     return None, []
 
 
-def memory_request_messages(exchange: list[dict], memories: list[Memory]) -> list[dict]:
-    """The extraction request: :data:`MEMORY_PROMPT`, then one user message holding the current
+def _fit(lines: list[str], budget: int) -> list[str]:
+    """``lines`` within ``budget`` characters: the first line, then as many of the last ones as
+    fit, with :data:`SKIPPED_LINE` where lines were left out."""
+    if sum(len(line) for line in lines) <= budget or len(lines) < 2:
+        return lines
+    tail: list[str] = []
+    left = budget - len(lines[0])
+    for line in reversed(lines[1:]):
+        if len(line) > left and tail:
+            break
+        tail.append(line)
+        left -= len(line)
+    skipped = len(lines) - 1 - len(tail)
+    return [lines[0], *([SKIPPED_LINE.format(n=skipped)] if skipped else []), *reversed(tail)]
+
+
+def memory_request_messages(exchange: list[dict], memories: list[Memory], *, summary: str | None = None,
+                            language: Language | None = None) -> list[dict]:
+    """The extraction request: :func:`core.agent.prompts.memory_prompt` (naming ``language``, the
+    conversation's; None: detected from ``exchange``), then one user message holding the current
     memories (``id [scope] text``) and the exchange's user and assistant text (tool calls and
-    results left out; each message cut to 4000 characters)."""
+    results left out; each message cut to 4000 characters, the exchange to 16,000: its first
+    message and its latest ones). ``summary``: the compaction summary that replaced the start of
+    the exchange (the model view), put before it."""
     listed = "\n".join(f"- {m.id} [{m.scope}] {m.text}" for m in memories) or "(none)"
     lines = []
     for m in exchange:
@@ -138,8 +164,12 @@ def memory_request_messages(exchange: list[dict], memories: list[Memory]) -> lis
             body = message_text(m.get("content")).strip()
             if body:
                 lines.append(f"{m['role'].upper()}: {body[:MAX_CHARS_PER_MESSAGE]}")
-    content = f"Current memories:\n{listed}\n\nLatest exchange:\n" + "\n\n".join(lines)
-    return sanitize([{"role": "system", "content": MEMORY_PROMPT}, {"role": "user", "content": content}])
+    if summary:
+        lines.insert(0, f"SUMMARY OF THE START OF THIS EXCHANGE: {summary.strip()[:MAX_CHARS_PER_MESSAGE]}")
+    if language is None:
+        language = conversation_language(exchange)
+    content = f"Current memories:\n{listed}\n\nLatest exchange:\n" + "\n\n".join(_fit(lines, MAX_EXCHANGE_CHARS))
+    return sanitize([{"role": "system", "content": memory_prompt(language)}, {"role": "user", "content": content}])
 
 
 @dataclass
@@ -153,8 +183,12 @@ class ExtractionResult:
 
 
 def extract_memories(memory: MemoryStore, project_key: str, session_id: str, messages: list[dict], *,
-                     client: Any, model: str) -> ExtractionResult:
+                     client: Any, model: str, compactions: list[dict] | None = None) -> ExtractionResult:
     """Run one extraction for the latest exchange of ``messages`` and apply it; never raises.
+
+    ``compactions`` (``Session.compactions``): the exchange is read as the model sees it — when a
+    compaction summarised its start (a long turn of tool rounds), the summary and the kept
+    messages; the facts are asked for in the conversation's language (:mod:`core.agent.language`).
 
     Adds go to the project's memories (or the user's, when the model says so) with source
     ``model`` and this session and user message as origin; a candidate that looks like a secret,
@@ -166,7 +200,15 @@ def extract_memories(memory: MemoryStore, project_key: str, session_id: str, mes
         if index is None:
             return result
         current = memory.list(project_key)
-        request = memory_request_messages(exchange, current)
+        kept = view_start(messages, compactions or [])
+        summary = None
+        if index < kept:  # the exchange's start was summarised: the model view from the cut
+            exchange = messages[kept:]
+            latest = latest_compaction(compactions or [], len(messages))
+            summary = latest["summary"] if latest else None
+        view = model_view(messages, compactions or [])
+        language = conversation_language(exchange) or conversation_language(view[-200:])
+        request = memory_request_messages(exchange, current, summary=summary, language=language)
         try:
             # The compatible reader (as titles): a model refusing `temperature` is asked again
             # without it, and a server streaming anyway is still understood.
@@ -269,16 +311,19 @@ class SessionMemory:
         return f"Remembered ({m.scope} memory {m.id}): {m.text}", False
 
     def start_extraction(self, messages: list[dict], *, client: Any, model: str,
-                         on_done: Callable[[ExtractionResult], None] | None = None) -> threading.Thread | None:
+                         on_done: Callable[[ExtractionResult], None] | None = None,
+                         compactions: list[dict] | None = None) -> threading.Thread | None:
         """Start the background extraction for the latest exchange (``auto`` mode only; else
-        None). ``on_done(result)`` is called from the thread; ``join()`` it to wait (tests)."""
+        None). ``compactions``: the session's (the exchange is read as the model sees it).
+        ``on_done(result)`` is called from the thread; ``join()`` it to wait (tests)."""
         if self.mode != "auto" or client is None:
             return None
         snapshot = [dict(m) for m in messages]
+        summaries = [dict(c) for c in compactions or ()]
 
         def work() -> None:
             result = extract_memories(self.memory, self.project_key, self.session_id, snapshot,
-                                      client=client, model=model)
+                                      client=client, model=model, compactions=summaries)
             if on_done is not None:
                 try:
                     on_done(result)

@@ -3,13 +3,22 @@ from __future__ import annotations
 
 import logging
 
+from core.agent.language import Language, language_instruction
+
 log = logging.getLogger(__name__)
 
-# Seed `generateTitle`'s instruction, verbatim.
+# Seed `generateTitle`'s instruction, verbatim; :func:`title_prompt` adds the language line.
 TITLE_PROMPT = (
     "Generate a concise title (max 10 words) for this conversation.\n"
     "Output only the title text, no quotes or formatting."
 )
+
+
+def title_prompt(language: Language | None) -> str:
+    """The title request's system message: :data:`TITLE_PROMPT` and one sentence naming the
+    conversation's language (issue 20: a conversation in Chinese gets a Chinese title, whatever
+    the UI's language), see :func:`core.agent.language.language_instruction`."""
+    return f"{TITLE_PROMPT}\n{language_instruction('the title', language)}"
 
 
 def system_prompt(workspace_path: str) -> str:
@@ -57,6 +66,12 @@ MEMORY_PROMPT = (
     "- Never include secrets: no API keys, tokens, passwords, private keys or credentials.\n"
     "- When nothing should change, answer {\"add\": [], \"remove\": []}."
 )
+
+
+def memory_prompt(language: Language | None) -> str:
+    """The memory extraction request's system message: :data:`MEMORY_PROMPT` and the sentence
+    naming the conversation's language for the facts (the JSON keys stay as they are)."""
+    return f"{MEMORY_PROMPT}\n{language_instruction('each fact', language)} Keep the JSON keys in English."
 
 REMEMBER_TOOL_DESCRIPTION = (
     "Save a short fact to long-term memory so future conversations know it. Use it when the user asks "

@@ -235,12 +235,14 @@ def run_session_stream(
             raise
 
     if rounds and memory is not None and key.subpath is None and not run.cancelled:
-        job = memory.start_extraction(messages, client=title_client or client, model=title_model or model)
+        job = memory.start_extraction(messages, client=title_client or client, model=title_model or model,
+                                      compactions=guard.compactions)
         if job is not None:
             yield MemoryStarted(job)
     if rounds and session.title_source is None:
         thread = start_title_generation(manager, key, messages, client=title_client or client,
-                                        model=title_model or model, on_done=on_title)
+                                        model=title_model or model, on_done=on_title,
+                                        compactions=guard.compactions)
         yield TitleStarted(thread)
 
 

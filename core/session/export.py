@@ -75,17 +75,24 @@ def _when(ts: float) -> str:
     return _dt.datetime.fromtimestamp(ts).astimezone().strftime("%Y-%m-%d %H:%M:%S %z")
 
 
-def session_to_markdown(session: Session, subagents: Iterable[Any] | None = None) -> str:
+def session_to_markdown(session: Session, subagents: Iterable[Any] | None = None,
+                        version: tuple[int, int, bool] | None = None) -> str:
     """Render a :class:`~core.session.models.Session` as Markdown: title, facts (id, times, project,
-    branch origin), then every message in order (system included) with tool calls and results
-    as fenced blocks; then each of ``subagents`` (``core.session.subagents.SubagentRecord``s) as a
-    section of its own. Returns the text, ending with one newline."""
+    branch origin, which version of its conversation it is), then every message in order (system
+    included) with tool calls and results as fenced blocks; then each of ``subagents``
+    (``core.session.subagents.SubagentRecord``s) as a section of its own. ``version``: ``(n, m,
+    in use)`` from :meth:`core.session.manager.SessionManager.version_number`. Returns the text,
+    ending with one newline."""
     lines = [f"# {session.title or UNTITLED}", "", f"- Session: `{session.id}`",
              f"- Created: {_when(session.created_at)}", f"- Updated: {_when(session.updated_at)}",
              f"- Messages: {len(session.messages)}"]
     if session.cwd:
         lines.append(f"- Project: `{session.cwd}`")
-    if session.version_of:  # an Edit/Regenerate version: the export is of this version only
+    if version and version[1] > 1:  # the export is of this version only: say which one
+        n, m, in_use = version
+        lines.append(f"- Version {n} of {m} ({'the one in use' if in_use else 'not the one in use'}; "
+                     f"`anycode sessions versions {session.id[:8]}` lists them)")
+    if session.version_of:  # an Edit/Regenerate version
         lines.append(f"- Version of `{session.version_of.get('session_id')}` (shares messages up to "
                      f"{session.version_of.get('message_index')} with `{(session.forked_from or {}).get('session_id')}`)")
     elif session.forked_from:

@@ -23,7 +23,7 @@ from core.session.models import ProjectInfo, Session, SessionMeta
 from core.session.store import SessionStore
 from core.session.subagents import records_for_calls, subagent_records, tool_call_ids
 from core.session.text import is_blank
-from core.session.versions import divergences, valid_cut
+from core.session.versions import divergences, use_order, valid_cut
 
 log = logging.getLogger(__name__)
 
@@ -338,27 +338,69 @@ class SessionManager:
         """Make session ``to`` (a member of ``key``'s family) the version in use; return its key.
 
         ``expected``: the session the caller showed; when the family's version in use is another
-        one (changed in another tab), :class:`StaleChange` is raised and nothing is written.
-        Raises :class:`SessionNotFound` when ``to`` is not in the family."""
+        one (another tab switched or made a version meanwhile), :class:`StaleChange` is raised
+        and nothing is written. The check is made again by the store under its lock (the root's
+        ``expected_version``), so of two tabs racing from the same state exactly one switch is
+        written. Raises :class:`SessionNotFound` when ``to`` is not in the family."""
         members = {m.id: m for m in self.family(key)}
         if to not in members:
             raise SessionNotFound(f"{to} among the versions of {key.session_id}")
+        root = SessionKey(key.project_key, members[to].family)
+        check: dict[str, Any] = {}
         if expected is not None:
+            pointer = self._state(root).current or root.session_id  # as stored, before resolving
             shown = self.current_version(key).session_id
-            if shown != expected and shown != to:
+            if shown == to:
+                return SessionKey(key.project_key, to)  # already in use (switched elsewhere too)
+            if shown != expected:
                 raise StaleChange("version", expected, shown)
-        root = members[to].family
-        self.store.append(SessionKey(key.project_key, root), [version_entry(to)])
+            check = {"expected_version": pointer}
+        try:
+            self.store.append(root, [version_entry(to)], **check)
+        except StaleChange as err:  # another tab switched between our read and the store's lock
+            if self.current_version(key).session_id == to:
+                return SessionKey(key.project_key, to)
+            raise StaleChange("version", expected, err.actual) from err
         return SessionKey(key.project_key, to)
+
+    def use_version(self, key: SessionKey) -> bool:
+        """Make session ``key`` the version in use of its conversation when it is a member of a
+        family and not already in use — called after a message was sent in it (maybe from a tab
+        that kept showing it while another tab switched away): the version last used is the one
+        last written in, so a reload lands there. Returns True when a version entry was
+        appended. Metadata only, plus that one append. Raises :class:`SessionNotFound`."""
+        members = self.family(key)
+        if len(members) < 2:
+            return False
+        root = next(m for m in members if m.id == key.session_id).family
+        pointer = next((m.current_version for m in members if m.id == root), None) or root
+        if pointer == key.session_id:
+            return False
+        self.store.append(SessionKey(key.project_key, root), [version_entry(key.session_id)])
+        log.info("version %s of %s in use again (a message was sent in it)", key.session_id, root)
+        return True
 
     def version_points(self, key: SessionKey) -> list[dict[str, Any]]:
         """Where the family's versions diverge from session ``key`` (see
-        :func:`core.session.versions.divergences`); ``[]`` for a session without versions."""
+        :func:`core.session.versions.divergences`), each alternative opening the version last
+        used below that point (the root's version entries, :func:`use_order`); ``[]`` for a
+        session without versions. Reads the metadata and, for a family, its root's entries."""
         members = self.family(key)
         if len(members) < 2:
             return []
         root = next((m.family for m in members if m.id == key.session_id), key.session_id)
-        return divergences(members, root, key.session_id)
+        entries = self.store.load(SessionKey(key.project_key, root)) or []
+        return divergences(members, root, key.session_id, use_order(entries))
+
+    def version_number(self, key: SessionKey) -> tuple[int, int, bool]:
+        """``(n, m, in_use)``: session ``key`` is version ``n`` of the ``m`` versions of its
+        conversation (numbered in creation order, the root being 1, as ``anycode sessions
+        versions`` lists them), and whether it is the version in use. ``(1, 1, True)`` for a
+        session without versions. Raises :class:`SessionNotFound`."""
+        members = self.family(key)
+        n = next(i for i, m in enumerate(members, 1) if m.id == key.session_id)
+        in_use = len(members) < 2 or self.current_version(key) == key
+        return n, len(members), in_use
 
     def _copy_subagent_records(self, key: SessionKey, new_key: SessionKey, messages: list[dict[str, Any]]) -> None:
         records = records_for_calls(subagent_records(self.store, key), tool_call_ids(messages))
@@ -465,16 +507,20 @@ class SessionManager:
         """Whether the session came into this store after ``cutoff`` (Unix seconds) although its
         messages are older: an import or a restore keeps the original times, and must not be
         expired or archived the next time the app starts. Asks the store when it was last written
-        (``written_at``, the JSONL store); otherwise reads the header's ``imported_from.at``."""
+        (``written_at``, the JSONL store); otherwise reads the header's ``imported_from.at`` and
+        ``restored_from.at`` (core.stores.backup)."""
         written_at = getattr(self.store, "written_at", None)
         if callable(written_at):
             when = written_at(key)
             return when is not None and when >= cutoff
         entries = self.store.load(key) or []
         header = entries[0] if entries and entries[0].get("type") == "header" else {}
-        imported = header.get("imported_from") if isinstance(header.get("imported_from"), dict) else {}
-        at = imported.get("at")
-        return isinstance(at, (int, float)) and at >= cutoff
+        for field_name in ("imported_from", "restored_from"):
+            arrived = header.get(field_name) if isinstance(header.get(field_name), dict) else {}
+            at = arrived.get("at")
+            if isinstance(at, (int, float)) and not isinstance(at, bool) and at >= cutoff:
+                return True
+        return False
 
     def idle_sessions(self, days: float, now: float | None = None) -> list[SessionMeta]:
         """Unarchived sessions of every project idle for over ``days`` days at ``now`` (Unix

@@ -17,11 +17,16 @@ class SessionStore(Protocol):
     """Append-only storage of session entries (see :mod:`core.session.entries` for their shapes)."""
 
     def append(
-        self, key: SessionKey, entries: list[dict[str, Any]], *, expected_count: int | None = None
+        self, key: SessionKey, entries: list[dict[str, Any]], *, expected_count: int | None = None,
+        expected_version: str | None = None,
     ) -> int:
         """Append ``entries`` atomically (all or none) and durably; return the session's message
         count afterwards. With ``expected_count`` (the message count the caller loaded), raise
         :class:`~core.errors.SessionConflict` and write nothing if the stored count differs.
+        With ``expected_version`` (for a family root: the version in use the caller read — the
+        last ``version`` entry's id, or the root's own id when there is none), raise
+        :class:`~core.errors.StaleChange` and write nothing if it differs; both checks are made
+        under the same lock or transaction as the write, so two racing writers cannot both pass.
         Raises ``ValueError`` for an entry that is not a JSON-serialisable dict. A main session
         (no subpath) is created only by an append whose first entry is a header; any other
         append to a missing main session raises :class:`~core.errors.SessionNotFound`, so a

@@ -9,7 +9,9 @@ else before the assistant message — and never makes a result up.
 
 A family is a root session and its versions (sessions whose header's ``version_of`` names the
 root; see :mod:`core.session.entries`). :func:`divergences` computes, from metadata only, where
-the shown version's conversation has alternatives, for the ``‹ n / m ›`` switcher.
+the shown version's conversation has alternatives, for the ``‹ n / m ›`` arrows shown at every
+such message; :func:`use_order` reads, from the root's version entries, which version was used
+last, so switching at one point brings back the version last used below it (as ChatGPT does).
 """
 from __future__ import annotations
 
@@ -101,12 +103,29 @@ def shared_length(tree: dict[str, tuple[str | None, int]], a: str, b: str, count
     return shared
 
 
-def divergences(metas: list[SessionMeta], root: str, shown: str) -> list[dict[str, Any]]:
+def use_order(root_entries: Iterable[Any]) -> dict[str, int]:
+    """``{session id: rank}`` from a family root's entries: the higher the rank, the more recently
+    that version was made or switched to (the position of the last ``version`` entry naming it;
+    see :mod:`core.session.entries`). Versions never named are absent. Malformed entries are
+    ignored."""
+    order: dict[str, int] = {}
+    n = 0
+    for entry in root_entries:
+        if isinstance(entry, dict) and entry.get("type") == "version" and isinstance(entry.get("current"), str):
+            n += 1
+            order[entry["current"]] = n
+    return order
+
+
+def divergences(metas: list[SessionMeta], root: str, shown: str,
+                used: dict[str, int] | None = None) -> list[dict[str, Any]]:
     """Where the family's versions differ from the shown one: a list, in message order, of
     ``{"index": first differing message index, "n": 1-based position of the shown version,
     "m": how many versions there are at that message, "ids": [the session to open for each, in
     creation order]}``; only points with ``m > 1``. ``metas``: the family's members (root and
-    versions, see :meth:`core.session.manager.SessionManager.family`). Reads no messages."""
+    versions, see :meth:`core.session.manager.SessionManager.family`). For an alternative holding
+    several versions (they diverge again further down), the one to open is the one used last
+    (``used``, from :func:`use_order`), else the most recently active. Reads no messages."""
     tree = _tree(metas, root)
     if shown not in tree:
         return []
@@ -134,7 +153,8 @@ def divergences(metas: list[SessionMeta], root: str, shown: str) -> list[dict[st
             if shown in cls:
                 ids.append(shown)
                 n = pos + 1
-            else:  # open the most recently active session of that alternative
-                ids.append(max(cls, key=lambda i: (by_id[i].updated_at, by_id[i].created_at)))
+            else:  # open the version last used below this point in that alternative
+                ids.append(max(cls, key=lambda i: ((used or {}).get(i, 0), by_id[i].updated_at,
+                                                   by_id[i].created_at)))
         out.append({"index": p, "n": n, "m": len(classes), "ids": ids})
     return out

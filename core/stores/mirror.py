@@ -89,12 +89,16 @@ class MirroredSessionStore:
 
     # --- the SessionStore protocol: writes ------------------------------------------------------
 
-    def append(self, key: SessionKey, entries: list[dict[str, Any]], *, expected_count: int | None = None) -> int:
-        """Append to the primary (its errors propagate), then queue the copy; never waits for the mirror."""
+    def append(self, key: SessionKey, entries: list[dict[str, Any]], *, expected_count: int | None = None,
+               expected_version: str | None = None) -> int:
+        """Append to the primary (its errors propagate, its checks of ``expected_count`` and
+        ``expected_version`` decide), then queue the copy; never waits for the mirror."""
+        checks = {"expected_count": expected_count}
+        if expected_version is not None:
+            checks["expected_version"] = expected_version
         if not entries:
-            return self.primary.append(key, entries, expected_count=expected_count)
-        return self._write("append", key, len(entries),
-                           lambda: self.primary.append(key, entries, expected_count=expected_count))
+            return self.primary.append(key, entries, **checks)
+        return self._write("append", key, len(entries), lambda: self.primary.append(key, entries, **checks))
 
     def create_whole(self, key: SessionKey, entries: list[dict[str, Any]]) -> int:
         """Create the record whole in the primary (its errors propagate), then queue the copy,

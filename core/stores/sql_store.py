@@ -30,7 +30,7 @@ from typing import Any, Iterator
 
 from core import settings
 from core.session.entries import SessionState
-from core.errors import SessionConflict, SessionExists, SessionNotFound, StoreUnavailable
+from core.errors import SessionConflict, SessionExists, SessionNotFound, StaleChange, StoreUnavailable
 from core.session.entries import encode_entry as encode_entry_line
 from core.session.keys import SessionKey, _check_project_key
 from core.session.models import ProjectInfo, SessionMeta
@@ -163,16 +163,20 @@ class SqlSessionStore:
 
     # --- writes -----------------------------------------------------------------------------
 
-    def append(self, key: SessionKey, entries: list[dict[str, Any]], *, expected_count: int | None = None) -> int:
+    def append(self, key: SessionKey, entries: list[dict[str, Any]], *, expected_count: int | None = None,
+               expected_version: str | None = None) -> int:
         """Append ``entries`` in one transaction; return the session's message count afterwards.
 
         Raises ``ValueError`` (an entry is not a JSON-serialisable dict; nothing written),
         :class:`SessionConflict` (stored message count != ``expected_count``; nothing written),
+        :class:`StaleChange` (the version in use, read under the row lock, is not
+        ``expected_version``; nothing written),
         :class:`SessionNotFound` (a missing main session and the first entry is not a header),
         :class:`StoreUnavailable` (database unreachable or locked for over 30 s)."""
         encoded = [encode_entry(e) for e in entries]  # fail before touching the database
         with self._errors("append"), self._write() as conn:
-            return self._append_locked(conn, key, encoded, expected_count=expected_count)[0]
+            return self._append_locked(conn, key, encoded, expected_count=expected_count,
+                                       expected_version=expected_version)[0]
 
     def create_whole(self, key: SessionKey, entries: list[dict[str, Any]]) -> int:
         """Create the record ``key`` with exactly ``entries`` in one transaction (whole or absent:
@@ -201,6 +205,7 @@ class SqlSessionStore:
     def _append_locked(
         self, conn: "sa.Connection", key: SessionKey, encoded: list[tuple[str, dict[str, Any]]], *,
         expected_count: int | None = None, first_seq: int | None = None, new: bool = False,
+        expected_version: str | None = None,
     ) -> tuple[int, int]:
         row = self._lock_row(conn, key)
         if new and row is not None:
@@ -218,6 +223,10 @@ class SqlSessionStore:
         have = row.entry_count if row is not None else 0
         if expected_count is not None and before != expected_count:
             raise SessionConflict(expected_count, before)
+        if expected_version is not None:
+            in_use = (row.current_version if row is not None else None) or key.session_id
+            if in_use != expected_version:
+                raise StaleChange("version", expected_version, in_use)
         if first_seq is not None:
             if first_seq > have:
                 raise SessionConflict(first_seq, have)
