@@ -24,6 +24,7 @@ from webui import (approval_card, archived_chat, compaction_ui, handlers, i18n, 
                    memory_panel, narrow, project_move, render, search_panel, subagent_panel, title_push, versions)
 from webui.i18n import t
 from webui.i18n_ui import tr
+from webui import chat_text
 from webui.context import WebContext
 from webui.handlers import SessionView
 
@@ -163,7 +164,8 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                                     allow_custom_value=True, elem_id="ac-model", scale=2,
                                     min_width=150)
                 meter = gr.HTML("", elem_id="ac-meter-box", scale=0, min_width=110)  # context used (issue 9)
-                compact_btn = gr.Button(tr("compact"), size="sm", elem_id="ac-compact", scale=0, min_width=90)
+                compact_btn = gr.Button(tr("compact"), size="sm", elem_id="ac-compact", scale=0, min_width=90,
+                                        interactive=False)  # enabled once there is something to compact
                 archive_btn = gr.Button(tr("archive"), size="sm", elem_id="ac-archive",
                                         scale=0, min_width=90, interactive=False)
                 md_btn = gr.DownloadButton("Markdown", size="sm", elem_id="ac-export-md",
@@ -443,6 +445,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                           show_progress="minimal")
         demo.load(None, None, None, js=EARLIER_ON_SCROLL_JS)
         narrow.attach(demo)  # narrow windows: the sidebar is a drawer (issue 18)
+        demo.load(None, None, None, js=chat_text.CHAT_TEXT_JS)  # Copy and Edit give the text written
 
         def on_filter(st, query, archived):
             return handlers.session_list_html(ctx, st["project"], query=query or "",
@@ -610,7 +613,7 @@ def _tab_key(request: Any, tab_id: str | None) -> str:
 
 
 # style.css first; the later files refine it (issue 18: window sizes, dark mode).
-CSS_FILES = ("style.css", "chat_state.css", "layout.css")
+CSS_FILES = ("style.css", "chat_state.css", "layout.css", "chat-text.css")
 
 
 def launch_kwargs(*, host: str, port: int, auth: tuple[str, str] | None = None,

@@ -23,7 +23,7 @@ from core.session.export import message_text
 from core.session.keys import SessionKey
 from core.session.text import clean_text, is_blank
 from core.session.versions import last_user_before
-from webui import handlers, i18n, render
+from webui import chat_text, handlers, i18n, render
 
 log = logging.getLogger(__name__)
 
@@ -319,6 +319,7 @@ def attach(ctx: Any, parts: dict[str, Any], *, chat: Any, state: Any, tab: Any, 
         handlers.leave(ctx, tab_key(request, tab_id))  # a reply still streaming stops first
         index = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
         value = evt.value if isinstance(evt.value, str) else message_text(evt.value)
+        value = chat_text.source(value)  # the box started from the shown content (chat_text)
         try:
             view, text = edit(ctx, st, int(index), value)
         except (AnycodeError, IndexError, ValueError) as err:
