@@ -21,7 +21,7 @@ import gradio as gr
 
 from core.errors import AnycodeError, SessionNotFound
 from webui import (approval_card, archived_chat, compaction_ui, handlers, import_panel, memory_panel, narrow,
-                   render, search_panel, subagent_panel, title_push, versions)
+                   render, search_panel, shortcuts, subagent_panel, theme_switch, title_push, versions)
 from webui.context import WebContext
 from webui.handlers import SessionView
 
@@ -110,8 +110,14 @@ def theme() -> gr.themes.Base:
     fonts = ["ui-sans-serif", "system-ui", "-apple-system", "Segoe UI", "Roboto", "Helvetica Neue",
              "Arial", "sans-serif"]
     mono = ["ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "monospace"]
-    return gr.themes.Base(primary_hue=gr.themes.colors.emerald, neutral_hue=gr.themes.colors.zinc,
+    base = gr.themes.Base(primary_hue=gr.themes.colors.emerald, neutral_hue=gr.themes.colors.zinc,
                           radius_size=gr.themes.sizes.radius_lg, font=fonts, font_mono=mono)
+    # Readable in both themes (WCAG AA, issue 18): white on emerald-500 buttons was 2.5:1, the
+    # subdued grey of hints and version arrows 1.9:1 on white.
+    return base.set(button_primary_background_fill="*primary_700", button_primary_background_fill_hover="*primary_800",
+                    button_primary_background_fill_dark="*primary_700",
+                    button_primary_background_fill_hover_dark="*primary_800",
+                    body_text_color_subdued="*neutral_500", body_text_color_subdued_dark="*neutral_400")
 
 
 TOAST_SECONDS = 4  # toasts sit over the top bar's buttons: keep them short
@@ -151,6 +157,9 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                                if handlers.has_mirror(ctx) else None)
                 import_foot = gr.Column(elem_id="ac-import-foot")
                 memory_foot = gr.Column(elem_id="ac-memory-foot")  # the Memory button (memory_panel)
+                # the theme switch and the keyboard shortcuts' help (issue 18)
+                gr.HTML(theme_switch.switch_html() + shortcuts.help_html(), js_on_load=theme_switch.SWITCH_JS,
+                        elem_id="ac-prefs")
 
         with gr.Column(elem_id="ac-main"):
             with gr.Row(elem_id="ac-topbar", equal_height=True):
@@ -439,6 +448,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                           show_progress="minimal")
         demo.load(None, None, None, js=EARLIER_ON_SCROLL_JS)
         narrow.attach(demo)  # narrow windows: the sidebar is a drawer (issue 18)
+        shortcuts.attach(demo)
 
         def on_filter(st, query, archived):
             return handlers.session_list_html(ctx, st["project"], query=query or "",
@@ -602,7 +612,7 @@ def _tab_key(request: Any, tab_id: str | None) -> str:
 
 
 # style.css first; the later files refine it (issue 18: window sizes, dark mode).
-CSS_FILES = ("style.css", "chat_state.css", "layout.css")
+CSS_FILES = ("style.css", "chat_state.css", "layout.css", "contrast.css", "dark.css")
 
 
 def launch_kwargs(*, host: str, port: int, auth: tuple[str, str] | None = None,
@@ -613,6 +623,6 @@ def launch_kwargs(*, host: str, port: int, auth: tuple[str, str] | None = None,
         server_name=host, server_port=port, auth=auth, share=False, inbrowser=False,
         footer_links=[], run_history=False, enable_monitoring=False, ssr_mode=False,
         show_error=False, quiet=quiet, theme=theme(), css="\n".join(asset_text(n) for n in CSS_FILES),
-        favicon_path=asset_path("icon.svg"), pwa=False, mcp_server=False,
+        head=theme_switch.HEAD_JS, favicon_path=asset_path("icon.svg"), pwa=False, mcp_server=False,
         auth_message="anycode: sign in with the --auth user and password.",
     )
