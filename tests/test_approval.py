@@ -133,6 +133,22 @@ class TestPausesBeforeSideEffects:
         assert not any(isinstance(e, ap.ApprovalRequested) for e in events)
         assert SessionManager(store).get(session.key).messages[-1] == {"role": "assistant", "content": "Read it."}
 
+    @pytest.mark.parametrize("path", ["../outside.txt", "/etc/anycode-test.txt", ""])
+    def test_a_write_the_tools_refuse_comes_back_without_asking(self, fake_openai, store, session, workspace, path):
+        """Guards against an approval card for a change that cannot happen: the tool layer's
+        refusal is the call's result, the turn goes on, nothing is pending."""
+        bad = {"name": "write_file", "arguments": {"path": path, "content": "x"}, "id": "call_out"}
+        fake_openai.push({"tool_calls": [bad]}, {"text": "I cannot write there."})
+        events = run(store, session.key, "write outside", fake_openai.client())
+        assert not any(isinstance(e, ap.ApprovalRequested) for e in events)
+        assert pending_of(store, session.key) == []
+        messages = SessionManager(store).get(session.key).messages
+        result = next(m for m in messages if m.get("role") == "tool")
+        assert result["content"].startswith("Error: ") and ("outside the workspace" in result["content"]
+                                                            or "path" in result["content"])
+        assert messages[-1] == {"role": "assistant", "content": "I cannot write there."}
+        assert not (workspace.parent / "outside.txt").exists()
+
     def test_auto_mode_never_asks(self, fake_openai, store, session, workspace, monkeypatch):
         monkeypatch.setenv("ANYCODE_APPROVAL", "auto")
         fake_openai.push({"tool_calls": [WRITE]}, {"text": "Done."})
@@ -194,7 +210,7 @@ class TestSubagentsCannotBypass:
     def test_ask_mode_refuses_the_sub_agents_write(self, fake_openai, store, session, workspace):
         self._turn(fake_openai, store, session)
         assert (workspace / "notes.txt").read_text() == "old\ntext\n"
-        sub = [r for r in fake_openai.requests if r["status"] == 200 and r["body"]["messages"][0]["role"] == "system"
+        sub = [r for r in fake_openai.requests if r["status"] == 200 and r["body"] and r["body"]["messages"][0]["role"] == "system"
                and any(m.get("role") == "tool" for m in r["body"]["messages"])]
         assert any("cannot ask" in m["content"] for r in sub for m in r["body"]["messages"] if m.get("role") == "tool")
 

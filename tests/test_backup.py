@@ -7,6 +7,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -186,3 +187,70 @@ class TestCommandLine:
             bad = _cli(*argv, home=home, cwd=tmp_path)
             assert bad.returncode == 1, (argv, bad.stdout, bad.stderr)
             assert "Traceback" not in bad.stderr and bad.stderr.strip(), argv
+
+
+class TestExistingBackupFile:
+    """Guards against ``anycode backup`` silently overwriting an earlier backup (perhaps the only
+    copy of sessions deleted since)."""
+
+    def test_core_refuses_then_replaces_when_asked(self, saved, tmp_path):
+        src, _, zpath = saved
+        before = zpath.read_bytes()
+        with pytest.raises(BackupError, match="already exists.*--force"):
+            backup_store(src, zpath)
+        assert zpath.read_bytes() == before
+        assert not [p for p in tmp_path.iterdir() if p.name.startswith(".anycode-backup-")]
+        SessionManager(src).create(tmp_path / "ws", title="Later")
+        assert backup_store(src, zpath, replace=True).sessions == 4
+        assert zpath.read_bytes() != before and BackupArchive(zpath).verify() == []
+
+    def test_command_line_says_so_and_force_replaces(self, saved, tmp_path):
+        src, _, zpath = saved
+        before = zpath.read_bytes()
+        home = Path(src.base_dir)
+        out = _cli("backup", str(zpath), home=home, cwd=tmp_path)
+        assert out.returncode == 1 and "already exists" in out.stderr and "--force" in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr and zpath.read_bytes() == before
+        forced = _cli("backup", str(zpath), "--force", home=home, cwd=tmp_path)
+        assert forced.returncode == 0 and "Backed up 3 sessions" in forced.stdout, forced.stderr
+
+
+class TestRestoredSessionsArrive:
+    """Guards against cleanup expiring (or auto-archive archiving) sessions just restored into a
+    database: their messages are old, but they arrived now (a SQL store has no file time)."""
+
+    @pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+    def test_old_sessions_restored_are_not_idle(self, tmp_path, kind):
+        from core.session.keys import new_session_id, project_key
+        from core.stores.sql_store import SqlSessionStore
+
+        ws = tmp_path / "ws"
+        ws.mkdir()
+        src = LocalSessionStore(tmp_path / "src")
+        old = 1_600_000_000.0  # 2020: far past any cleanup age
+        pk, sid = project_key(ws), new_session_id()
+        src.create_whole(SessionKey(pk, sid), [
+            header_entry(sid, pk, str(ws), created_at=old),
+            message_entry({"role": "user", "content": "an old question"}, ts=old),
+            message_entry({"role": "assistant", "content": "an old answer"}, ts=old + 5)])
+        zpath = tmp_path / "old.zip"
+        backup_store(src, zpath)
+        target = (SqlSessionStore(f"sqlite:///{tmp_path / 'db.sqlite'}") if kind == "sqlite"
+                  else LocalSessionStore(tmp_path / "dst"))
+        try:
+            report = restore_backup(zpath, target)
+            assert report.ok and len(report.copied) == 1
+            mgr = SessionManager(target)
+            assert mgr.idle_sessions(30) == []          # arrived now: not idle
+            assert mgr.cleanup(30) == [] and mgr.get(SessionKey(pk, sid)).messages
+            header = target.load(SessionKey(pk, sid))[0]
+            if kind == "sqlite":  # a database has no file time: the header says when it arrived
+                assert header["restored_from"]["file"] == "old.zip"
+            later = time.time() + 31 * 86400
+            assert [m.id for m in mgr.idle_sessions(30, now=later)] == [sid]  # then the usual rules
+            again = restore_backup(zpath, target)       # a re-run: already there, no conflict
+            assert again.ok and again.identical and not again.conflicts and not again.copied
+        finally:
+            close = getattr(target, "close", None)
+            if callable(close):
+                close()

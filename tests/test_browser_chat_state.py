@@ -126,3 +126,37 @@ class TestArchivedChat:
         expect(page.get_by_text("your message brought it back to your chats")).to_have_count(1)
         expect(page.locator("#ac-list .ac-session.active")).to_contain_text("Sketch the invoice")
         expect(page.locator("#ac-archive")).to_have_text("Archive")
+
+
+class TestProjectFolderMoved:
+    """Guards against a chat whose project folder was renamed resuming with its tools confined to
+    the missing folder, without saying so or offering to move it to the project open now."""
+
+    def test_move_to_the_current_project(self, world, page):
+        from core.session.entries import header_entry, message_entry, title_entry
+        from core.session.keys import SessionKey, new_session_id, project_key
+        from core.stores.jsonl_store import LocalSessionStore
+
+        old = str(world["tmp"] / "shop-api-before-rename")  # never created: the folder is gone
+        key = SessionKey(project_key(old), new_session_id())
+        store = LocalSessionStore(world["data"])
+        store.create_whole(key, [header_entry(key.session_id, key.project_key, old),
+                                 message_entry({"role": "user", "content": "Where is the cart code?"}),
+                                 message_entry({"role": "assistant", "content": "In cart.py."}),
+                                 title_entry("Cart questions", "user")])
+        page.goto(world["url"] + f"?session={key.session_id}")
+        notice = page.locator("#ac-workspace")
+        expect(notice).to_contain_text("does not exist any more")
+        expect(notice).to_contain_text(old)
+        move = page.locator("#ac-workspace-move")
+        expect(move).to_have_text("Move this chat to shop-api")
+        move.click()
+        expect(page.get_by_text("Moved this chat to shop-api")).to_have_count(1)
+        expect(notice).to_be_hidden()
+        expect(page.locator("#ac-list .ac-session.active")).to_contain_text("Cart questions")
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("In cart.py.")
+        moved = SessionKey(project_key(str(world["proj"])), key.session_id)
+        assert store.load(moved)[0]["cwd"] == str(world["proj"]) and not store.exists(key)
+        page.reload()  # the URL still opens it, now in its new project
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("In cart.py.")
+        expect(page.locator("#ac-workspace")).to_be_hidden()

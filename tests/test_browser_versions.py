@@ -62,16 +62,16 @@ class TestVersionsInTheBrowser:
         page.goto(url)
         _replies(world, "Lisbon is nice.", "Add the tile museum.", "Try the custard tarts.")
         send(page, "Plan a trip")
-        expect(page.locator("[data-testid=bot]").last).to_contain_text("Lisbon is nice.")
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("Lisbon is nice.", timeout=TIMEOUT_MS)
         send(page, "Add a museum")
-        expect(page.locator("[data-testid=bot]").last).to_contain_text("Add the tile museum.")
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("Add the tile museum.", timeout=TIMEOUT_MS)
         send(page, "And food?")
-        expect(page.locator("[data-testid=bot]").last).to_contain_text("Try the custard tarts.")
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("Try the custard tarts.", timeout=TIMEOUT_MS)
 
         # Regenerate the middle reply: a new version ends at the new answer; the old one stays.
         _replies(world, "The Gulbenkian, then.")
         _regenerate(page, 1)
-        expect(page.locator("[data-testid=bot]").last).to_contain_text("The Gulbenkian, then.")
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("The Gulbenkian, then.", timeout=TIMEOUT_MS)
         assert _users(page) == ["Plan a trip", "Add a museum"]
         _wait_arrows(page, [[3, "2 / 2"]])  # under the regenerated reply
 
@@ -81,40 +81,40 @@ class TestVersionsInTheBrowser:
         page.locator("#ac-chat").get_by_role("button", name="Edit").first.click()
         page.locator("#ac-chat textarea").first.fill("Plan a cheap trip")
         page.locator("#ac-chat").get_by_role("button", name="Submit").first.click()
-        expect(page.locator("[data-testid=bot]").last).to_contain_text("Porto is cheaper.")
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("Porto is cheaper.", timeout=TIMEOUT_MS)
         send(page, "Add a museum")
-        expect(page.locator("[data-testid=bot]").last).to_contain_text("Serralves.")
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("Serralves.", timeout=TIMEOUT_MS)
         page.locator("[data-testid=bot]").last.hover()
         page.locator("#ac-chat").get_by_role("button", name="Retry").last.click()
-        expect(page.locator("[data-testid=bot]").last).to_contain_text("Soares dos Reis.")
-        expect(page.locator("#ac-list .ac-session")).to_have_count(1)  # one row per conversation
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("Soares dos Reis.", timeout=TIMEOUT_MS)
+        expect(page.locator("#ac-list .ac-session")).to_have_count(1, timeout=TIMEOUT_MS)  # one row per conversation
         # Two divergence points, each with its own arrows.
         _wait_arrows(page, [[0, "2 / 2"], [3, "2 / 2"]])
 
         # ‹ at the first message: the whole conversation below switches, to the version last
         # used there (the regenerated middle reply), not the oldest one.
         _click_arrow(page, 0, "Previous version")
-        expect(page.locator("[data-testid=bot]").last).to_contain_text("The Gulbenkian, then.")
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("The Gulbenkian, then.", timeout=TIMEOUT_MS)
         assert _users(page) == ["Plan a trip", "Add a museum"]
         _wait_arrows(page, [[0, "1 / 2"], [3, "2 / 2"]])
         page.reload()  # lands on the version last used
-        expect(page.locator("[data-testid=bot]").last).to_contain_text("The Gulbenkian, then.")
-        expect(page.locator("#ac-chat .ac-vswitch")).to_have_count(2)
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("The Gulbenkian, then.", timeout=TIMEOUT_MS)
+        expect(page.locator("#ac-chat .ac-vswitch")).to_have_count(2, timeout=TIMEOUT_MS)
 
         # Two tabs: the first switches at the first message; the second, still on the old
         # version, switches at the lower point: refused with a notice, never undoing the first.
         other = page.context.browser.new_page(viewport={"width": 1360, "height": 860})
         other.set_default_timeout(TIMEOUT_MS)
         other.goto(page.url)
-        expect(other.locator("[data-testid=bot]").last).to_contain_text("The Gulbenkian, then.")
-        expect(other.locator("#ac-chat .ac-vswitch")).to_have_count(2)
+        expect(other.locator("[data-testid=bot]").last).to_contain_text("The Gulbenkian, then.", timeout=TIMEOUT_MS)
+        expect(other.locator("#ac-chat .ac-vswitch")).to_have_count(2, timeout=TIMEOUT_MS)
         _click_arrow(page, 0, "Next version")
-        expect(page.locator("[data-testid=bot]").last).to_contain_text("Soares dos Reis.")
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("Soares dos Reis.", timeout=TIMEOUT_MS)
         _click_arrow(other, 3, "Previous version")
-        expect(other.locator(".toast-body")).to_contain_text("changed elsewhere")
-        expect(other.locator("[data-testid=bot]").last).to_contain_text("Soares dos Reis.")
+        expect(other.locator(".toast-body")).to_contain_text("changed elsewhere", timeout=TIMEOUT_MS)
+        expect(other.locator("[data-testid=bot]").last).to_contain_text("Soares dos Reis.", timeout=TIMEOUT_MS)
         page.reload()
-        expect(page.locator("[data-testid=bot]").last).to_contain_text("Soares dos Reis.")
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("Soares dos Reis.", timeout=TIMEOUT_MS)
 
 
 class TestTwoTabsInTheBrowser:
@@ -139,22 +139,22 @@ class TestTwoTabsInTheBrowser:
         other = page.context.browser.new_page(viewport={"width": 1360, "height": 860})
         other.set_default_timeout(TIMEOUT_MS)
         other.goto(url)
-        expect(other.locator("#ac-title input")).to_have_value("Old name")
+        expect(other.locator("#ac-title input")).to_have_value("Old name", timeout=TIMEOUT_MS)
 
         page.locator("#ac-title input").fill("New name")
         page.locator("#ac-title input").press("Enter")
-        expect(page.locator("#ac-list .ac-session.active")).to_contain_text("New name")
+        expect(page.locator("#ac-list .ac-session.active")).to_contain_text("New name", timeout=TIMEOUT_MS)
 
         # Tab 2: focus the title field and leave it without typing.
         other.locator("#ac-title input").click()
         other.locator("#ac-input textarea").click()
-        expect(other.locator("#ac-title input")).to_have_value("New name")
+        expect(other.locator("#ac-title input")).to_have_value("New name", timeout=TIMEOUT_MS)
         assert SessionManager(store).get(key).title == "New name"
 
         # Branch from a row inside the parallel tool round (the tool step's row).
         other.locator("#ac-chat button[aria-label=Feedback]").nth(0).click()
         other.get_by_role("button", name="Branch from here").first.click()
-        expect(other.locator("#ac-title input")).to_have_value("New name (branch)")
+        expect(other.locator("#ac-title input")).to_have_value("New name (branch)", timeout=TIMEOUT_MS)
         manager = SessionManager(store)
         branch = next(m for m in manager.list(key.project_key) if m.forked_from)
         copied = manager.get(branch.key).messages

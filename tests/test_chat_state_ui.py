@@ -9,7 +9,7 @@ import time
 import pytest
 
 from core.session.keys import SessionKey
-from webui import archived_chat, handlers, title_push
+from webui import approvals, archived_chat, handlers, project_move, title_push
 from tests.test_webui_handlers import ctx, make_ctx, project, run_send, store  # noqa: F401 (fixtures)
 
 
@@ -121,3 +121,54 @@ class TestSendingInAnArchivedChat:
         final = list(handlers.send_taken(ctx, page, "t1", run_id, None))[-1]
         assert final.notice == archived_chat.UNARCHIVED_BY_SEND
         assert final.rows[-1]["content"] == "You said: second"
+
+
+class TestProjectFolderMoved:
+    """Guards against a chat whose project folder was renamed or moved resuming with its tools
+    confined to a folder that is gone, with no way to move it to the project open now."""
+
+    def _orphan(self, ctx, tmp_path):
+        old = tmp_path / "shop-old"
+        old.mkdir()
+        session = ctx.manager.create(str(old), title="Orders API")
+        ctx.manager.add_messages(session.key, [{"role": "system", "content": "sys"},
+                                               {"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}])
+        old.rmdir()  # the user renamed the folder: it is the project open now
+        return session
+
+    def test_offer_move_and_tools_work_in_the_new_folder(self, ctx, tmp_path, fake_openai):
+        session = self._orphan(ctx, tmp_path)
+        view = handlers.open_session(ctx, session.project_key, session.id)
+        found = project_move.offer(ctx, view.state)
+        assert found.missing == str(tmp_path / "shop-old") and found.target == ctx.project_path
+        assert found.button == "Move this chat to proj"
+        problem = approvals.view(ctx, view.state).workspace_problem
+        assert "does not exist any more" in problem  # the notice the button sits in
+
+        moved = project_move.move_to_current(ctx, view.state)
+        assert moved.state["project"] == ctx.project_key and moved.session_id == session.id
+        assert moved.notice.startswith("Moved this chat to proj — ") and moved.notice_level == "info"
+        assert [r["content"] for r in moved.rows] == ["q", "a"] and moved.title == "Orders API"
+        assert project_move.offer(ctx, moved.state) is None
+        assert approvals.view(ctx, moved.state).workspace_problem is None
+        assert session.id in handlers.session_list_html(ctx, ctx.project_key)
+        assert ctx.manager.list(session.project_key) == []
+
+        fake_openai.push({"tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}, "id": "c1"}]},
+                         {"text": "It says milk."})
+        final = run_send(ctx, moved.state, "read my notes")[-1]
+        step = [r for r in final.rows if r.get("metadata")][-1]
+        assert "remember the milk" in step["content"]
+
+    def test_no_offer_for_a_healthy_chat_or_a_new_one(self, ctx):
+        session = ctx.manager.create(ctx.project_path)
+        assert project_move.offer(ctx, handlers.tab_state(ctx.project_key, session.id)) is None
+        assert project_move.offer(ctx, handlers.new_chat(ctx).state) is None
+
+    def test_moved_by_another_tab_meanwhile(self, ctx, tmp_path):
+        session = self._orphan(ctx, tmp_path)
+        view = handlers.open_session(ctx, session.project_key, session.id)
+        project_move.move_to_current(ctx, dict(view.state))  # the other tab
+        again = project_move.move_to_current(ctx, view.state)
+        assert again.session_id == session.id and again.state["project"] == ctx.project_key
+        assert again.notice.startswith("Moved this chat to proj") and [r["content"] for r in again.rows] == ["q", "a"]

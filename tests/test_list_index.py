@@ -52,7 +52,14 @@ class Spy:
             self.parsed += 1
             return real_parse(raw, path, lineno)
 
+        real_read_whole = core.stores.jsonl_io._read_whole
+
+        def spy_read_whole(path, size):
+            self.opened.append(os.fspath(path))
+            return real_read_whole(path, size)
+
         monkeypatch.setattr(core.stores.jsonl_io, "open", spy_open, raising=False)
+        monkeypatch.setattr(core.stores.jsonl_io, "_read_whole", spy_read_whole)
         monkeypatch.setattr(core.stores.jsonl_io, "parse_line", spy_parse)
 
     def reset(self) -> None:
@@ -271,6 +278,60 @@ class TestSelfHealing:
         session_path(home, keys[1]).unlink()
         assert {m.id for m in store.list(PK)} == {keys[0].session_id, keys[2].session_id}
         assert {m.id for m in LocalSessionStore(home).list(PK)} == {keys[0].session_id, keys[2].session_id}
+
+    def test_file_swapped_for_another_keeping_the_count(self, home, tmp_path):
+        # One session deleted and another copied in between two lists: as many files as
+        # indexed, so only the names tell that the folder changed.
+        keys = populate(home, 3, 2)
+        LocalSessionStore(home).list(PK)
+        session_path(home, keys[1]).unlink()
+        other = populate(tmp_path / "elsewhere", 1, 5)[0]
+        shutil.copy2(session_path(tmp_path / "elsewhere", other), home / "projects" / PK)
+        ids = {m.id: m.message_count for m in LocalSessionStore(home).list(PK)}
+        assert ids == {keys[0].session_id: 2, keys[2].session_id: 2, other.session_id: 5}
+
+    def test_torn_index_write(self, home):
+        # An index cut short anywhere (a copy taken while it was written, a full disk under a
+        # tool that writes in place) is never believed: not the part before the cut either.
+        keys = populate(home, 4, 6)
+        store = LocalSessionStore(home)
+        store.list(PK)
+        index = home / "projects" / PK / ".index.json"
+        whole = index.read_bytes()
+        store.append(keys[0], [message_entry(user("after the index"), ts=T0 + 50_000)])
+        truth = self._truth(home)
+        ends = [i for i, b in enumerate(whole) if b == 10]
+        cuts = sorted({1, ends[0], ends[0] + 1, ends[0] + 40, ends[1], ends[1] + 1, ends[1] + 30, len(whole) - 2})
+        for cut in cuts:
+            index.write_bytes(whole[:cut])
+            assert summary(LocalSessionStore(home).list(PK)) == truth, cut
+            index.write_bytes(whole[:cut])
+            assert summary(store.list(PK)) == truth, cut  # a warm instance notices the new index too
+
+    def test_index_edited_by_hand(self, home):
+        # Still valid JSON, only a title and a message count changed in the index: the
+        # checksum tells, and the files are read again.
+        (key,) = populate(home, 1, 3)
+        LocalSessionStore(home).list(PK)
+        index = home / "projects" / PK / ".index.json"
+        data = index.read_bytes()
+        assert b'"Session 0"' in data and b'"count":[3]' in data
+        index.write_bytes(data.replace(b'"Session 0"', b'"Session X"').replace(b'"count":[3]', b'"count":[9]'))
+        (meta,) = LocalSessionStore(home).list(PK)
+        assert (meta.title, meta.message_count) == ("Session 0", 3)
+
+    def test_damaged_scan_part_of_the_index(self, home):
+        # The part that lets list() read only an appended tail is damaged (its checksum fails):
+        # the appended sessions are read again in full, the others still come from the index.
+        keys = populate(home, 3, 4)
+        LocalSessionStore(home).list(PK)
+        index = home / "projects" / PK / ".index.json"
+        head, body, scan, _ = index.read_bytes().split(b"\n")
+        index.write_bytes(b"\n".join((head, body, scan.replace(b"offset", b"offzet"), b"")))
+        LocalSessionStore(home).append(keys[1], [message_entry(user("late"), ts=T0 + 90_000)])
+        metas = LocalSessionStore(home).list(PK)
+        assert (metas[0].id, metas[0].message_count) == (keys[1].session_id, 5)
+        assert summary(metas) == self._truth(home)
 
     @pytest.mark.parametrize("name", ["con", "Archive", "chat.", "x" * 210], ids=["con", "Archive", "dot", "long"])
     def test_copied_in_file_with_an_unusable_name(self, home, name, caplog):

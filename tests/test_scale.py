@@ -77,6 +77,21 @@ class TestFastFirstScan:
         assert scan_file(str(path), os.stat(path), None, fast=True).state.message_count == 1
         assert scan_file(str(path), os.stat(path), None).state.message_count == 0
 
+    def test_block_of_nuls_inside_lines(self, tmp_path):
+        # A power cut can lose a disk block in the middle of a file: 4 KiB of NULs that join
+        # the start of one message line to the end of another. The careful read skips the joined
+        # line; the fast scan must not count it as one message.
+        lines = [encode_entries([message_entry({"role": "user", "content": "m%d " % i + "x" * 700}, ts=1e9 + i)])
+                 for i in range(12)]
+        data = bytearray(encode_entries([header_entry("sid", PK, "/w", created_at=1.5)]) + b"".join(lines))
+        data[4096:8192] = b"\x00" * 4096
+        path = tmp_path / "s.jsonl"
+        path.write_bytes(bytes(data))
+        careful = scan_file(str(path), os.stat(path), None)
+        fast = scan_file(str(path), os.stat(path), None, fast=True)
+        assert _state(fast) == _state(careful)
+        assert careful.state.message_count < 12
+
     def test_last_message_time_is_the_last_line(self, tmp_path):
         """A clock that jumped ahead and back: the session's time is its last message's."""
         path = tmp_path / "s.jsonl"
@@ -104,9 +119,9 @@ class TestCompactIndex:
         store = LocalSessionStore(tmp_path / "h", fsync=False)
         keys = [_session(store, f"/work/{i % 3}", i + 1, 1000.0 + i * 10, title=f"T{i}") for i in range(12)]
         first = store.list(PK)
-        index = json.loads((tmp_path / "h" / "projects" / PK / ".index.json").read_bytes())
-        assert index["version"] == jsonl_index.INDEX_VERSION and sorted(index["cwds"]) == ["/work/0", "/work/1", "/work/2"]
-        assert list(index["files"]) == [m.id for m in first]  # written in list order
+        head, index, _scan = map(json.loads, (tmp_path / "h" / "projects" / PK / ".index.json").read_bytes().splitlines())
+        assert head["version"] == jsonl_index.INDEX_VERSION and sorted(index["cwds"]) == ["/work/0", "/work/1", "/work/2"]
+        assert index["ids"] == [m.id for m in first]  # written in list order
         again = LocalSessionStore(tmp_path / "h", fsync=False).list(PK)
         assert again == first
         assert {m.id: (m.cwd, m.title, m.message_count) for m in again} == {

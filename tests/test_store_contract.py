@@ -1121,6 +1121,15 @@ class TestVersionSwitchRace:
             assert len(won) == 1, results
             assert manager.current_version(s.key).session_id == won[0]
 
+    def test_writing_in_a_version_makes_it_the_one_in_use(self, manager, store, cwd):
+        s, v1, v2 = self._family(manager, cwd)
+        assert manager.use_version(v2.key) is False  # already in use: nothing written
+        assert manager.use_version(v1.key) is True
+        assert {m.id: m for m in store.list(s.project_key)}[s.id].current_version == v1.id
+        assert manager.current_version(v2.key) == v1.key
+        plain = manager.create(cwd)
+        assert manager.use_version(plain.key) is False and store.load(plain.key)[-1]["type"] == "header"
+
     def test_arrows_bring_back_the_version_last_used_below_a_point(self, manager, cwd):
         s, v1, v2 = self._family(manager, cwd)
         points = manager.version_points(v2.key)
@@ -1160,3 +1169,95 @@ class TestCutPoints:
         assert f.messages == msgs[:1]
         v = manager.fork(s.key, 2, version=True)
         assert v.messages == msgs[:1] and v.version_of["message_index"] == 0
+
+
+class TestMoveToAnotherProject:
+    """A project folder renamed or moved (issue 18, item 6): moving its sessions to the project
+    open now must keep ids, every entry and timestamp, sub-agent records, versions and the archived
+    flag, leave nothing behind in the old project, and finish (never duplicate) after a kill."""
+
+    def _moved_folder(self, tmp_path):
+        old, new = tmp_path / "shop-api", tmp_path / "shop-api-renamed"
+        new.mkdir()
+        return str(old), str(new)
+
+    def test_move_keeps_everything(self, manager, store, tmp_path):
+        from core.stores.move import move_conversation
+
+        old, new = self._moved_folder(tmp_path)
+        s = manager.create(old, title="Checkout plan")
+        manager.add_messages(s.key, [user("q1"), assistant("a1"), user("q2"), assistant("a2")])
+        sub = SessionKey(s.project_key, s.id, "subagents/a1")
+        store.create_whole(sub, [header_entry(s.id, s.project_key, old, created_at=T0), message_entry(user("task"))])
+        v = manager.fork(s.key, 1, version=True)
+        before = {k.session_id: store.load(k) for k in (s.key, v.key)}
+        sub_before = store.load(sub)
+        report = move_conversation(store, v.key, new, now=T0 + 50)
+        assert report.key == SessionKey(project_key(new), v.id) and len(report.moved) == 2
+        new_pk = project_key(new)
+        for sid, entries in before.items():
+            moved = store.load(SessionKey(new_pk, sid))
+            assert moved[1:] == entries[1:], "every entry after the header is unchanged"
+            head = moved[0]
+            assert head["id"] == sid and head["created_at"] == entries[0]["created_at"]
+            assert head["project_key"] == new_pk and head["cwd"] == new
+            assert head["moved_from"] == {"project_key": s.project_key, "cwd": old, "at": T0 + 50}
+            assert not store.exists(SessionKey(s.project_key, sid))
+        moved_sub = store.load(SessionKey(new_pk, s.id, "subagents/a1"))
+        assert moved_sub[1:] == sub_before[1:] and moved_sub[0]["project_key"] == new_pk
+        assert not store.exists(sub)
+        moved = manager.get(SessionKey(new_pk, s.id))
+        assert moved.title == "Checkout plan" and moved.created_at == s.created_at
+        assert moved.messages == [user("q1"), assistant("a1"), user("q2"), assistant("a2")]
+        assert manager.current_version(SessionKey(new_pk, s.id)).session_id == v.id  # the family holds
+        assert [m.id for m in manager.conversations(new_pk)] == [s.id]
+        assert manager.list(s.project_key) == [] and manager.list(s.project_key, archived=True) == []
+
+    def test_archived_stays_archived(self, manager, store, tmp_path):
+        from core.stores.move import move_conversation
+
+        old, new = self._moved_folder(tmp_path)
+        s = manager.create(old)
+        manager.add_messages(s.key, [user("q"), assistant("a")])
+        manager.archive(s.key)
+        move_conversation(store, s.key, new)
+        assert [m.id for m in store.list(project_key(new), archived=True)] == [s.id]
+        assert store.list(project_key(new)) == []
+
+    def test_rerun_after_a_kill_finishes_without_duplicates(self, manager, store, tmp_path):
+        from core.stores.move import move_conversation
+
+        old, new = self._moved_folder(tmp_path)
+        s = manager.create(old)
+        manager.add_messages(s.key, [user("q"), assistant("a")])
+        new_key = SessionKey(project_key(new), s.id)
+        # Killed after creating the new record, before removing the old one.
+        head = dict(store.load(s.key)[0], project_key=new_key.project_key, cwd=new,
+                    moved_from={"project_key": s.project_key, "cwd": old, "at": T0})
+        store.create_whole(new_key, [head, *store.load(s.key)[1:]])
+        report = move_conversation(store, s.key, new)
+        assert report.key == new_key and not store.exists(s.key)
+        assert manager.get(new_key).messages == [user("q"), assistant("a")]
+
+    def test_a_different_session_with_that_id_is_never_overwritten(self, manager, store, tmp_path):
+        from core.errors import SessionExists
+        from core.stores.move import move_conversation
+
+        old, new = self._moved_folder(tmp_path)
+        s = manager.create(old)
+        manager.add_messages(s.key, [user("mine")])
+        other = SessionKey(project_key(new), s.id)
+        store.create_whole(other, [header_entry(s.id, other.project_key, new), message_entry(user("theirs"))])
+        with pytest.raises(SessionExists):
+            move_conversation(store, s.key, new)
+        assert manager.get(s.key).messages == [user("mine")]
+        assert manager.get(other).messages == [user("theirs")]
+
+    def test_already_there_and_missing(self, manager, store, tmp_path):
+        from core.stores.move import move_conversation
+
+        old, new = self._moved_folder(tmp_path)
+        s = manager.create(new)
+        assert move_conversation(store, s.key, new).already
+        with pytest.raises(SessionNotFound):
+            move_conversation(store, SessionKey(project_key(old), new_session_id()), new)

@@ -27,7 +27,7 @@ from core.session.manager import SessionManager
 from core.session.models import SessionMeta
 from core.session.subagents import export_entries, subagent_records
 from core.stores.whole_file import place_whole
-from webui import search_cli
+from webui import move_cli, search_cli
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--days", type=float, default=None, help="default: $ANYCODE_CLEANUP_DAYS or 30; 0 disables")
     p.add_argument("--dry-run", action="store_true", help="only list what would be deleted")
     search_cli.add_arguments(cmd("search", "find sessions by words said in them (titles and messages)"))
+    move_cli.add_arguments(cmd("move", "move sessions to another project folder (one renamed or moved): "
+                                       "ID … or --all-from OLD_PATH, to --project PATH (default: here)"))
     p = cmd("migrate", "copy every session (all projects, archived, sub-agent records) to another store")
     p.add_argument("--to", required=True, metavar="SPEC", help="target store: a database URL or jsonl:FOLDER")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -398,6 +400,7 @@ _COMMANDS = {
     "versions": _cmd_versions,
     "archive": _cmd_archive, "unarchive": _cmd_unarchive, "rm": _cmd_rm, "cleanup": _cmd_cleanup,
     "migrate": _cmd_migrate, "search": lambda mgr, args: search_cli.run(mgr, args),
+    "move": lambda mgr, args: move_cli.run(mgr, args, _resolve),
 }
 
 if __name__ == "__main__":

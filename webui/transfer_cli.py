@@ -143,14 +143,16 @@ def backup_main(argv: Sequence[str] | None = None) -> int:
                                      description="Write every session of every project (archived ones and "
                                                  "sub-agent records included) into one zip file with a manifest "
                                                  "and checksums.")
-    parser.add_argument("file", help="the zip file to write (replaced only once the new one is complete)")
+    parser.add_argument("file", help="the zip file to write (an existing file is left alone unless --force)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace FILE if it exists (only once the new backup is complete)")
     _store_options(parser)
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
 
     def body(store: Any) -> int:
         from core.stores.backup import backup_store
 
-        report = backup_store(store, args.file)
+        report = backup_store(store, args.file, replace=args.force)
         print(f"Backed up {report.sessions} sessions ({report.records} records, {report.bytes} bytes) "
               f"and {report.memories} memory entries to {report.path}.")
         return 0

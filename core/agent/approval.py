@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from core.agent.tools import DEFAULT_TOOLS, ToolError, ToolRegistry, Workspace, parse_arguments
+from core.agent.tools import DEFAULT_TOOLS, ToolError, ToolRegistry, Workspace, cap_output, parse_arguments
 
 log = logging.getLogger(__name__)
 
@@ -236,11 +236,35 @@ class ApprovalGate:
             return RUN if decision.allow else Verdict("deny", denied_result(name, decision.reason))
         if self.policy.mode == "auto":
             return RUN
+        try:
+            preview = checked_preview(self.registry, name, raw_arguments, workspace)
+        except ToolError as err:
+            # The tool layer refuses this call whatever the user answers (a path outside the
+            # workspace, a folder as the file, bad arguments): its refusal is the result, as if
+            # it had run, and nobody is asked to approve a change that cannot happen.
+            log.info("call %s of %s refused before approval: %s", call_id, name, err)
+            return Verdict("deny", cap_output(f"Error: {err}"))
         if not self.can_ask:
             return Verdict("deny", SUBAGENT_DENIED.format(tool=name))
-        return Verdict("ask", pending=PendingApproval(call_id, name, raw_arguments or "",
-                                                      preview_of(self.registry, name, raw_arguments, workspace),
-                                                      time.time()))
+        return Verdict("ask", pending=PendingApproval(call_id, name, raw_arguments or "", preview, time.time()))
+
+
+def checked_preview(registry: ToolRegistry, name: str, raw_arguments: str | None, workspace: Workspace) -> str:
+    """The change call ``name(raw_arguments)`` would make, as text for the user (see
+    :func:`preview_of`). Raises :class:`ToolError` with the tool's own sentence when the tool
+    would refuse the call (bad arguments, a path outside the workspace, a folder as the file);
+    an :class:`OSError` reading the current file only says the change cannot be shown."""
+    tool, args = parse_arguments(name, raw_arguments, registry)
+    if tool.preview is None:
+        return json.dumps(args, indent=2, ensure_ascii=False)
+    try:
+        return tool.preview(workspace, **args)
+    except TypeError as err:
+        if "argument" not in str(err):
+            raise
+        raise ToolError(f"Wrong arguments for {tool.name}: {err}.") from None
+    except OSError as err:
+        return f"(the change cannot be shown: {err})\n\n{raw_arguments or ''}"
 
 
 def preview_of(registry: ToolRegistry, name: str, raw_arguments: str | None, workspace: Workspace) -> str:
@@ -248,13 +272,8 @@ def preview_of(registry: ToolRegistry, name: str, raw_arguments: str | None, wor
     ``preview`` (a diff for ``write_file``), else its arguments as indented JSON. A preview that
     fails says why (the user still decides)."""
     try:
-        tool, args = parse_arguments(name, raw_arguments, registry)
-        if tool.preview is None:
-            return json.dumps(args, indent=2, ensure_ascii=False)
-        return tool.preview(workspace, **args)
-    except ToolError as err:
-        return f"(the change cannot be shown: {err})\n\n{raw_arguments or ''}"
-    except (OSError, TypeError) as err:
+        return checked_preview(registry, name, raw_arguments, workspace)
+    except (ToolError, TypeError) as err:
         return f"(the change cannot be shown: {err})\n\n{raw_arguments or ''}"
 
 

@@ -25,12 +25,15 @@ log = logging.getLogger(__name__)
 class WorkspaceCheck:
     """The outcome of :func:`check_workspace`: ``workspace`` (None when tools are off),
     ``cwd`` (the recorded folder), ``problem`` (one sentence, None when fine) and
-    ``choosable`` (the folder exists, so the user may choose it anyway)."""
+    ``choosable`` (the folder exists, so the user may choose it anyway), ``missing`` (the folder
+    is the session's project's but no longer exists: it can move to another project,
+    :mod:`core.stores.move`)."""
 
     workspace: Workspace | None
     cwd: str | None
     problem: str | None = None
     choosable: bool = False
+    missing: bool = False  # the recorded folder is this project's but is gone (renamed or moved)
 
 
 def _too_broad(path: str) -> str | None:
@@ -72,8 +75,8 @@ def check_workspace(key: SessionKey, cwd: str | None, *, chosen: str | None = No
         return WorkspaceCheck(None, norm, f"This chat says its folder is {norm}, but it is stored under another "
                               "project, so the file tools are off until you choose that folder.", exists)
     if not exists:
-        return WorkspaceCheck(None, norm, f"This chat's project folder {norm} does not exist (any more), so the "
-                              "file tools are off.")
+        return WorkspaceCheck(None, norm, f"This chat's project folder {norm} does not exist any more (renamed or "
+                              "moved?), so the file tools are off.", missing=True)
     broad = _too_broad(norm)
     if broad:
         return WorkspaceCheck(None, norm, f"This chat's folder {norm} {broad}, so the file tools are off until "

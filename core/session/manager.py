@@ -363,6 +363,23 @@ class SessionManager:
             raise StaleChange("version", expected, err.actual) from err
         return SessionKey(key.project_key, to)
 
+    def use_version(self, key: SessionKey) -> bool:
+        """Make session ``key`` the version in use of its conversation when it is a member of a
+        family and not already in use — called after a message was sent in it (maybe from a tab
+        that kept showing it while another tab switched away): the version last used is the one
+        last written in, so a reload lands there. Returns True when a version entry was
+        appended. Metadata only, plus that one append. Raises :class:`SessionNotFound`."""
+        members = self.family(key)
+        if len(members) < 2:
+            return False
+        root = next(m for m in members if m.id == key.session_id).family
+        pointer = next((m.current_version for m in members if m.id == root), None) or root
+        if pointer == key.session_id:
+            return False
+        self.store.append(SessionKey(key.project_key, root), [version_entry(key.session_id)])
+        log.info("version %s of %s in use again (a message was sent in it)", key.session_id, root)
+        return True
+
     def version_points(self, key: SessionKey) -> list[dict[str, Any]]:
         """Where the family's versions diverge from session ``key`` (see
         :func:`core.session.versions.divergences`), each alternative opening the version last
@@ -490,16 +507,20 @@ class SessionManager:
         """Whether the session came into this store after ``cutoff`` (Unix seconds) although its
         messages are older: an import or a restore keeps the original times, and must not be
         expired or archived the next time the app starts. Asks the store when it was last written
-        (``written_at``, the JSONL store); otherwise reads the header's ``imported_from.at``."""
+        (``written_at``, the JSONL store); otherwise reads the header's ``imported_from.at`` and
+        ``restored_from.at`` (core.stores.backup)."""
         written_at = getattr(self.store, "written_at", None)
         if callable(written_at):
             when = written_at(key)
             return when is not None and when >= cutoff
         entries = self.store.load(key) or []
         header = entries[0] if entries and entries[0].get("type") == "header" else {}
-        imported = header.get("imported_from") if isinstance(header.get("imported_from"), dict) else {}
-        at = imported.get("at")
-        return isinstance(at, (int, float)) and at >= cutoff
+        for field_name in ("imported_from", "restored_from"):
+            arrived = header.get(field_name) if isinstance(header.get(field_name), dict) else {}
+            at = arrived.get("at")
+            if isinstance(at, (int, float)) and not isinstance(at, bool) and at >= cutoff:
+                return True
+        return False
 
     def idle_sessions(self, days: float, now: float | None = None) -> list[SessionMeta]:
         """Unarchived sessions of every project idle for over ``days`` days at ``now`` (Unix

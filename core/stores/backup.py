@@ -13,14 +13,19 @@ writes), plus ``manifest.json``::
 plus ``"memory": [{"scope": "user" | "project:<key>", "path": "memory/<n>.jsonl", "entries": N,
 "bytes": N, "sha256": …}]``: the memory log of each scope (:mod:`core.stores.memory_log`), so a
 removed memory stays removed after a restore. The zip is written beside its target and renamed
-into place when complete (a crash leaves no half backup under the name), mode 0600.
+into place when complete (a crash leaves no half backup under the name), mode 0600. An existing
+file is never replaced unless asked (``replace=True``, ``anycode backup --force``): an earlier
+backup under the same name may be the only copy of sessions deleted since.
 
 **The restore** (``anycode restore FILE.zip``) checks every member against its checksum, then
 copies the records into the store with :func:`core.stores.migrate.migrate_sessions`: sessions
 the store already holds identically are skipped, a session the store holds differently is
 reported as a conflict and left untouched — nothing is overwritten; one the store holds with
 more entries after the backup's (the user carried on) is reported as newer and left as it is —
-and every copied record is read back and compared.
+and every copied record is read back and compared. Restored sessions keep their original times,
+but cleanup and auto-archive count from their arrival: the JSONL store knows it from the file's
+time; in a store that does not (a database) the restored header records ``"restored_from":
+{"file", "at"}``, as an import's records ``imported_from``.
 """
 from __future__ import annotations
 
@@ -40,12 +45,15 @@ from core.session.entries import SessionState, encode_entries
 from core.session.keys import SessionKey
 from core.session.models import ProjectInfo, SessionMeta
 from core.stores.migrate import MigrationReport, migrate_sessions, subpaths_of
+from core.stores.whole_file import link_whole
 
 log = logging.getLogger(__name__)
 
 FORMAT = "anycode-backup"
 VERSION = 1
 MANIFEST = "manifest.json"
+_EXISTS = ("{path} already exists; nothing was written. Give another file name, or add --force to replace "
+           "it with a new backup.")
 
 
 @dataclass
@@ -71,12 +79,16 @@ def _member(zf: zipfile.ZipFile, name: str, data: bytes) -> dict[str, Any]:
     return {"path": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
-def backup_store(store: Any, path: str | os.PathLike[str]) -> BackupReport:
+def backup_store(store: Any, path: str | os.PathLike[str], *, replace: bool = False) -> BackupReport:
     """Write every record and memory of ``store`` into the zip file ``path`` (format in the module
-    docstring). Raises :class:`BackupError` when the file cannot be written (one sentence); the
-    store's own errors (e.g. :class:`~core.errors.StoreUnavailable`) pass through."""
+    docstring). Raises :class:`BackupError` when the file cannot be written, or when ``path``
+    already exists and ``replace`` is False (checked before and, atomically, when the finished
+    file is put in place: a file appearing meanwhile is not replaced either); one sentence each.
+    The store's own errors (e.g. :class:`~core.errors.StoreUnavailable`) pass through."""
     path = os.path.abspath(os.fspath(path))
     folder = os.path.dirname(path)
+    if not replace and os.path.lexists(path):
+        raise BackupError(_EXISTS.format(path=path))
     report = BackupReport(path=path)
     records: list[dict[str, Any]] = []
     try:
@@ -111,7 +123,15 @@ def backup_store(store: Any, path: str | os.PathLike[str]) -> BackupReport:
             zf.writestr(MANIFEST, json.dumps(manifest, ensure_ascii=False, indent=1))
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        if replace:
+            os.replace(tmp, path)
+        else:
+            try:
+                link_whole(tmp, path)  # fails if the name was taken meanwhile: never replaces
+            except FileExistsError:
+                _unlink(tmp)
+                raise BackupError(_EXISTS.format(path=path)) from None
+            _unlink(tmp)
     except OSError as err:
         _unlink(tmp)
         raise BackupError(f"The backup {path} could not be written ({err.strerror or err}); nothing was left behind.") from err
@@ -273,7 +293,12 @@ def restore_backup(path: str | os.PathLike[str], store: Any, *, progress: bool =
     Raises :class:`BackupError` for a file that is not a readable anycode backup; damaged
     members are reported in the returned report's ``errors`` and the rest is restored."""
     archive = BackupArchive(path)
+    # Restored sessions keep their original times; cleanup and auto-archive count from their
+    # arrival. The JSONL store's file time says when (and its files stay byte-identical to the
+    # backup); in a store without one (a database) the header says it.
+    arrival = (None if callable(getattr(store, "written_at", None)) else
+               {"restored_from": {"file": os.path.basename(os.fspath(path)), "at": time.time()}})
     try:
-        return migrate_sessions(archive, store, progress=progress, newer_ok=True)
+        return migrate_sessions(archive, store, progress=progress, newer_ok=True, arrival=arrival)
     finally:
         archive.close()

@@ -139,51 +139,80 @@ class FileScan:
 _MSG = b'{"type":"message","ts":'
 _MSG_LEN = len(_MSG)
 FAST_SCAN_MAX_BYTES = 64 * 2**20  # larger files are read line by line (memory stays flat)
+# A run of NULs (blocks a power cut lost) inside a message line would still start and end like
+# one; such runs cover whole disk blocks (512 bytes at least), so a byte every 512 finds them.
+_NUL_STRIDE = 512
+_CLOSE = ord("}")
 
 
-def _msg_ts(line: bytes) -> float | None:
-    end = line.find(b",", _MSG_LEN)
+def _ts_at(data: bytes, start: int) -> float | None:
+    """The ``ts`` of the message line starting at ``start`` (None when it is not a number)."""
+    begin = start + _MSG_LEN
     try:
-        return float(line[_MSG_LEN:end])
+        return float(data[begin:data.find(b",", begin)])
     except ValueError:
         return None
+
+
+def _read_whole(path: str, size: int) -> bytes:
+    """The first ``size + 1`` bytes of ``path`` in one read (one more than expected, to notice growth)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        return os.read(fd, size + 1)
+    finally:
+        os.close(fd)
 
 
 def _fast_scan(path: str, data: bytes) -> tuple[SessionState, int, int] | None:
     """Fold a whole file's bytes into ``(state, lines, offset)``: message lines are counted and
     only the first and last are looked into (their timestamps), every other line is decoded.
-    None when the careful line-by-line read must decide: a torn last line, NUL damage, or a
-    message entry spelled another way (hand-edited). Known limit: a message line damaged in its
-    middle that still ends by closing its objects (``…}}garbage}}``; no anycode writer produces
-    one, as appends never glue onto a torn line) is counted here; ``fast`` scans feed only the
-    list, while appends (``expected_count``) and ``load()`` use the careful read."""
-    if not data.endswith(b"\n") or b"\x00" in data:
+
+    One pass of ``bytes.find`` (memchr) from line to line, with a prefix and a suffix test on
+    each; no line is copied except the few that are decoded. None when the careful
+    line-by-line read must decide: a torn last line, NUL damage, or a message entry spelled
+    another way (hand-edited). Known limits: a message line damaged in its middle that still
+    ends by closing its objects (``…}}garbage}}``; no anycode writer produces one, as appends
+    never glue onto a torn line), or holding a run of NULs shorter than a disk block, is counted
+    here; ``fast`` scans feed only the list, while appends (``expected_count``) and ``load()``
+    use the careful read."""
+    if not data.endswith(b"\n") or b"\x00" in data[::_NUL_STRIDE] or b"\x00" in data[-_NUL_STRIDE:]:
         return None
-    lines = data.split(b"\n")
-    lines.pop()  # after the final newline
-    others = [ln for ln in lines if not (ln.startswith(_MSG) and ln.endswith(b"}}"))]
-    n_msgs = len(lines) - len(others)
+    find, starts = data.find, data.startswith
+    start = n = 0
+    end = len(data)
+    last = -1
+    others: list[tuple[int, int, int]] = []  # (line number from 1, start, end) of lines to decode
+    while start < end:
+        stop = find(10, start)
+        if starts(_MSG, start) and data[stop - 1] == _CLOSE and data[stop - 2] == _CLOSE:
+            n += 1
+            last = start
+        else:
+            others.append((n + len(others) + 1, start, stop))
+        start = stop + 1
     state = SessionState()
-    for raw in others:
+    first = 0  # the first message line: the first line that is not among the others
+    for lineno, start, stop in others:
+        if start == first:
+            first = stop + 1
+        raw = data[start:stop]
         if not raw.strip(_JUNK):
             continue
-        entry = parse_line(raw + b"\n", path, lines.index(raw) + 1)
+        entry = parse_line(raw, path, lineno)
         if entry is None:
             continue  # damage: warned about and skipped, as load() skips it
         if entry.get("type") == "message":
             return None  # a message in another spelling: the exact fold decides
         state.feed(entry)
-    if n_msgs:
-        first = next(ln for ln in lines if ln.startswith(_MSG) and ln.endswith(b"}}"))
-        last = next(ln for ln in reversed(lines) if ln.startswith(_MSG) and ln.endswith(b"}}"))
-        first_ts, last_ts = _msg_ts(first), _msg_ts(last)
+    if n:
+        first_ts, last_ts = _ts_at(data, first), _ts_at(data, last)
         if first_ts is None or last_ts is None:
             return None
-        state.message_count = n_msgs
+        state.message_count = n
         state.last_message_at = last_ts
         if state.created_at is None:
             state.created_at = first_ts
-    return state, len(lines), len(data)
+    return state, n + len(others), end
 
 
 def scan_file(path: str, st: os.stat_result, prev: FileScan | None, *, fast: bool = False) -> FileScan:
@@ -198,17 +227,16 @@ def scan_file(path: str, st: os.stat_result, prev: FileScan | None, *, fast: boo
     """
     if prev is not None and prev.size == st.st_size and prev.mtime_ns == st.st_mtime_ns:
         return prev
+    if fast and (prev is None or prev.size >= st.st_size) and st.st_size <= FAST_SCAN_MAX_BYTES:
+        # A full read either way: take the whole file in one read and decode only what matters.
+        data = _read_whole(path, st.st_size)
+        found = _fast_scan(path, data) if len(data) == st.st_size else None
+        if found is not None:
+            state, lines, offset = found
+            start = max(0, offset - SIG_BYTES)
+            return FileScan(st.st_size, st.st_mtime_ns, offset, lines, zlib.crc32(data[start:offset]), state)
     with open(path, "rb") as f:
         scan = FileScan()
-        if fast and (prev is None or prev.size >= st.st_size) and st.st_size <= FAST_SCAN_MAX_BYTES:
-            # A full read either way: take the whole file in one read and decode only what matters.
-            data = f.read()
-            fast = _fast_scan(path, data) if len(data) == st.st_size else None
-            if fast is not None:
-                state, lines, offset = fast
-                start = max(0, offset - SIG_BYTES)
-                return FileScan(st.st_size, st.st_mtime_ns, offset, lines, zlib.crc32(data[start:offset]), state)
-            f.seek(0)
         # Only a file that grew can be an append; same size with a new mtime is an edit.
         if prev is not None and prev.size < st.st_size and 0 < prev.offset <= st.st_size:
             start = max(0, prev.offset - SIG_BYTES)

@@ -289,22 +289,39 @@ class LocalSessionStore:
         d = self._list_dir(project_key, archived)
         index = read_index(d, self._index.get(d))
         self._index[d] = index
-        records, metas = index.records, index.metas
+        try:
+            names = os.listdir(d)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        others = [n for n in names if not n.endswith(SUFFIX)]
+        debris = [n for n in others if is_part(n)]
+        if index.unchanged(d, len(names) - len(others)):
+            # The common case (nothing changed since the index was written, in list order): no
+            # per-file Python work beyond the stat, no sort, no write.
+            out = list(index.list_metas(project_key, archived))
+        else:
+            out = self._list_changed(d, index, project_key, archived)
+        if debris:
+            sweep_stale(d, debris)  # left by a process killed mid-creation; never listed
+        return out
+
+    def _list_changed(self, d: Path, index: FolderIndex, project_key: str, archived: bool) -> list[SessionMeta]:
+        """list() of a folder whose files differ from its index: rescan what changed, drop what
+        went, sort, and rewrite the index."""
+        records = index.records()
+        known = dict(zip(index.ids, index.metas)) if index.metas is not None and records else {}
         seen: dict[str, list[Any]] = {}
         changed: list[tuple[str, str, os.stat_result, list[Any] | None]] = []
         try:
             it = os.scandir(d)
         except (FileNotFoundError, NotADirectoryError):
             return []
-        debris: list[str] = []
         with it:
             for e in it:
                 name = e.name
                 rec = records.get(name[:-6])  # the common case first: a known session file
                 if rec is None or not name.endswith(SUFFIX):
                     if not name.endswith(SUFFIX) or not _ID_FILE.match(name):
-                        if is_part(name):
-                            debris.append(name)
                         continue
                     try:
                         SessionKey(project_key, name[:-6])  # a file copied in by hand may have any name
@@ -320,29 +337,18 @@ class LocalSessionStore:
                     seen[sid] = rec
                 else:
                     changed.append((sid, e.path, st, rec))
+                    known.pop(sid, None)
         if changed:
             self._rescan(index, project_key, changed, seen)
-        dirty = bool(changed) or len(seen) != len(records)
-        if not dirty and index.ordered:
-            # Nothing changed since the index was written in list order: no sort needed.
-            out = [metas.get(sid) or _new_meta(index, metas, sid, project_key, archived, rec)
-                   for sid, rec in records.items()]
-        else:
-            for sid in set(metas) - set(seen):
-                del metas[sid]
-            out = [metas.get(sid) or _new_meta(index, metas, sid, project_key, archived, rec)
-                   for sid, rec in seen.items()]
-            out.sort(key=_SORT_KEY, reverse=True)
-            index.records = seen
-            write_index(d, index, [m.id for m in out])
-        if debris:
-            sweep_stale(d, debris)  # left by a process killed mid-creation; never listed
+        out = [known.get(sid) or index.meta(sid, project_key, archived, rec) for sid, rec in seen.items()]
+        out.sort(key=_SORT_KEY, reverse=True)
+        write_index(d, index, seen, out)
         return out
 
     def _rescan(self, index: FolderIndex, project_key: str,
                 changed: list[tuple[str, str, os.stat_result, list[Any] | None]], seen: dict[str, list[Any]]) -> None:
         """Scan the files that changed since they were indexed (only their new tail when
-        possible), adding their new records to ``seen`` and dropping stale SessionMetas."""
+        possible), adding their new records to ``seen``."""
         fresh = [(sid, path, st) for sid, path, st, rec in changed if rec is None]
         if len(fresh) >= 2:
             scans = scan_many([path for _, path, _ in fresh], sum(st.st_size for _, _, st in fresh))
@@ -350,7 +356,6 @@ class LocalSessionStore:
                 scan = scans.get(path)
                 if scan is not None:
                     seen[sid] = index.record(sid, project_key, scan)
-                    index.metas.pop(sid, None)
             changed = [c for c in changed if c[3] is not None]
         for sid, path, st, rec in changed:
             try:
@@ -363,7 +368,6 @@ class LocalSessionStore:
                 log.warning("%s: cannot read (%s); left out of the list", path, exc)
                 continue
             seen[sid] = index.record(sid, project_key, scan)
-            index.metas.pop(sid, None)
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -462,11 +466,6 @@ class LocalSessionStore:
         out.sort(key=lambda p: p.updated_at, reverse=True)
         return out
 
-
-def _new_meta(index: FolderIndex, metas: dict[str, SessionMeta], sid: str, project_key: str, archived: bool,
-              rec: list[Any]) -> SessionMeta:
-    meta = metas[sid] = index.meta(sid, project_key, archived, rec)
-    return meta
 
 
 def _count_messages(entries: list[dict[str, Any]]) -> int:

@@ -84,14 +84,17 @@ def _groups(source: Any) -> Iterator[_Group]:
 
 
 def migrate_sessions(source: Any, target: Any, *, progress: bool = False, out: Any = None,
-                     newer_ok: bool = False) -> MigrationReport:
+                     newer_ok: bool = False, arrival: dict[str, Any] | None = None) -> MigrationReport:
     """Copy every record of ``source`` into ``target`` (see the module docstring for the rules).
 
     ``progress``: show a tqdm progress bar (on ``out``, default stderr). ``newer_ok``: a target
     record that starts with all of the source's entries and has more (the user carried on after a
     backup) is reported as ``newer`` instead of a conflict; both leave it untouched. Per-record failures are
     collected in the report, not raised; enumerating the source may raise the source's errors
-    (e.g. :class:`~core.errors.StoreUnavailable`)."""
+    (e.g. :class:`~core.errors.StoreUnavailable`). ``arrival``: header fields (e.g. a restore's
+    ``{"restored_from": {"file", "at"}}``) recorded in each main session newly written into the
+    target, so every store knows when it arrived (the entries keep their original times);
+    comparisons ignore these fields, so a re-run finds such a session identical."""
     groups = list(_groups(source))
     report = MigrationReport(records=sum(1 + len(g.subpaths) for g in groups))
     target_archived: dict[str, set[str]] = {}
@@ -101,7 +104,7 @@ def migrate_sessions(source: Any, target: Any, *, progress: bool = False, out: A
             for sub in (None,) + group.subpaths:
                 key = SessionKey(group.key.project_key, group.key.session_id, sub)
                 try:
-                    _copy_record(source, target, key, report, newer_ok)
+                    _copy_record(source, target, key, report, newer_ok, arrival if sub is None else None)
                 except AnycodeError as e:
                     report.errors.append((str(key), str(e)))
                     ok = False
@@ -146,21 +149,33 @@ def _progress_bar(total: int, enabled: bool, out: Any) -> Any:
     return tqdm(total=total, unit="rec", desc="migrating", disable=not enabled, file=out, dynamic_ncols=True)
 
 
-def _copy_record(source: Any, target: Any, key: SessionKey, report: MigrationReport, newer_ok: bool = False) -> None:
+def _without(entries: list[dict[str, Any]] | None, keys: Any) -> list[dict[str, Any]] | None:
+    """``entries`` with the header fields ``keys`` left out (for comparing; copies, never changes)."""
+    if not entries or not keys or not isinstance(entries[0], dict) or entries[0].get("type") != "header":
+        return entries
+    return [{k: v for k, v in entries[0].items() if k not in keys}, *entries[1:]]
+
+
+def _copy_record(source: Any, target: Any, key: SessionKey, report: MigrationReport, newer_ok: bool = False,
+                 arrival: dict[str, Any] | None = None) -> None:
     entries = source.load(key)
     if entries is None:
         return  # removed while migrating; the final check skips it too
     have = target.load(key)
-    if have == entries:
+    compared = _without(entries, arrival)
+    if _without(have, arrival) == compared:
         report.identical.append(str(key))
         return
     if have is None:
+        if arrival and entries and entries[0].get("type") == "header":
+            entries = [{**entries[0], **arrival}, *entries[1:]]
         target.create_whole(key, entries)  # a migration killed mid-record leaves it absent
         outcome = report.copied
-    elif len(have) < len(entries) and entries[: len(have)] == have:
+    elif len(have) < len(entries) and _without(entries[: len(have)], arrival) == _without(have, arrival):
         target.append(key, entries[len(have):])
+        entries = have + entries[len(have):]
         outcome = report.extended
-    elif newer_ok and len(have) > len(entries) and have[: len(entries)] == entries:
+    elif newer_ok and len(have) > len(entries) and _without(have[: len(entries)], arrival) == compared:
         report.newer.append(str(key))
         return
     else:

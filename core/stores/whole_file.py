@@ -99,6 +99,13 @@ def _link_or_fail(tmp: str, target: Path) -> None:
         os.rename(tmp, target)
 
 
+def link_whole(tmp: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
+    """Give the finished file ``tmp`` (same folder) the name ``target`` without clobbering an
+    existing one: raises ``FileExistsError`` when ``target`` exists (``tmp`` is left for the
+    caller to remove). For files written as a stream (a backup zip) rather than one payload."""
+    _link_or_fail(os.fspath(tmp), Path(target))
+
+
 def sweep_stale(directory: str | os.PathLike[str], names: Iterable[str], now: float | None = None) -> int:
     """Remove the temporary files ``names`` (found in ``directory`` by a listing) whose writer
     is gone: untouched for :data:`STALE_SECONDS` and not ``flock``-ed. Returns how many were
