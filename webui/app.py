@@ -163,8 +163,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                 memory_foot = gr.Column(elem_id="ac-memory-foot")  # the Memory button (memory_panel)
                 i18n_ui.add_language_setting(demo)
                 # the theme switch and the keyboard shortcuts' help (issue 18)
-                gr.HTML(theme_switch.switch_html() + shortcuts.help_html(), js_on_load=theme_switch.SWITCH_JS,
-                        elem_id="ac-prefs")
+                prefs = gr.HTML(page_prefs_html(), js_on_load=theme_switch.SWITCH_JS, elem_id="ac-prefs")
 
         with gr.Column(elem_id="ac-main"):
             with gr.Row(elem_id="ac-topbar", equal_height=True):
@@ -456,6 +455,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
         demo.load(None, None, None, js=EARLIER_ON_SCROLL_JS)
         narrow.attach(demo)  # narrow windows: the sidebar is a drawer (issue 18)
         shortcuts.attach(demo)
+        demo.load(page_prefs_html, None, prefs, api_visibility="private", show_progress="hidden")  # in the tab's language
         demo.load(None, None, None, js=chat_text.CHAT_TEXT_JS)  # Copy and Edit give the text written
 
         def on_filter(st, query, archived):
@@ -603,6 +603,11 @@ def build_app(ctx: WebContext) -> gr.Blocks:
         # --- languages (issue 20): static labels in the page setting's language when it overrides
         i18n_ui.attach(demo, skip=(title, archive_btn, earlier_btn))
     return demo
+
+
+def page_prefs_html() -> str:
+    """The sidebar foot's theme switch and Keyboard shortcuts help, in the request's language."""
+    return theme_switch.switch_html() + shortcuts.help_html()
 
 
 def _signature_with_tab(fn):

@@ -18,19 +18,19 @@ from __future__ import annotations
 
 import html
 
-# User-visible strings: the help's title, its rows (keys, what they do) and the buttons.
-TITLE = "Keyboard shortcuts"
-CLOSE = "Close"
-BUTTON = "Shortcuts"
-MOD = "Ctrl"  # shown as ⌘ on a Mac (the page script swaps it)
+from webui.i18n import t
+
+# The help's rows: the keys (key caps are not translated; MOD is shown as ⌘ on a Mac, the page
+# script swaps it) and the catalogue key (webui/locales) of what they do.
+MOD = "Ctrl"
 ROWS = (
-    ((MOD, "Shift", "O"), "New chat"),
-    ((MOD, "K"), "Search chats"),
-    (("Esc",), "Stop the reply"),
-    (("↑",), "Edit your last message (in an empty message box)"),
-    (("Enter",), "Send the message"),
-    (("Shift", "Enter"), "New line"),
-    ((MOD, "/"), "Show these shortcuts (or ? outside a text field)"),
+    ((MOD, "Shift", "O"), "new_chat"),
+    ((MOD, "K"), "search_chats"),
+    (("Esc",), "shortcut_stop"),
+    (("↑",), "shortcut_edit_last"),
+    (("Enter",), "shortcut_send"),
+    (("Shift", "Enter"), "shortcut_new_line"),
+    ((MOD, "/"), "shortcut_help"),
 )
 
 _KEYBOARD_ICON = ("<svg viewBox='0 0 24 24' width='15' height='15' fill='none' stroke='currentColor' stroke-width='2' "
@@ -39,19 +39,20 @@ _KEYBOARD_ICON = ("<svg viewBox='0 0 24 24' width='15' height='15' fill='none' s
 
 
 def help_html() -> str:
-    """The Keyboard shortcuts button and its dialog (closed): a table of keys (``<kbd>``) and what
-    they do."""
+    """The Keyboard shortcuts button and its dialog (closed), in the request's language: a table
+    of what each shortcut does and its keys (``<kbd>``)."""
     rows = []
     for keys, what in ROWS:
         shown = " + ".join(f"<kbd{' data-ac-mod' if k == MOD else ''}>{html.escape(k)}</kbd>" for k in keys)
-        rows.append(f"<tr><td>{html.escape(what)}</td><td class='ac-keys'>{shown}</td></tr>")
-    return (f'<button type="button" class="ac-shortcuts-open" id="ac-shortcuts-open" title="{html.escape(TITLE)}">'
-            f'{_KEYBOARD_ICON}<span>{html.escape(BUTTON)}</span></button>'
+        rows.append(f"<tr><td>{html.escape(t(what))}</td><td class='ac-keys'>{shown}</td></tr>")
+    title = html.escape(t("shortcuts_title"))
+    return (f'<button type="button" class="ac-shortcuts-open" id="ac-shortcuts-open" title="{title}">'
+            f'{_KEYBOARD_ICON}<span>{html.escape(t("shortcuts_button"))}</span></button>'
             f'<dialog id="ac-shortcuts" aria-labelledby="ac-shortcuts-title">'
-            f'<h2 id="ac-shortcuts-title">{html.escape(TITLE)}</h2>'
+            f'<h2 id="ac-shortcuts-title">{title}</h2>'
             f'<table>{"".join(rows)}</table>'
-            f'<form method="dialog"><button class="ac-shortcuts-close">{html.escape(CLOSE)}</button></form>'
-            f'</dialog>')
+            f'<form method="dialog"><button class="ac-shortcuts-close">{html.escape(t("shortcuts_close"))}</button>'
+            f'</form></dialog>')
 
 
 # The page's keydown listener (run once per page load). ``capture``: the message box's own Enter

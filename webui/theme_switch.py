@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import html
 
+from webui.i18n import t
+
 STORAGE_KEY = "anycode-theme"
 CHOICES = ("system", "light", "dark")
 
-# User-visible strings (the switch's labels and tooltips).
-LABELS = {"system": "System", "light": "Light", "dark": "Dark"}
-TITLES = {"system": "Follow the system's light or dark setting", "light": "Always light",
-          "dark": "Always dark"}
-GROUP_LABEL = "Theme"
+# Catalogue keys (webui/locales) of the switch's group label, buttons and tooltips.
+GROUP_LABEL = "theme"
+LABELS = {"system": "theme_system", "light": "theme_light", "dark": "theme_dark"}
+TITLES = {"system": "theme_system_title", "light": "theme_light_title", "dark": "theme_dark_title"}
 
 # Icons drawn with currentColor, so they have the text's colour (and contrast) in both themes.
 _ICONS = {
@@ -71,18 +72,20 @@ element.addEventListener('click', (e) => {
   const b = e.target.closest('[data-ac-theme]');
   if (b && window.acTheme) window.acTheme.set(b.dataset.acTheme);
 });
+// The switch is drawn again in the page's language on load: mark the current choice again.
+new MutationObserver(() => { if (window.acTheme) window.acTheme.apply(); }).observe(element, {childList: true, subtree: true});
 if (window.acTheme) window.acTheme.apply();
 """
 
 
 def switch_html() -> str:
-    """The switch: a group of three toggle buttons (System, Light, Dark), each with an icon, its
-    label as tooltip and accessible name; the pressed one is the current choice (set by the page
-    script)."""
-    out = [f'<div class="ac-theme" role="group" aria-label="{html.escape(GROUP_LABEL)}">']
+    """The switch in the request's language: a group of three toggle buttons (System, Light,
+    Dark), each an icon with its name as accessible name and a tooltip; the pressed one is the
+    current choice (set by the page script)."""
+    out = [f'<div class="ac-theme" role="group" aria-label="{html.escape(t(GROUP_LABEL))}">']
     for choice in CHOICES:
         out.append(f'<button type="button" class="ac-theme-btn" data-ac-theme="{choice}" aria-pressed="false" '
-                   f'aria-label="{html.escape(LABELS[choice])}" title="{html.escape(TITLES[choice])}">'
+                   f'aria-label="{html.escape(t(LABELS[choice]))}" title="{html.escape(t(TITLES[choice]))}">'
                    f'{_ICONS[choice]}</button>')
     out.append("</div>")
     return "".join(out)
