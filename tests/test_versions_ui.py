@@ -121,6 +121,8 @@ class TestArrowsAtEveryPoint:
         v1 = sent(ctx, view.state, text)  # [q1, a1, q2', a2']
         v1 = sent(ctx, v1, "third question")  # [.., q3, a3]
         regen = versions.regenerate(ctx, v1, row_of(ctx, v1, 5))  # reply 5 of that version
+        # Before the new reply is stored, its arrows wait under the row it will take (5 drawn now).
+        assert versions.arrows(ctx, regen.state)[-1] == {"index": 5, "n": 2, "m": 2, "row": 5, "after": True}
         v2 = sent(ctx, regen.state, None, model="fake-large")  # with another model from the picker
         return s, v1, v2
 

@@ -143,9 +143,11 @@ def top_level_rows(rows: list[dict[str, Any]]) -> list[int]:
 def arrows(ctx: Any, state: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The ``‹ n / m ›`` arrows of the tab's conversation as shown: ``[{"index": stored message
     index of the point, "n", "m", "row": position of the drawn message row (``.message-row``) they
-    sit under}]``. A point's arrows sit under the first row showing its message (the edited
-    message, the regenerated reply), under the last row when the shown version ends there (its
-    reply failed), and nowhere while the point is above the shown window (earlier messages)."""
+    sit under, "after": True when that row is not stored (see below)}]``. A point's arrows sit
+    under the first row showing its message (the edited message, the regenerated reply); when the
+    shown version ends right before it (its reply is streaming, or failed), under the row after
+    the last stored one (the streaming reply, the error row) or, with none drawn, the last row;
+    nowhere while the point is above the shown window (earlier messages)."""
     found = points(ctx, state)
     if not found:
         return []
@@ -161,8 +163,13 @@ def arrows(ctx: Any, state: dict[str, Any] | None) -> list[dict[str, Any]]:
     for point in found:
         if point["index"] < start or not drawn:
             continue
-        row = next((r for r in drawn if window.source[r] >= point["index"]), drawn[-1])
-        out.append({"index": point["index"], "n": point["n"], "m": point["m"], "row": drawn.index(row)})
+        row = next((r for r in drawn if window.source[r] >= point["index"]), None)
+        arrow = {"index": point["index"], "n": point["n"], "m": point["m"]}
+        if row is None:  # the version ends before its first own message: under the reply to
+            arrow.update(row=len(drawn), after=True)  # come (streaming, an error row), else the last row
+        else:
+            arrow["row"] = drawn.index(row)
+        out.append(arrow)
     return out
 
 
@@ -212,7 +219,7 @@ const wanted = () => {
   const d = element.querySelector('[data-points]');
   try { return d ? JSON.parse(d.dataset.points) : []; } catch (e) { return []; }
 };
-const sig = (p) => `${p.index}:${p.n}/${p.m}@${p.row}`;
+const sig = (p) => `${p.index}:${p.n}/${p.m}@${p.row}${p.after ? '+' : ''}`;
 const make = (p, labels) => {
   const box = document.createElement('div');
   box.className = 'ac-vswitch';
@@ -240,7 +247,9 @@ const place = () => {
   chat.querySelectorAll('.ac-vswitch').forEach((el) => { if (!keep.has(el.dataset.sig)) el.remove(); });
   const rows = chat.querySelectorAll('.message-row');
   for (const p of points) {
-    const row = rows[p.row];
+    const row = rows[p.row] || (p.after ? rows[rows.length - 1] : null);
+    // One set per point: drop it from a row it no longer belongs to (the reply row appeared).
+    chat.querySelectorAll(`.ac-vswitch[data-sig="${sig(p)}"]`).forEach((el) => { if (!row || !row.contains(el)) el.remove(); });
     if (!row || row.querySelector(`.ac-vswitch[data-sig="${sig(p)}"]`)) continue;
     (row.querySelector('.flex-wrap') || row).appendChild(make(p, labels));
   }
