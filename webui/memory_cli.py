@@ -19,7 +19,11 @@ from typing import Any, Sequence
 from core.memory.model import Memory
 from core.memory.store import MemoryStore
 from core.session.keys import project_key
+<<<<<<< HEAD
 from webui import console
+=======
+from core.session.text import counted
+>>>>>>> main
 from webui.transfer_cli import _run, _store_options
 
 log = logging.getLogger(__name__)
@@ -133,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             fd = os.open(args.output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(text)
-            print(f"Wrote {len(found)} memories to {args.output}")
+            print(f"Wrote {counted(len(found), 'memory', 'memories')} to {args.output}")
         else:
             sys.stdout.write(text)
         return 0

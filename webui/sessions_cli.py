@@ -24,6 +24,7 @@ from core.session.export import session_label, session_to_jsonl, session_to_mark
 from core.session.keys import SessionKey, project_key
 from core.session.manager import SessionManager
 from core.session.models import SessionMeta
+from core.session.text import counted
 from core.session.subagents import export_entries, subagent_records
 from core.stores.whole_file import place_whole
 from webui import console, move_cli, search_cli
@@ -293,7 +294,7 @@ def _cmd_fork(mgr: SessionManager, args: argparse.Namespace) -> int:
     except IndexError as e:
         print(f"{PROG}: {e}.", file=sys.stderr)
         return 1
-    _out(f"Forked into {new.id} ({len(new.messages)} messages): {session_label(new.title, new.created_at)}")
+    _out(f"Forked into {new.id} ({counted(len(new.messages), 'message')}): {session_label(new.title, new.created_at)}")
     return 0
 
 
@@ -339,7 +340,7 @@ def _cmd_rm(mgr: SessionManager, args: argparse.Namespace) -> int:
     key = _resolve(mgr, args)
     if not args.yes:
         session = mgr.get(key)
-        prompt = f"Delete session {key.session_id} ({session_label(session.title, session.created_at)}, {len(session.messages)} messages) for good? [y/N] "
+        prompt = f"Delete session {key.session_id} ({session_label(session.title, session.created_at)}, {counted(len(session.messages), 'message')}) for good? [y/N] "
         try:
             answer = input(prompt)
         except EOFError:
@@ -361,12 +362,12 @@ def _cmd_cleanup(mgr: SessionManager, args: argparse.Namespace) -> int:
         doomed = mgr.idle_sessions(days)  # exactly what SessionManager.cleanup would delete
         for m in doomed:
             _out(f"would delete {m.id}  {_when(m.updated_at)}  {session_label(m.title, m.created_at)}")
-        _out(f"{len(doomed)} sessions idle for over {days:g} days would be deleted.")
+        _out(f"{counted(len(doomed), 'session')} idle for over {days:g} days would be deleted.")
         return 0
     removed = mgr.cleanup(days)
     for key in removed:
         _out(f"deleted {key.session_id}")
-    _out(f"Deleted {len(removed)} sessions idle for over {days:g} days.")
+    _out(f"Deleted {counted(len(removed), 'session')} idle for over {days:g} days.")
     return 0
 
 

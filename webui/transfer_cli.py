@@ -14,6 +14,7 @@ import sys
 from typing import Any, Callable, Iterable, Sequence
 
 from core.errors import AnycodeError, os_error_message
+from core.session.text import counted
 from webui import console
 
 log = logging.getLogger(__name__)
@@ -154,8 +155,9 @@ def backup_main(argv: Sequence[str] | None = None) -> int:
         from core.stores.backup import backup_store
 
         report = backup_store(store, args.file, replace=args.force)
-        print(f"Backed up {report.sessions} sessions ({report.records} records, {report.bytes} bytes) "
-              f"and {report.memories} memory entries to {report.path}.")
+        print(f"Backed up {counted(report.sessions, 'session')} ({counted(report.records, 'record')}, "
+              f"{counted(report.bytes, 'byte')}) and {counted(report.memories, 'memory entry', 'memory entries')} "
+              f"to {report.path}.")
         return 0
 
     return _run("anycode backup", args, body)
@@ -184,8 +186,9 @@ def restore_main(argv: Sequence[str] | None = None) -> int:
             print(f"conflict: {key}: {why}", file=sys.stderr)
         for key, why in report.errors:
             print(f"error: {key}: {why}", file=sys.stderr)
-        print(f"Restored {len(report.copied)} records ({len(report.extended)} extended, "
-              f"{len(report.identical) + len(report.newer)} already present, {len(report.conflicts)} conflicts) "
+        print(f"Restored {counted(len(report.copied), 'record')} ({len(report.extended):,} extended, "
+              f"{len(report.identical) + len(report.newer):,} already present, "
+              f"{counted(len(report.conflicts), 'conflict')}) "
               f"from {args.file}.")
         return 0 if report.ok else 1
 
