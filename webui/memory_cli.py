@@ -19,11 +19,8 @@ from typing import Any, Sequence
 from core.memory.model import Memory
 from core.memory.store import MemoryStore
 from core.session.keys import project_key
-<<<<<<< HEAD
-from webui import console
-=======
 from core.session.text import counted
->>>>>>> main
+from webui import console
 from webui.transfer_cli import _run, _store_options
 
 log = logging.getLogger(__name__)
