@@ -160,3 +160,32 @@ class TestProjectFolderMoved:
         page.reload()  # the URL still opens it, now in its new project
         expect(page.locator("[data-testid=bot]").last).to_contain_text("In cart.py.")
         expect(page.locator("#ac-workspace")).to_be_hidden()
+
+
+class TestNoticesCoverNothing:
+    """Guards against the delete confirmation pushing the message box and its Send button out of
+    a short window, and the project picker cutting a long "name — /path" mid-character under its
+    arrow with no ellipsis."""
+
+    def test_delete_bar_and_project_picker(self, world, page):
+        page.set_viewport_size({"width": 1280, "height": 600})
+        send(page, "Draft the refund policy")
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("You said: Draft the refund policy")
+        page.locator("#ac-delete").click()
+        expect(page.locator("#ac-confirm")).to_be_visible()
+        for part in ("#ac-input", "#ac-input button >> nth=-1", "#ac-confirm-delete"):
+            box = page.locator(part).bounding_box()
+            assert box and box["y"] >= 0 and box["y"] + box["height"] <= 600, f"{part} is out of the window: {box}"
+        page.locator("#ac-cancel-delete").click()
+        expect(page.locator("#ac-confirm")).to_be_hidden()
+
+        picker = page.locator("#ac-project input")
+        expect(picker).to_have_value(f"shop-api — {world['proj']}")
+        fits = picker.evaluate("""(e) => {
+            const cs = getComputedStyle(e), r = e.getBoundingClientRect();
+            const arrow = e.closest('.wrap').querySelector('.icon-wrap').getBoundingClientRect();
+            return {ellipsis: cs.textOverflow, longer: e.scrollWidth > e.clientWidth,
+                    textEnd: r.right - parseFloat(cs.paddingRight), arrow: arrow.left};
+        }""")
+        assert fits["longer"], "the test needs a path longer than the picker"
+        assert fits["ellipsis"] == "ellipsis" and fits["textEnd"] <= fits["arrow"] + 1, fits

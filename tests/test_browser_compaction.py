@@ -36,6 +36,7 @@ class TestCompactionInTheBrowser:
         page.goto(world["start_app"]())
         meter = page.locator("#ac-meter-box .ac-meter")
         expect(meter).to_contain_text("/ 2k", timeout=TIMEOUT_MS)  # the first paint on a busy machine
+        expect(page.locator("#ac-compact")).to_be_disabled()  # an empty new chat has nothing to compact
 
         for n in range(2):
             _post(world["fake"] + "/_script", {"replies": [{"text": f"{n}: {REPLY}", "chunk": 200}]})
@@ -44,6 +45,7 @@ class TestCompactionInTheBrowser:
             expect(page.locator("[data-testid=bot]").last).to_contain_text(f"{n}: The invoice module")
             expect(page.get_by_role("button", name="Stop")).to_have_count(0)  # the reply is complete
         expect(meter).to_have_class("ac-meter ac-meter-warn")  # past 80% of the window: amber
+        expect(page.locator("#ac-compact")).to_be_enabled()
         sid = page.url.split("session=")[1].split("&")[0]
 
         # Compact, then Stop while the summary is being written: nothing changes.

@@ -88,12 +88,24 @@ class TestCompactCommand:
         assert not any("/compact" in json.dumps(b) for b in fake_openai.chat_requests())
         assert any(render.SUMMARY_DIVIDER in (r.get("metadata") or {}).get("title", "") for r in updates[-1].rows)
 
-    def test_nothing_to_compact(self, ctx):
+    def test_nothing_to_compact(self, ctx, fake_openai):
+        """Guards against Compact offered (or /compact trying, and failing with an error row) on a
+        chat that has nothing to summarise: a plain sentence instead, nothing sent."""
         s = ctx.manager.create(ctx.project_path)
         ctx.manager.add_messages(s.key, [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}])
         updates = list(handlers.send(ctx, state_of(ctx.manager.get(s.key)), "/compact", None, "t1"))
-        assert updates[-1].error and "Nothing to compact yet" in updates[-1].rows[-1]["content"]
-        assert len(ctx.manager.get(s.key).messages) == 2
+        assert not updates[-1].error and "Nothing to compact yet" in updates[-1].notice
+        assert len(ctx.manager.get(s.key).messages) == 2 and fake_openai.chat_requests(None) == []
+
+    def test_compact_is_offered_only_with_something_to_compact(self, ctx):
+        empty = {"project": ctx.manager.create(ctx.project_path).key.project_key, "session": None, "count": 0}
+        assert compaction_ui.nothing_to_compact(ctx, empty) == compaction_ui.NO_MESSAGES
+        updates = list(handlers.send(ctx, empty, "/compact", None, "t1"))
+        assert updates[-1].notice == compaction_ui.NO_MESSAGES and not updates[-1].error
+        s = ctx.manager.create(ctx.project_path)
+        ctx.manager.add_messages(s.key, [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}])
+        assert "Nothing to compact yet" in compaction_ui.nothing_to_compact(ctx, state_of(ctx.manager.get(s.key)))
+        assert compaction_ui.nothing_to_compact(ctx, state_of(long_session(ctx))) is None
 
     def test_summary_failure_is_a_readable_row(self, ctx, fake_openai):
         s = long_session(ctx)

@@ -84,6 +84,33 @@ class TestResultsPanel:
         assert rows == [0, 1, 2, 3]
         assert search_panel.hit_row(ctx, s.key.project_key, "nope", 1) is None
 
+    def test_a_summary_hit_lands_on_its_divider_and_says_summary_once(self, ctx, tmp_path):
+        """Guards against a match inside a compaction summary highlighting the row after the
+        compaction was written (not its divider) and reading "Summary: Summary: …"."""
+        from core.session.compaction import compaction_entry
+
+        s = ctx.manager.create(tmp_path)
+        messages = [{"role": "system", "content": "sys"}]
+        for i in range(6):
+            messages += [{"role": "user", "content": f"question {i}"}, {"role": "assistant", "content": f"answer {i}"}]
+        ctx.manager.add_messages(s.key, messages)                        # 13 messages
+        ctx.manager.add_compaction(s.key, compaction_entry(
+            "Summary: the user wants the zeppelin parser fixed.", 9, tokens_before=900, tokens_after=300,
+            model="m", trigger="manual"), len(messages))
+        ctx.manager.add_messages(s.key, [{"role": "user", "content": "later"}, {"role": "assistant", "content": "ok"}])
+        out = search_panel.results_html(ctx, s.key.project_key, "zeppelin")
+        assert "<b>Summary:</b> the user wants the <mark>zeppelin</mark>" in out and "Summary: Summary" not in out
+        data = json.loads(out.split('data-hit="')[1].split('"')[0].replace("&quot;", '"'))
+        assert data["role"] == "compaction"
+        session = ctx.manager.get(s.key)
+        include = search_panel.hit_include(ctx, s.key.project_key, s.id, data["idx"], data["role"])
+        assert include == 8  # the last summarised message: the divider follows it
+        from webui import render
+        for start in (0, render.window_start(session.messages, size=4, include=include)):
+            row = search_panel.hit_row(ctx, s.key.project_key, s.id, data["idx"], start, data["role"])
+            rows = render.chat_window(session.messages, start, session.compactions).rows
+            assert rows[row]["metadata"]["title"].endswith(render.SUMMARY_DIVIDER), start
+
     def test_render_hits_leaves_title_matches_to_the_list(self):
         hit = SearchHit("sid", "pk", "T", False, None, "title", time.time(), "T", [(0, 1)])
         out = search_panel.render_hits([hit], query="t")

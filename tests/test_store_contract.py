@@ -1121,6 +1121,15 @@ class TestVersionSwitchRace:
             assert len(won) == 1, results
             assert manager.current_version(s.key).session_id == won[0]
 
+    def test_writing_in_a_version_makes_it_the_one_in_use(self, manager, store, cwd):
+        s, v1, v2 = self._family(manager, cwd)
+        assert manager.use_version(v2.key) is False  # already in use: nothing written
+        assert manager.use_version(v1.key) is True
+        assert {m.id: m for m in store.list(s.project_key)}[s.id].current_version == v1.id
+        assert manager.current_version(v2.key) == v1.key
+        plain = manager.create(cwd)
+        assert manager.use_version(plain.key) is False and store.load(plain.key)[-1]["type"] == "header"
+
     def test_arrows_bring_back_the_version_last_used_below_a_point(self, manager, cwd):
         s, v1, v2 = self._family(manager, cwd)
         points = manager.version_points(v2.key)

@@ -121,6 +121,8 @@ class TestArrowsAtEveryPoint:
         v1 = sent(ctx, view.state, text)  # [q1, a1, q2', a2']
         v1 = sent(ctx, v1, "third question")  # [.., q3, a3]
         regen = versions.regenerate(ctx, v1, row_of(ctx, v1, 5))  # reply 5 of that version
+        # Before the new reply is stored, its arrows wait under the row it will take (5 drawn now).
+        assert versions.arrows(ctx, regen.state)[-1] == {"index": 5, "n": 2, "m": 2, "row": 5, "after": True}
         v2 = sent(ctx, regen.state, None, model="fake-large")  # with another model from the picker
         return s, v1, v2
 
@@ -143,6 +145,13 @@ class TestArrowsAtEveryPoint:
         assert older.session_id == v1["session"]
         assert ctx.manager.current_version(s.key).session_id == v1["session"]  # reload lands here
         assert handlers.initial_view(ctx, {"session": s.id}).session_id == v1["session"]
+
+    def test_arrow_labels_follow_the_language(self, ctx):
+        from webui import i18n
+
+        with i18n.using("zh-CN"):
+            html = versions.arrows_html([{"index": 2, "n": 1, "m": 2, "row": 1}])
+        assert "上一个版本" in html and "下一个版本" in html and "&quot;row&quot;:1" in html
 
     def test_points_above_the_window_have_no_arrows(self, ctx, fake_openai):
         s = chat(ctx)
@@ -205,6 +214,25 @@ class TestTwoTabs:
         v2 = versions.regenerate(ctx, v1.state, row_of(ctx, v1.state, 2), now=50.0)  # tab 1 again
         view = versions.switch(ctx, tab2, -1)
         assert view.notice and view.session_id == v2.session_id
+
+
+class TestSendingInAVersion:
+    """A reload after writing in a version another tab had switched away from must land where
+    the user last wrote, not on the other tab's older choice."""
+
+    def test_a_message_sent_in_a_version_makes_it_the_one_in_use(self, ctx, fake_openai):
+        s = chat(ctx)
+        tab1 = handlers.open_session(ctx, ctx.project_key, s.id).state
+        v = versions.regenerate(ctx, tab1, row_of(ctx, tab1, 3))
+        tab2 = sent(ctx, v.state, None)  # the new reply; both tabs now show it
+        versions.switch(ctx, dict(tab2), -1)  # tab 1 goes back to the first version
+        assert ctx.manager.current_version(s.key) == s.key
+        after = sent(ctx, tab2, "one more question")  # tab 2 still shows the new version
+        assert stored(ctx, after)[-2]["content"] == "one more question"
+        assert handlers.initial_view(ctx, {"session": s.id}).session_id == v.session_id
+        before = len(ctx.store.load(s.key))
+        sent(ctx, after, "and another")  # already in use: nothing more is written to the root
+        assert len(ctx.store.load(s.key)) == before
 
 
 class TestBranchInsideAToolRound:

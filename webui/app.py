@@ -20,14 +20,18 @@ from typing import Any
 import gradio as gr
 
 from core.errors import AnycodeError, SessionNotFound
-from webui import (approval_card, archived_chat, compaction_ui, handlers, import_panel, memory_panel, narrow,
-                   project_move, render, search_panel, subagent_panel, title_push, versions)
+from webui import (approval_card, archived_chat, compaction_ui, handlers, i18n, i18n_ui, import_panel,
+                   memory_panel, narrow, project_move, render, search_panel, shortcuts, subagent_panel, theme_switch,
+                   title_push, versions)
+from webui.i18n import t
+from webui.i18n_ui import tr
+from webui import chat_text
 from webui.context import WebContext
 from webui.handlers import SessionView
 
 log = logging.getLogger(__name__)
 
-BRANCH_OPTION = "Branch from here"
+BRANCH_OPTION = i18n.Msg("branch_from_here")
 TITLE_POLL_SECONDS = 1.5
 # The chat fills the window under the top bar and above the input box (it scrolls, the page not).
 CHAT_HEIGHT = "calc(100vh - 200px)"
@@ -110,8 +114,14 @@ def theme() -> gr.themes.Base:
     fonts = ["ui-sans-serif", "system-ui", "-apple-system", "Segoe UI", "Roboto", "Helvetica Neue",
              "Arial", "sans-serif"]
     mono = ["ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "monospace"]
-    return gr.themes.Base(primary_hue=gr.themes.colors.emerald, neutral_hue=gr.themes.colors.zinc,
+    base = gr.themes.Base(primary_hue=gr.themes.colors.emerald, neutral_hue=gr.themes.colors.zinc,
                           radius_size=gr.themes.sizes.radius_lg, font=fonts, font_mono=mono)
+    # Readable in both themes (WCAG AA, issue 18): white on emerald-500 buttons was 2.5:1, the
+    # subdued grey of hints and version arrows 1.9:1 on white.
+    return base.set(button_primary_background_fill="*primary_700", button_primary_background_fill_hover="*primary_800",
+                    button_primary_background_fill_dark="*primary_700",
+                    button_primary_background_fill_hover_dark="*primary_800",
+                    body_text_color_subdued="*neutral_500", body_text_color_subdued_dark="*neutral_400")
 
 
 TOAST_SECONDS = 4  # toasts sit over the top bar's buttons: keep them short
@@ -120,7 +130,7 @@ TOAST_SECONDS = 4  # toasts sit over the top bar's buttons: keep them short
 def _notify(notice: str | None, level: str = "warning") -> None:
     if notice:
         toast = gr.Info if level == "info" else gr.Warning
-        toast(html.escape(notice), title="anycode", duration=TOAST_SECONDS)
+        toast(html.escape(i18n.localize(notice)), title="anycode", duration=TOAST_SECONDS)
 
 
 def build_app(ctx: WebContext) -> gr.Blocks:
@@ -134,16 +144,16 @@ def build_app(ctx: WebContext) -> gr.Blocks:
         with gr.Sidebar(width=290, open=True, elem_id="ac-sidebar"):
             gr.HTML(f'<div class="ac-brand">{asset_text("icon.svg")}<span>anycode</span></div>',
                     js_on_load=None, elem_id="ac-brand")
-            new_btn = gr.Button("New chat", icon=asset_path("new-chat.svg"), elem_id="ac-new",
+            new_btn = gr.Button(tr("new_chat"), icon=asset_path("new-chat.svg"), elem_id="ac-new",
                                 variant="secondary", size="md")
-            search = gr.Textbox(placeholder="Search chats", show_label=False, container=False,
+            search = gr.Textbox(placeholder=tr("search_chats"), show_label=False, container=False,
                                 elem_id="ac-search")
             search_slot = gr.Column(elem_id="ac-search-slot")  # message search results (search_panel)
             sessions = gr.HTML("", js_on_load=SESSION_LIST_JS, elem_id="ac-list")
             with gr.Column(elem_id="ac-sidebar-foot"):
-                show_archived = gr.Checkbox(label="Show archived", value=False,
+                show_archived = gr.Checkbox(label=tr("show_archived"), value=False,
                                             elem_id="ac-archived")
-                project = gr.Dropdown(label="Project", choices=[], value=None,
+                project = gr.Dropdown(label=tr("project"), choices=[], value=None,
                                       elem_id="ac-project", interactive=True)
                 ask_switch = approval_card.add_switch(ctx, gr)
                 # Only with a mirrored store: without one there is no line and no polling.
@@ -151,39 +161,43 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                                if handlers.has_mirror(ctx) else None)
                 import_foot = gr.Column(elem_id="ac-import-foot")
                 memory_foot = gr.Column(elem_id="ac-memory-foot")  # the Memory button (memory_panel)
+                i18n_ui.add_language_setting(demo)
+                # the theme switch and the keyboard shortcuts' help (issue 18)
+                prefs = gr.HTML(page_prefs_html(), js_on_load=theme_switch.SWITCH_JS, elem_id="ac-prefs")
 
         with gr.Column(elem_id="ac-main"):
             with gr.Row(elem_id="ac-topbar", equal_height=True):
-                title = gr.Textbox(placeholder="New chat", show_label=False, container=False,
+                title = gr.Textbox(placeholder=tr("new_chat"), show_label=False, container=False,
                                    elem_id="ac-title", scale=5, max_lines=1)
                 model = gr.Dropdown(choices=[], value=None, show_label=False, container=False,
                                     allow_custom_value=True, elem_id="ac-model", scale=2,
                                     min_width=150)
                 meter = gr.HTML("", elem_id="ac-meter-box", scale=0, min_width=110)  # context used (issue 9)
-                compact_btn = gr.Button("Compact", size="sm", elem_id="ac-compact", scale=0, min_width=90)
-                archive_btn = gr.Button("Archive", size="sm", elem_id="ac-archive",
+                compact_btn = gr.Button(tr("compact"), size="sm", elem_id="ac-compact", scale=0, min_width=90,
+                                        interactive=False)  # enabled once there is something to compact
+                archive_btn = gr.Button(tr("archive"), size="sm", elem_id="ac-archive",
                                         scale=0, min_width=90, interactive=False)
                 md_btn = gr.DownloadButton("Markdown", size="sm", elem_id="ac-export-md",
                                            scale=0, min_width=96, interactive=False)
                 jl_btn = gr.DownloadButton("JSONL", size="sm", elem_id="ac-export-jsonl",
                                            scale=0, min_width=80, interactive=False)
-                delete_btn = gr.Button("Delete", size="sm", variant="stop", elem_id="ac-delete",
+                delete_btn = gr.Button(tr("delete"), size="sm", variant="stop", elem_id="ac-delete",
                                        scale=0, min_width=80, interactive=False)
             with gr.Row(visible=False, elem_id="ac-confirm") as confirm_row:
-                gr.Markdown("**Delete this conversation permanently?** This cannot be undone.")
-                confirm_btn = gr.Button("Delete permanently", variant="stop", size="sm",
+                gr.Markdown(tr("delete_confirm"))
+                confirm_btn = gr.Button(tr("delete_permanently"), variant="stop", size="sm",
                                         elem_id="ac-confirm-delete", scale=0, min_width=150)
-                cancel_btn = gr.Button("Cancel", size="sm", elem_id="ac-cancel-delete",
+                cancel_btn = gr.Button(tr("cancel"), size="sm", elem_id="ac-cancel-delete",
                                        scale=0, min_width=90)
             banner = gr.Markdown(visible=False, elem_id="ac-banner")
             memory_slot = gr.Column(visible=False, elem_id="ac-memory")  # the Memory panel (memory_panel)
             # A stored user message without an answer (the app was killed mid-reply, or the
             # model failed): say so and offer to answer it again.
             with gr.Row(visible=False, elem_id="ac-noreply", equal_height=True) as noreply_row:
-                gr.Markdown(handlers.NO_REPLY_NOTICE, elem_id="ac-noreply-text")
-                retry_btn = gr.Button("Retry", size="sm", elem_id="ac-retry", scale=0,
+                gr.Markdown(tr(handlers.NO_REPLY_NOTICE.key), elem_id="ac-noreply-text")
+                retry_btn = gr.Button(tr("retry"), size="sm", elem_id="ac-retry", scale=0,
                                       min_width=80)
-            earlier_btn = gr.Button("Show earlier messages", visible=False, size="sm", variant="secondary",
+            earlier_btn = gr.Button(tr("show_earlier"), visible=False, size="sm", variant="secondary",
                                     elem_id="ac-earlier")
             version_bar = versions.bar()  # ‹ n / m › when the conversation has versions
             chat = gr.Chatbot(
@@ -191,17 +205,14 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                 layout="bubble", buttons=["copy"], editable="user",
                 feedback_options=[BRANCH_OPTION, versions.REGENERATE_OPTION],
                 like_user_message=True, group_consecutive_messages=False,
-                placeholder="<div class='ac-hello'><h2>What are we building today?</h2>"
-                            "<p>Ask anything about this project. The assistant can list, read and "
-                            "write files in it.</p></div>",
+                placeholder="<div class='ac-hello'>\n\n" + tr("chat_placeholder") + "\n\n</div>",
             )
             approval_parts = approval_card.add_card(ctx, gr)  # hidden until a change waits
             archived_bar = archived_chat.add_bar(gr)  # "This chat is archived" + Unarchive
-            box = gr.Textbox(placeholder="Message anycode", show_label=False, lines=1,
+            box = gr.Textbox(placeholder=tr("message_placeholder"), show_label=False, lines=1,
                              max_lines=10, submit_btn=True, stop_btn=False, autofocus=True,
                              elem_id="ac-input", container=False)
-            gr.HTML("<div class='ac-footnote'>Conversations are saved on this machine. "
-                    "Answers can be wrong; check important facts.</div>", js_on_load=None)
+            gr.HTML("<div class='ac-footnote'>" + tr("footnote") + "</div>", js_on_load=None)
         sid_box = gr.Textbox(visible="hidden", elem_id="ac-sid")  # mirrors the id into the URL
         timer = gr.Timer(TITLE_POLL_SECONDS, active=False)
 
@@ -213,15 +224,16 @@ def build_app(ctx: WebContext) -> gr.Blocks:
             """Component values for a view, in ``view_outputs`` order."""
             _notify(view.notice, view.notice_level)
             saved = bool(view.session_id)
+            label = i18n.localize(view.label)
             md, jl = handlers.exports(ctx, view.state) if saved else (None, None)
             return (
                 view.state,
-                gr.Textbox(value=view.title, placeholder=view.label if saved else "New chat"),
+                gr.Textbox(value=view.title, placeholder=label if saved else t("new_chat")),
                 view.rows,
                 handlers.session_list_html(ctx, view.state["project"], query=query or "",
                                            archived=bool(archived), active=view.session_id),
                 view.session_id or "",
-                gr.Button("Unarchive" if view.archived else "Archive", interactive=saved),
+                gr.Button(t("unarchive" if view.archived else "archive"), interactive=saved),
                 gr.Button(interactive=saved),
                 gr.DownloadButton(value=md, interactive=saved),
                 gr.DownloadButton(value=jl, interactive=saved),
@@ -237,7 +249,10 @@ def build_app(ctx: WebContext) -> gr.Blocks:
             names, default = handlers.model_choices(ctx)
             banner_text = handlers.banner_markdown(ctx)
             current = view.state["project"]
-            return (*show(view, "", False), uuid.uuid4().hex,
+            shown = list(show(view, "", False))
+            # the message menu's options in the tab's language (compared in any language)
+            shown[2] = gr.Chatbot(value=shown[2], feedback_options=[t(BRANCH_OPTION), t(versions.REGENERATE_OPTION)])
+            return (*shown, uuid.uuid4().hex,
                     gr.Dropdown(choices=handlers.project_choices(ctx, current), value=current),
                     gr.Dropdown(choices=names, value=default),
                     gr.Markdown(banner_text or "", visible=bool(banner_text)))
@@ -258,14 +273,14 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                 # message that was accepted, or its reply would never start.
                 _notify(notice)
                 return gr.skip(), gr.skip()
-            return gr.Textbox(value="", submit_btn=False, stop_btn="Stop"), run_id
+            return gr.Textbox(value="", submit_btn=False, stop_btn=t("stop")), run_id
 
         def on_take_retry(tab_id, request: gr.Request):
             run_id = handlers.take_retry(ctx, _tab_key(request, tab_id))
             if run_id is None:
                 _notify(handlers.BUSY_NOTICE)
                 return gr.skip(), gr.skip(), gr.skip()
-            return gr.Textbox(submit_btn=False, stop_btn="Stop"), run_id, gr.Row(visible=False)
+            return gr.Textbox(submit_btn=False, stop_btn=t("stop")), run_id, gr.Row(visible=False)
 
         def on_take_option(tab_id, evt: gr.SelectData, request: gr.Request):
             # "Continue" under a cut-off reply: sent as a message; a draft in the box stays.
@@ -274,14 +289,14 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                 if run_id is None:
                     _notify(handlers.BUSY_NOTICE)
                     return gr.skip(), gr.skip()
-                return gr.Textbox(submit_btn=False, stop_btn="Stop"), run_id
+                return gr.Textbox(submit_btn=False, stop_btn=t("stop")), run_id
             if evt.value != render.CONTINUE:
                 return gr.skip(), gr.skip()
-            run_id, notice = handlers.take(ctx, _tab_key(request, tab_id), render.CONTINUE)
+            run_id, notice = handlers.take(ctx, _tab_key(request, tab_id), t("continue"))
             if run_id is None:
                 _notify(notice)
                 return gr.skip(), gr.skip()
-            return gr.Textbox(submit_btn=False, stop_btn="Stop"), run_id
+            return gr.Textbox(submit_btn=False, stop_btn=t("stop")), run_id
 
         def on_send(st, run_id, model_name, tab_id, query, archived, request: gr.Request):
             skip_all = tuple(gr.skip() for _ in view_outputs)
@@ -320,7 +335,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                 if upd.title == started_title and st_session(st) in (None, upd.state.get("session")):
                     # The title did not change during the reply: leave what is in the field
                     # (the user may be typing a new one), update the placeholder only.
-                    out[1] = gr.Textbox(placeholder=view.label if view.session_id else "New chat")
+                    out[1] = gr.Textbox(placeholder=i18n.localize(view.label) if view.session_id else t("new_chat"))
                 yield tuple(out)
             if not final:  # superseded: the pane shows another conversation now
                 yield skip_all
@@ -427,7 +442,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
 
         def on_earlier_state(st):
             hidden = int((st or {}).get("earlier") or 0)
-            label = f"Show earlier messages ({hidden:,} more)" if hidden else "Show earlier messages"
+            label = i18n.tn("show_earlier_more", hidden) if hidden else t("show_earlier")
             return gr.Button(value=label, visible=hidden > 0)
 
         state.change(on_earlier_state, state, earlier_btn, api_visibility="private", show_progress="hidden")
@@ -439,6 +454,9 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                           show_progress="minimal")
         demo.load(None, None, None, js=EARLIER_ON_SCROLL_JS)
         narrow.attach(demo)  # narrow windows: the sidebar is a drawer (issue 18)
+        shortcuts.attach(demo)
+        demo.load(page_prefs_html, None, prefs, api_visibility="private", show_progress="hidden")  # in the tab's language
+        demo.load(None, None, None, js=chat_text.CHAT_TEXT_JS)  # Copy and Edit give the text written
 
         def on_filter(st, query, archived):
             return handlers.session_list_html(ctx, st["project"], query=query or "",
@@ -480,14 +498,13 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                    api_visibility="private")
 
         def on_branch(st, query, archived, evt: gr.LikeData):
-            if evt.liked != BRANCH_OPTION:
+            if evt.liked not in i18n.variants(BRANCH_OPTION):
                 return (*[gr.skip()] * len(view_outputs), gr.skip())
             index = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
             try:
                 view = handlers.branch(ctx, st, int(index))
                 if view.session_id != st.get("session"):
-                    gr.Info("Branched: this is a copy of the conversation up to that message. "
-                            "The original is unchanged in the sidebar.", title="anycode")
+                    gr.Info(t("branched_toast"), title="anycode")
             except (AnycodeError, IndexError) as err:
                 view = handlers.reload(ctx, st, notice=str(err))
             return (*show(view, query, archived), idle_box())
@@ -582,7 +599,15 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                       show_progress="hidden")
             mirror_timer.tick(on_mirror, None, mirror_line, api_visibility="private",
                               show_progress="hidden", concurrency_limit=None)
+
+        # --- languages (issue 20): static labels in the page setting's language when it overrides
+        i18n_ui.attach(demo, skip=(title, archive_btn, earlier_btn))
     return demo
+
+
+def page_prefs_html() -> str:
+    """The sidebar foot's theme switch and Keyboard shortcuts help, in the request's language."""
+    return theme_switch.switch_html() + shortcuts.help_html()
 
 
 def _signature_with_tab(fn):
@@ -604,7 +629,7 @@ def _tab_key(request: Any, tab_id: str | None) -> str:
 
 
 # style.css first; the later files refine it (issue 18: window sizes, dark mode).
-CSS_FILES = ("style.css", "chat_state.css", "layout.css")
+CSS_FILES = ("style.css", "chat_state.css", "layout.css", "chat-text.css", "contrast.css", "dark.css")
 
 
 def launch_kwargs(*, host: str, port: int, auth: tuple[str, str] | None = None,
@@ -615,6 +640,7 @@ def launch_kwargs(*, host: str, port: int, auth: tuple[str, str] | None = None,
         server_name=host, server_port=port, auth=auth, share=False, inbrowser=False,
         footer_links=[], run_history=False, enable_monitoring=False, ssr_mode=False,
         show_error=False, quiet=quiet, theme=theme(), css="\n".join(asset_text(n) for n in CSS_FILES),
+        i18n=i18n_ui.gradio_i18n(), head=i18n_ui.HEAD + theme_switch.HEAD_JS,
         favicon_path=asset_path("icon.svg"), pwa=False, mcp_server=False,
         auth_message="anycode: sign in with the --auth user and password.",
     )

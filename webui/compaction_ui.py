@@ -14,6 +14,7 @@ from core import settings
 from core.errors import AnycodeError, ModelError
 from core.session.keys import SessionKey
 from webui import render
+from webui.i18n import Msg
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +105,28 @@ def apply_event(rows: list[dict[str, Any]], event: Any) -> bool:
 
 # --- /compact and the Compact button --------------------------------------------------------------
 
+NO_MESSAGES = Msg("nothing_to_compact_empty")
+NOTHING_YET = Msg("nothing_to_compact_turn")  # the UI's words for core's NOTHING_TO_COMPACT
+
+
+def nothing_to_compact(ctx: Any, state: dict[str, Any] | None) -> str | None:
+    """Why the tab's chat has nothing to compact (one sentence), or None when Compact would
+    summarise something (:func:`core.agent.compaction.can_compact`). The Compact button is
+    disabled while this says something; ``/compact`` answers with it. A store failure is left
+    to the compaction itself to report (None)."""
+    from core.agent.compaction import can_compact
+
+    if not (state or {}).get("session"):
+        return NO_MESSAGES
+    try:
+        session = ctx.manager.get(SessionKey(state["project"], state["session"]))
+    except (AnycodeError, OSError):
+        return None
+    if not session.messages:
+        return NO_MESSAGES
+    return None if can_compact(session.messages, session.compactions) else NOTHING_YET
+
+
 
 def compact_updates(ctx: Any, state: dict[str, Any], model: str | None, run: Any) -> Iterator[Any]:
     """Run a manual compaction of the tab's session (``/compact`` or the Compact button) as
@@ -113,8 +136,9 @@ def compact_updates(ctx: Any, state: dict[str, Any], model: str | None, run: Any
     from core.agent.compaction import compact_session
     from webui import handlers
 
-    if not state.get("session"):
-        view = handlers.reload(ctx, state, notice="Nothing to compact yet: this chat has no messages.")
+    why = nothing_to_compact(ctx, state)
+    if why:  # a plain sentence, not an error: nothing was tried
+        view = handlers.reload(ctx, state, notice=why)
         yield handlers.SendUpdate(view.state, view.rows, view.title, notice=view.notice, done=True)
         return
     current = handlers.reload(ctx, state)
@@ -147,11 +171,12 @@ def add_compaction_controls(ctx: Any, gr: Any, *, state: Any, model: Any, meter:
     button (it runs like a message: the same streaming, the same Stop, the box's draft untouched)."""
 
     def on_meter(st, model_name):
-        return meter_html(ctx, st, model_name)
+        # Compact is offered only when there is something to summarise (an empty new chat has not).
+        return meter_html(ctx, st, model_name), gr.Button(interactive=nothing_to_compact(ctx, st) is None)
 
-    state.change(on_meter, [state, model], meter, api_visibility="private", show_progress="hidden",
+    state.change(on_meter, [state, model], [meter, compact_btn], api_visibility="private", show_progress="hidden",
                  trigger_mode="always_last")
-    model.change(on_meter, [state, model], meter, api_visibility="private", show_progress="hidden")
+    model.change(on_meter, [state, model], [meter, compact_btn], api_visibility="private", show_progress="hidden")
 
     def on_take_compact(tab_id, request):
         from webui import handlers

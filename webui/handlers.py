@@ -37,7 +37,8 @@ from core.session.keys import SessionKey
 from core.session.subagents import export_entries, subagent_records
 from webui.subagent_panel import LiveSubagents
 from core.session.text import clean_text, is_blank
-from webui import archived_chat, compaction_ui, render
+from webui import archived_chat, chat_text, compaction_ui, i18n, render
+from webui.i18n import Msg
 from webui.export import write_exports
 from webui.timefmt import relative_time
 
@@ -46,13 +47,12 @@ log = logging.getLogger(__name__)
 TITLE_WAIT_SECONDS = 45.0  # how long the sidebar polls for a generated title after a reply
 STREAM_MIN_INTERVAL = 0.04  # seconds between streamed UI updates (coalesces tiny text deltas)
 MODEL_LIST_TTL = 60.0  # seconds a /v1/models answer is reused (every page load asks for it)
-EMPTY_TITLE_NOTICE = "A title cannot be empty; the previous title was kept."
-TITLE_SHORTENED_NOTICE = "Title shortened to 200 characters."
-BUSY_NOTICE = ("A reply is still being written. Press Stop, or wait for it to finish; your "
-               "message is still in the box.")
-NO_REPLY_NOTICE = "No reply was saved for the last message."
-CONFLICT_NOTICE = ("This chat was changed elsewhere (in another tab or window) and has been "
-                   "reloaded; your message was not sent and is back in the box \u2014 send it again.")
+# Catalogue keys (webui/locales); as str they read English, i18n.t() gives the request's language.
+EMPTY_TITLE_NOTICE = Msg("empty_title_notice")
+TITLE_SHORTENED_NOTICE = Msg("title_shortened_notice")
+BUSY_NOTICE = Msg("busy_notice")
+NO_REPLY_NOTICE = Msg("no_reply_notice")
+CONFLICT_NOTICE = Msg("conflict_notice")
 SWITCH_WAIT_SECONDS = 10.0  # a switch waits this long for a stopped reply to be stored
 DOUBLE_SUBMIT_SECONDS = 3.0  # the same text sent again this soon while it is pending: ignored
 QUEUE_WAIT_SECONDS = 30.0  # a message sent right after Stop waits this long for the stopped run
@@ -240,11 +240,11 @@ def session_list_html(ctx: Any, project: str, *, query: str = "", archived: bool
     page, total = render.page_sessions(metas, query=query, limit=limit)
     groups = render.group_sessions(page, query=query, active_id=active, now=now)
     if query.strip():
-        empty = "No conversation title matches this search."
+        empty = i18n.t("no_title_match")
     elif archived:
-        empty = "No archived conversations."
+        empty = i18n.t("no_archived")
     else:
-        empty = "No conversations yet. Send a message to start one."
+        empty = i18n.t("no_conversations")
     return render.sidebar_html(groups, empty_text=empty, more=total - len(page))
 
 
@@ -313,7 +313,7 @@ def rename(ctx: Any, state: dict[str, Any], title: str | None) -> SessionView:
     if is_blank(text):
         if not state.get("session") and not (title or ""):
             return current  # leaving the empty title field of a new chat: nothing to refuse
-        return replace(current, notice=EMPTY_TITLE_NOTICE)
+        return replace(current, notice=i18n.t(EMPTY_TITLE_NOTICE))
     if text == current.title:
         return current
     shown = state.get("title")
@@ -334,9 +334,9 @@ def rename(ctx: Any, state: dict[str, Any], title: str | None) -> SessionView:
         return replace(current, notice=str(err))
     except (StoreUnavailable, OSError) as err:  # disk full, database down: the field keeps the text
         log.warning("rename failed: %s", err)
-        return replace(current, title=text, notice=not_saved(err, "the title was not saved."))
+        return replace(current, title=text, notice=not_saved(err, i18n.t("not_saved_title")))
     if shortened and view.notice is None:
-        view = replace(view, notice=TITLE_SHORTENED_NOTICE, notice_level="info")
+        view = replace(view, notice=i18n.t(TITLE_SHORTENED_NOTICE), notice_level="info")
     return view
 
 
@@ -371,12 +371,12 @@ def branch(ctx: Any, state: dict[str, Any], row_index: int, now: float | None = 
     session = ctx.manager.get(key)
     view = render.chat_window(session.messages, shown_from(session, state), session.compactions, session.reply_ends)
     if not 0 <= row_index < len(view.source):
-        raise IndexError(f"There is no message {row_index + 1} in this conversation.")
+        raise IndexError(i18n.t("no_such_message", n=row_index + 1))
     try:
         fork = ctx.manager.fork(key, view.source[row_index])
     except (StoreUnavailable, OSError) as err:  # whole or absent: nothing was made
         log.warning("branch of %s failed: %s", key.session_id, err)
-        return reload(ctx, state, notice=not_saved(err, "the branch was not made."))
+        return reload(ctx, state, notice=not_saved(err, i18n.t("not_saved_branch")))
     log.info("branched %s at message %d into %s", key.session_id, view.source[row_index], fork.id)
     result = view_of(ctx.manager.get(fork.key))
     result.state["branch_guard"] = [fork.id, row_index, now]
@@ -394,8 +394,8 @@ def set_archived(ctx: Any, state: dict[str, Any], archived: bool) -> SessionView
             return reload(ctx, state, notice=str(err))
         except (StoreUnavailable, OSError) as err:
             log.warning("archive failed: %s", err)
-            what = "archived" if archived else "unarchived"
-            return reload(ctx, state, notice=not_saved(err, f"the conversation was not {what}."))
+            what = i18n.t("not_saved_archived" if archived else "not_saved_unarchived")
+            return reload(ctx, state, notice=not_saved(err, what))
     return reload(ctx, state)
 
 
@@ -409,8 +409,8 @@ def delete(ctx: Any, state: dict[str, Any]) -> SessionView:
             pass  # already gone (another tab deleted it): the outcome the user asked for
         except (StoreUnavailable, OSError) as err:
             log.warning("delete failed: %s", err)
-            return reload(ctx, state, notice=not_saved(err, "the conversation was not deleted."))
-    view = new_chat(ctx, state.get("project"), notice="The conversation was deleted.")
+            return reload(ctx, state, notice=not_saved(err, i18n.t("not_saved_deleted")))
+    view = new_chat(ctx, state.get("project"), notice=i18n.t("deleted_notice"))
     view.notice_level = "info"
     return view
 
@@ -478,11 +478,7 @@ def banner_markdown(ctx: Any) -> str | None:
     """The no-model banner (how to set ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``), or None."""
     if ctx.client_error() is None:
         return None
-    return (
-        "**No model is configured.** Set `OPENAI_API_KEY` (plus `OPENAI_BASE_URL` for another "
-        "OpenAI-compatible server, or run Ollama locally) and restart `anycode`. Meanwhile your "
-        "messages are saved and every conversation can be browsed."
-    )
+    return i18n.t("no_model_banner")
 
 
 # --- mirror status ---------------------------------------------------------------------------
@@ -506,25 +502,25 @@ def mirror_status_html(status: dict[str, Any] | None, now: float | None = None) 
     state = status.get("state")
     pending = status.get("pending_entries")
     name = status.get("mirror") or "mirror"
-    tip = f"Sessions are copied to {name}"
+    tip = i18n.t("mirror_tip", name=name)
     if status.get("last_warning"):
-        tip += f". Warning: {_one_line(status['last_warning'], 500)}"
+        tip += i18n.t("mirror_tip_warning", warning=_one_line(status['last_warning'], 500))
     if state == "ok":
-        kind, text = "ok", html.escape("Mirror: up to date")
+        kind, text = "ok", html.escape(i18n.t("mirror_ok"))
     elif state == "catching_up":
         kind = "busy"
-        text = html.escape(f"Mirroring… {_entries(pending)} pending" if _entries(pending)
-                           else "Mirroring…")
+        text = html.escape(i18n.t("mirror_busy_pending", entries=_entries(pending)) if _entries(pending)
+                           else i18n.t("mirror_busy"))
     else:  # "failing", or a state this version does not know: say so rather than hide it
         kind = "failing"
         error = _one_line(_ERROR_PREFIX.sub("", str(status.get("last_error") or ""), count=1),
-                          500) or "unknown error"
+                          500) or i18n.t("mirror_unknown_error")
         copied = status.get("last_success_at")
-        parts = [f"last copied {relative_time(copied, now)}" if copied else "nothing copied yet"]
+        parts = [i18n.t("mirror_last_copied", when=relative_time(copied, now)) if copied else i18n.t("mirror_nothing_copied")]
         if _entries(pending):
-            parts.append(f"{_entries(pending)} waiting")
-        tip += f". Last error: {error}"
-        text = (f"<strong>⚠ Mirror failing</strong> · {html.escape(' · '.join(parts))}"
+            parts.append(i18n.t("mirror_waiting", entries=_entries(pending)))
+        tip += i18n.t("mirror_tip_error", error=error)
+        text = (f"<strong>⚠ {html.escape(i18n.t('mirror_failing'))}</strong> · {html.escape(' · '.join(parts))}"
                 f'<br><span class="ac-mirror-error">{html.escape(_one_line(error, 110))}</span>')
     return f'<div class="ac-mirror ac-mirror-{kind}" title="{html.escape(tip)}">{text}</div>'
 
@@ -536,7 +532,7 @@ def _entries(count: Any) -> str:
     """``"1 entry"`` / ``"N entries"``; "" for zero or an unknown count."""
     if not isinstance(count, int) or count <= 0:
         return ""
-    return f"{count} {'entry' if count == 1 else 'entries'}"
+    return i18n.tn("entries", count)
 
 
 def mirror_status(ctx: Any, now: float | None = None) -> str:
@@ -577,18 +573,29 @@ class SendUpdate:
 
 
 def _error_row(text: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": render.safe_markdown(f"\u26a0 {text}")}  # ⚠ without emoji presentation
+    return {"role": "assistant", "content": chat_text.reply(f"\u26a0 {text}")}  # ⚠ without emoji presentation
 
 
 class _LiveRows:
     """The rows of the reply being streamed, built from agent events."""
 
     def __init__(self) -> None:
-        self.rows: list[dict[str, Any]] = []
+        self._rows: list[dict[str, Any]] = []
         self._steps: dict[str, int] = {}
         self._args: dict[str, str] = {}
         self._subagents = LiveSubagents()
         self._text: dict[int, str] = {}  # row index -> the reply text as streamed
+        self._shown: dict[int, chat_text.StreamedReply] = {}
+        self._stale: set[int] = set()  # text rows whose content is behind their text
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        """The rows; a text row's content is rendered here, when read (about every
+        STREAM_MIN_INTERVAL), not on every delta."""
+        for i in self._stale:
+            self._rows[i]["content"] = self._shown.setdefault(i, chat_text.StreamedReply()).render(self._text[i])
+        self._stale.clear()
+        return self._rows
 
     def apply(self, event: Any) -> bool:
         """Fold one agent event in; return True when it changed what is shown."""
@@ -600,13 +607,13 @@ class _LiveRows:
         if kind == "TextDelta":
             if not event.text:
                 return False
-            last = self.rows[-1] if self.rows else None
+            last = self._rows[-1] if self._rows else None
             if last is None or last.get("metadata"):
-                self.rows.append({"role": "assistant", "content": ""})
-                self._text[len(self.rows) - 1] = ""
-            self._text[len(self.rows) - 1] += event.text
-            # shown with remote images as links, like the stored reply will be
-            self.rows[-1]["content"] = render.safe_markdown(self._text[len(self.rows) - 1])
+                self._rows.append({"role": "assistant", "content": ""})
+                self._text[len(self._rows) - 1] = ""
+            self._text[len(self._rows) - 1] += event.text
+            # shown as the stored reply will be: HTML as text, remote images as links
+            self._stale.add(len(self._rows) - 1)
             return True
         if kind == "ToolCallStarted":
             self._args[event.call_id] = event.arguments
@@ -709,6 +716,13 @@ def send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, t
         ctx.end_run(tab, run, final)
 
 
+def _use_version(ctx: Any, key: SessionKey) -> None:
+    try:
+        ctx.manager.use_version(key)
+    except (AnycodeError, OSError) as err:  # the reply is stored; only the pointer was not moved
+        log.warning("could not mark %s as the version in use: %s", key.session_id, err)
+
+
 def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, run: Any,
           now: float | None) -> Iterator[SendUpdate]:
     from core.agent.runner import run_session_stream
@@ -757,7 +771,7 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
     start = shown_from(session, state)
     state["from"] = start
     base = render.chat_window(session.messages, start, session.compactions, session.reply_ends).rows
-    shown = base if retry else base + [{"role": "user", "content": render.safe_markdown(text)}]
+    shown = base if retry else base + [{"role": "user", "content": chat_text.literal(text)}]
     yield SendUpdate(state, shown, title, label=label)
 
     config = ctx.model_config()
@@ -810,12 +824,13 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
         error_row = _error_row(str(err))
     except Exception as err:  # noqa: BLE001 -- never a traceback in the chat; logged
         log.exception("unexpected failure while answering in %s", key)
-        error_row = _error_row(f"Something went wrong ({type(err).__name__}); the conversation "
-                               "was saved up to this point. Details are in the anycode log.")
+        error_row = _error_row(i18n.t("error_unexpected", error=type(err).__name__))
     finally:
         if stream is not None:
             stream.close()
 
+    if saved and (session.version_of or session.current_version):
+        _use_version(ctx, key)  # the version written in is the one a reload opens (issue 15)
     if created and not saved and _drop_if_empty(ctx, key):
         # Nothing was stored (the send failed before the message): no empty "ghost" session.
         view = new_chat(ctx, state["project"], notice=notice)
@@ -831,7 +846,7 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
     if error_row is not None and view.needs_reply:
         # One notice per event (issue 18): the error row says why and offers Retry itself, so the
         # page shows no second "No reply was saved… Retry" bar for the same failure.
-        error_row["options"] = [{"label": render.RETRY, "value": render.RETRY}]
+        error_row["options"] = [render.option(render.RETRY)]
     rows = view.rows + ([error_row] if error_row else [])
     if info:
         view.state["unarchived"] = True  # webui.archived_chat: the list shows the chat where it now is
@@ -846,9 +861,8 @@ def storage_notice(err: BaseException, *, saved: bool) -> str:
     message); otherwise nothing of the send was, and the text goes back in the box. E.g. "The
     disk is full: your message was not sent and nothing was saved; it is back in the box." """
     if saved:
-        return not_saved(err, "the reply shown is not saved yet; it is saved with your next "
-                              "message once saving works again.")
-    return not_saved(err, "your message was not sent and nothing was saved; it is back in the box.")
+        return not_saved(err, i18n.t("storage_reply_unsaved"))
+    return not_saved(err, i18n.t("storage_message_unsaved"))
 
 
 def not_saved(err: BaseException, consequence: str) -> str:
@@ -856,10 +870,11 @@ def not_saved(err: BaseException, consequence: str) -> str:
     is read-only: …", or the store's own sentence ("The session database is unreachable …")
     followed by the consequence as a sentence of its own."""
     if isinstance(err, StoreUnavailable):  # str(err) is a sentence: the database, and what to do
-        return f"{str(err).rstrip('.')}. {consequence[0].upper()}{consequence[1:]}"
+        return i18n.t("not_saved_store", what=str(err).rstrip('.'), consequence=consequence[:1].upper() + consequence[1:])
     if isinstance(err, OSError):
-        return f"{'The disk is full' if is_disk_full(err) else os_error_message(err)}: {consequence}"
-    return f"Saving failed ({type(err).__name__}): {consequence}"
+        return i18n.t("not_saved_os", what=i18n.t("disk_full") if is_disk_full(err) else os_error_message(err),
+                 consequence=consequence)
+    return i18n.t("saving_failed", error=type(err).__name__, consequence=consequence)
 
 
 def _store_pending(ctx: Any, key: SessionKey, pending: Any, state: dict[str, Any]) -> Any:

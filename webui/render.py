@@ -12,10 +12,14 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.session.export import UNTITLED, message_text, session_label  # noqa: F401  (UNTITLED: re-exported for the UI)
+from core.session.export import message_text
+from webui import chat_text
 from webui.subagent_panel import TASK_TOOL, task_step_title, transcript_link
-from webui.remote_media import safe_markdown
-from webui.timefmt import GROUPS, group_label, relative_time
+from webui import i18n
+from webui.i18n import t, tn
+from webui.timefmt import GROUPS, group_key, relative_time, session_label
+
+UNTITLED = i18n.Msg("new_chat")  # the blank chat, not saved yet (t() it before showing)
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +46,9 @@ def _fence(text: str, lang: str = "") -> str:
 
 def tool_step_content(arguments: str, result: str | None, is_error: bool = False) -> str:
     """Markdown body of a tool step: its arguments and, once known, its result."""
-    body = "**Arguments**\n\n" + _fence(pretty_arguments(arguments), "json")
+    body = f"**{t('tool_arguments')}**\n\n" + _fence(pretty_arguments(arguments), "json")
     if result is not None:
-        label = "**Error**" if is_error else "**Result**"
+        label = f"**{t('tool_error')}**" if is_error else f"**{t('tool_result')}**"
         body += f"\n\n{label}\n\n" + _fence(result)
     return body
 
@@ -52,7 +56,8 @@ def tool_step_content(arguments: str, result: str | None, is_error: bool = False
 def tool_step(call_id: str, name: str, arguments: str, result: str | None = None,
               is_error: bool = False) -> dict[str, Any]:
     """A collapsible chat row for one tool call: title ``🛠️ name``, status pending until a result."""
-    title = f"{TOOL_ICON} {name}" + (" — failed" if is_error else "")
+    shown = chat_text.inline(name)
+    title = f"{TOOL_ICON} " + (t("tool_failed", name=shown) if is_error else shown)
     content = tool_step_content(arguments, result, is_error)
     if name == TASK_TOOL:  # a sub-agent: its description, and a link to its transcript
         title = task_step_title(arguments, is_error)
@@ -73,8 +78,8 @@ def memory_note(system_text: Any) -> dict[str, Any] | None:
     used = memories_in_prompt(system_text)
     if not used:
         return None
-    return {"role": "assistant", "content": safe_markdown("\n".join(f"- {line}" for line in used)),
-            "metadata": {"title": f"Used {len(used)} memor{'y' if len(used) == 1 else 'ies'}",
+    return {"role": "assistant", "content": chat_text.reply("\n".join(f"- {line}" for line in used)),
+            "metadata": {"title": tn("memories_used", len(used)),
                          "id": "ac-memories-used", "status": "done"}}
 
 
@@ -120,21 +125,20 @@ def chat_window(messages: list[dict[str, Any]], start: int,
     return view
 
 
-SUMMARY_DIVIDER = "Earlier messages were summarised"
+SUMMARY_DIVIDER = i18n.Msg("summary_divider")
 
 
 def summary_divider(compaction: dict[str, Any]) -> dict[str, Any]:
     """The chat row standing where a compaction cut: a collapsed step titled
     :data:`SUMMARY_DIVIDER` that expands to the summary. Every message above it stays shown;
     the model sees the summary instead of them (core.session.compaction.model_view)."""
-    how = {"manual": "on request", "overflow": "after the model's window overflowed"}.get(
-        str(compaction.get("trigger")), "automatically")
+    how = t({"manual": "summary_on_request", "overflow": "summary_after_overflow"}.get(
+        str(compaction.get("trigger")), "summary_automatically"))
     before, after = compaction.get("tokens_before"), compaction.get("tokens_after")
-    sizes = f" (~{before:,} → ~{after:,} tokens)" if isinstance(before, int) and isinstance(after, int) else ""
-    note = (f"*The messages above were summarised {how}{sizes}; the model sees this summary instead of "
-            "them. Nothing was deleted.*\n\n")
-    return {"role": "assistant", "content": note + safe_markdown(str(compaction.get("summary", ""))),
-            "metadata": {"title": f"\u2702 {SUMMARY_DIVIDER}", "status": "done",
+    sizes = t("summary_sizes", before=before, after=after) if isinstance(before, int) and isinstance(after, int) else ""
+    note = f"*{t('summary_note', how=how, sizes=sizes)}*\n\n"
+    return {"role": "assistant", "content": note + chat_text.reply(str(compaction.get("summary", ""))),
+            "metadata": {"title": f"\u2702 {t(SUMMARY_DIVIDER)}", "status": "done",
                          "id": f"compaction-{compaction.get('ts', '')}"}}
 
 
@@ -142,29 +146,37 @@ def _looks_like_error(text: str) -> bool:
     return text.startswith(("Error", "error:", "Interrupted", "interrupted"))
 
 
-RETRY = "Retry"  # the option under a failed reply's error row; choosing it answers the message again
-CONTINUE = "Continue"  # the option under a cut-off reply; choosing it sends this as a message
+# Option values (stable whatever the language; their labels are translated): RETRY under a failed
+# reply's error row answers the message again, CONTINUE under a cut-off reply sends "Continue".
+RETRY = "Retry"
+CONTINUE = "Continue"
 CUT_OFF_REASONS = {
-    "length": "the model reached its output limit",
-    "content_filter": "the server's content filter stopped it",
-    "no_end": "the server stopped sending without an end marker",
+    "length": "cut_off_length",
+    "content_filter": "cut_off_content_filter",
+    "no_end": "cut_off_no_end",
 }
+
+
+def option(value: str) -> dict[str, str]:
+    """A chat option (``RETRY`` / ``CONTINUE``) labelled in the request's language."""
+    return {"label": t(value.lower()), "value": value}
 
 
 def cut_off_row(end: str, last: bool) -> dict[str, Any]:
     """The row marking a reply the model did not finish (``end`` as stored: ``"length"``,
     ``"content_filter"``, ``"no_end"``); the last one offers **Continue** (``options``)."""
-    why = CUT_OFF_REASONS.get(end, "it did not finish")
-    row: dict[str, Any] = {"role": "assistant", "content": f"\u26a0 The reply was cut off ({why})."}
+    why = t(CUT_OFF_REASONS.get(end, "cut_off_unknown"))
+    row: dict[str, Any] = {"role": "assistant", "content": f"\u26a0 {t('cut_off_row', why=why)}"}
     if last:
-        row["options"] = [{"label": CONTINUE, "value": CONTINUE}]
+        row["options"] = [option(CONTINUE)]
     return row
 
 
 def chat_rows(messages: list[dict[str, Any]], compactions: list[dict[str, Any]] | None = None,
               ends: dict[int, str] | None = None) -> ChatView:
-    """Render stored OpenAI messages as chat rows; the system message is hidden. Remote images
-    and media in their text are shown as links (:func:`webui.remote_media.safe_markdown`).
+    """Render stored OpenAI messages as chat rows; the system message is hidden. A user's text is
+    shown as typed (:func:`webui.chat_text.literal`), a reply as Markdown with its HTML as text and
+    remote images and media as links (:func:`webui.chat_text.reply`).
 
     An assistant message becomes its text row (if any) followed by one collapsible step per tool
     call; a ``tool`` message fills in the result of its step (matched by ``tool_call_id``).
@@ -195,12 +207,12 @@ def chat_rows(messages: list[dict[str, Any]], compactions: list[dict[str, Any]] 
             view.source.append(i)
             note = None
         if role == "user":
-            view.rows.append({"role": "user", "content": safe_markdown(message_text(msg.get("content")))})
+            view.rows.append({"role": "user", "content": chat_text.literal(message_text(msg.get("content")))})
             view.source.append(i)
         elif role == "assistant":
             text = message_text(msg.get("content"))
             if text.strip():
-                view.rows.append({"role": "assistant", "content": safe_markdown(text)})
+                view.rows.append({"role": "assistant", "content": chat_text.reply(text)})
                 view.source.append(i)
             if i in ends and not msg.get("tool_calls"):
                 view.rows.append(cut_off_row(ends[i], last=i == len(messages) - 1))
@@ -268,19 +280,21 @@ def group_sessions(metas: list[Any], *, query: str = "", active_id: str | None =
 
     ``query`` filters by the shown label, case-insensitively (an untitled session by its
     ``Session <date>`` label).
-    Returns ``[(group label, rows)]`` in the order of :data:`GROUPS`, empty groups left out.
+    Returns ``[(group label, rows)]`` in the order of :data:`GROUPS`, empty groups left out;
+    labels and times are in the request's language, days in the browser's time zone.
     """
+    tz = i18n.zone()
     needle = query.strip().casefold()
     grouped: dict[str, list[SidebarRow]] = {g: [] for g in GROUPS}
     for meta in sorted(metas, key=lambda m: m.updated_at, reverse=True):
         title = session_label(meta.title, meta.created_at)
         if needle and needle not in title.casefold():
             continue
-        grouped[group_label(meta.updated_at, now)].append(SidebarRow(
-            id=meta.id, title=title, when=relative_time(meta.updated_at, now),
+        grouped[group_key(meta.updated_at, now, tz)].append(SidebarRow(
+            id=meta.id, title=title, when=relative_time(meta.updated_at, now, tz),
             archived=bool(meta.archived), active=meta.id == active_id,
             forked=bool(meta.forked_from)))
-    return [(g, rows) for g, rows in grouped.items() if rows]
+    return [(t(g), rows) for g, rows in grouped.items() if rows]
 
 
 def sidebar_html(groups: list[tuple[str, list[SidebarRow]]], *, empty_text: str, more: int = 0) -> str:
@@ -290,14 +304,14 @@ def sidebar_html(groups: list[tuple[str, list[SidebarRow]]], *, empty_text: str,
     (clicked, or scrolled into view)."""
     if not groups:
         return f'<div class="ac-empty">{html.escape(empty_text)}</div>'
-    out = ['<nav class="ac-sessions" aria-label="Conversations">']
+    out = [f'<nav class="ac-sessions" aria-label="{html.escape(t("conversations_label"))}">']
     for label, rows in groups:
         out.append(f'<div class="ac-group"><div class="ac-group-label">{html.escape(label)}</div>')
         for row in rows:
             classes = "ac-session" + (" active" if row.active else "")
             badge = ""
             if row.archived:
-                badge += '<span class="ac-badge">archived</span>'
+                badge += f'<span class="ac-badge">{html.escape(t("archived_badge"))}</span>'
             out.append(
                 f'<button type="button" class="{classes}" data-sid="{html.escape(row.id)}" '
                 f'title="{html.escape(row.title)}">'
@@ -307,6 +321,6 @@ def sidebar_html(groups: list[tuple[str, list[SidebarRow]]], *, empty_text: str,
             )
         out.append("</div>")
     if more > 0:
-        out.append(f'<button type="button" class="ac-more" data-more="1">Show more ({more:,} older)</button>')
+        out.append(f'<button type="button" class="ac-more" data-more="1">{html.escape(tn("show_more_older", more))}</button>')
     out.append("</nav>")
     return "".join(out)

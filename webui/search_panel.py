@@ -15,6 +15,7 @@ from __future__ import annotations
 import html
 import json
 import logging
+import re
 import threading
 import time
 from typing import Any, Callable
@@ -22,7 +23,7 @@ from typing import Any, Callable
 from core.errors import AnycodeError
 from core.session.text import clean_text
 from core.search import SearchHit, open_search
-from core.session.export import session_label
+from webui.timefmt import session_label
 from webui import handlers, render
 from webui.timefmt import relative_time
 
@@ -86,6 +87,24 @@ _ROLE_LABEL = {"user": "You", "assistant": "Assistant", "tool": "Tool", "compact
                "title": "Title"}
 
 
+# A summary that opens with its own "Summary:" heading (most models write one) would read
+# "Summary: Summary: …" after the row's label.
+_SUMMARY_LEAD = re.compile(r"^\s*(?:#{1,6}\s*(?:\*\*|__)?summary\b(?:\*\*|__)?\s*[:：]?"
+                           r"|(?:\*\*|__)?summary\s*(?:\*\*|__)?\s*[:：](?:\*\*|__)?)\s*", re.IGNORECASE)
+
+
+def _snippet(hit: SearchHit) -> tuple[str, list[tuple[int, int]]]:
+    """The hit's snippet and marks as shown: a compaction summary's own leading "Summary:" left
+    out (unless the match is in it), the marks moved with the text."""
+    if hit.role != "compaction":
+        return hit.snippet, hit.marks
+    lead = _SUMMARY_LEAD.match(hit.snippet)
+    if not lead or not lead.end() or any(s < lead.end() for s, _ in hit.marks):
+        return hit.snippet, hit.marks
+    cut = lead.end()
+    return hit.snippet[cut:], [(s - cut, e - cut) for s, e in hit.marks]
+
+
 def highlighted(snippet: str, marks: list[tuple[int, int]]) -> str:
     """``snippet`` as HTML: every character escaped, each ``[start, end)`` of ``marks`` in ``<mark>``."""
     out, pos = [], 0
@@ -108,7 +127,7 @@ def render_hits(hits: list[SearchHit], *, query: str, now: float | None = None) 
     out = [STYLE, '<div class="ac-hits" role="list" aria-label="Messages found">',
            f'<div class="ac-hits-label">In messages ({len(hits)})</div>']
     for h in hits:
-        data = json.dumps({"sid": h.session_id, "pk": h.project_key,
+        data = json.dumps({"sid": h.session_id, "pk": h.project_key, "role": h.role,
                            "idx": h.message_index if h.message_index is not None else -1})
         badge = ' <span class="ac-badge">archived</span>' if h.archived else ""
         who = _ROLE_LABEL.get(h.role, h.role) + (" (sub-agent)" if h.subpath else "")
@@ -118,7 +137,7 @@ def render_hits(hits: list[SearchHit], *, query: str, now: float | None = None) 
             f'data-idx="{h.message_index if h.message_index is not None else -1}">'
             f'<span class="ac-hit-head"><span class="ac-hit-title">{html.escape(session_label(h.title, h.created_at))}'
             f'</span><span class="ac-hit-when">{html.escape(when)}</span></span>'
-            f'<span class="ac-hit-snippet"><b>{html.escape(who)}:</b> {highlighted(h.snippet, h.marks)}{badge}</span>'
+            f'<span class="ac-hit-snippet"><b>{html.escape(who)}:</b> {highlighted(*_snippet(h))}{badge}</span>'
             "</button>"
         )
     out.append("</div>")
@@ -141,21 +160,50 @@ def results_html(ctx: Any, project: str, query: str, *, all_projects: bool = Fal
     return render_hits(hits, query=query, now=now)
 
 
-def hit_row(ctx: Any, project: str, session_id: str, message_index: int | None, start: int = 0) -> int | None:
+def _compaction_of(session: Any, message_index: int) -> dict | None:
+    """The compaction a ``compaction`` hit found: the index names where its entry was written (the
+    message count then, ``at``); its divider stands at its ``first_kept_index``."""
+    found = [c for c in session.compactions if c.get("at") == message_index]
+    return found[-1] if found else None
+
+
+def hit_include(ctx: Any, project: str, session_id: str, message_index: int, role: str | None = None) -> int:
+    """The stored message index a chat opened for this hit must show: the message itself, or for
+    a compaction summary the message before its divider (the divider is drawn at its cut, not
+    where the summary was written)."""
+    if role != "compaction" or message_index < 0:
+        return message_index
+    try:
+        session = ctx.manager.get(ctx.manager.find(project, session_id))
+    except AnycodeError:
+        return message_index
+    found = _compaction_of(session, message_index)
+    return max(0, int(found["first_kept_index"]) - 1) if found else message_index
+
+
+def hit_row(ctx: Any, project: str, session_id: str, message_index: int | None, start: int = 0,
+            role: str | None = None) -> int | None:
     """The chat row showing stored message ``message_index`` of the session when the chat shows
     its messages from ``start`` on (rows skip the system message and fold tool results into
-    their step), or None when there is none."""
+    their step), or None when there is none. A ``compaction`` hit (``role``) is the summary
+    divider's row."""
     if message_index is None or message_index < 0:
         return None
     try:
         session = ctx.manager.get(ctx.manager.find(project, session_id))
     except AnycodeError:
         return None
-    source = render.chat_window(session.messages, start, session.compactions, session.reply_ends).source
-    for row, idx in enumerate(source):
+    view = render.chat_window(session.messages, start, session.compactions, session.reply_ends)
+    found = _compaction_of(session, message_index) if role == "compaction" else None
+    if found is not None:
+        wanted = render.summary_divider(found)["metadata"]["id"]
+        for row, shown in enumerate(view.rows):
+            if (shown.get("metadata") or {}).get("id") == wanted:
+                return row
+    for row, idx in enumerate(view.source):
         if idx >= message_index:
             return row
-    return len(source) - 1 if source else None
+    return len(view.source) - 1 if view.source else None
 
 
 def warm_up(ctx: Any) -> threading.Thread | None:
@@ -210,9 +258,11 @@ def add_search(ctx: Any, gr: Any, *, state: Any, search: Any, show_archived: Any
         try:
             data = json.loads(evt.value)
             project, sid, idx = str(data["pk"]), str(data["sid"]), int(data.get("idx", -1))
+            role = data.get("role")
             # A hit far back in a long conversation: the chat opens from there on.
-            view = handlers.open_session(ctx, project, sid, include=idx if idx >= 0 else None)
-            row = hit_row(ctx, project, sid, idx, view.state.get("from", 0))
+            view = handlers.open_session(ctx, project, sid,
+                                         include=hit_include(ctx, project, sid, idx, role) if idx >= 0 else None)
+            row = hit_row(ctx, project, sid, idx, view.state.get("from", 0), role)
         except (ValueError, TypeError, KeyError) as err:
             log.warning("bad search result click %r: %s", evt.value, err)
             return (*show(handlers.reload(ctx, st), query, archived), idle_box(), gr.skip())

@@ -11,7 +11,6 @@ without a browser; :func:`add_transcript` places the panel and wires the link cl
 """
 from __future__ import annotations
 
-import html
 import json
 import logging
 import urllib.parse
@@ -22,6 +21,7 @@ from core.errors import AnycodeError
 from core.session.entries import messages_of
 from core.session.keys import SessionKey
 from core.session.subagents import find_record
+from webui.chat_text import inline as _inline
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def task_description(arguments: str) -> str:
 def task_step_title(arguments: str, is_error: bool = False) -> str:
     """The title of a task step: ``⚙ task: <description>``."""
     desc = task_description(arguments)
-    return f"{TOOL_ICON} task" + (f": {desc}" if desc else "") + (" — failed" if is_error else "")
+    return f"{TOOL_ICON} task" + (f": {_inline(desc)}" if desc else "") + (" — failed" if is_error else "")
 
 
 def _step(step_id: str, parent_id: str | None, title: str, content: str, done: bool) -> dict[str, Any]:
@@ -129,14 +129,14 @@ class LiveSubagents:
             step_id = f"{task_id}/{inner.call_id}"
             self._args[step_id] = inner.arguments
             steps[step_id] = len(rows)
-            rows.append(_step(step_id, task_id, f"{TOOL_ICON} {inner.name}",
+            rows.append(_step(step_id, task_id, f"{TOOL_ICON} {_inline(inner.name)}",
                               _tool_body(inner.arguments, None, False), False))
             self._progress[task_id] = (self._progress.get(task_id, (0, None))[0] + 1, inner.name)
             self._retitle(rows, steps, task_id)
             return True
         if inner_kind == "ToolCallFinished":
             step_id = f"{task_id}/{inner.call_id}"
-            title = f"{TOOL_ICON} {inner.name}" + (" — failed" if inner.is_error else "")
+            title = f"{TOOL_ICON} {_inline(inner.name)}" + (" — failed" if inner.is_error else "")
             row = _step(step_id, task_id, title, _tool_body(self._args.get(step_id, ""), inner.result,
                                                            inner.is_error), True)
             if step_id in steps:
@@ -181,7 +181,7 @@ def transcript(ctx: Any, state: dict[str, Any] | None, call_id: str) -> Transcri
         return Transcript(notice="This sub-agent's transcript was not saved (it never started, or it was removed).")
     messages = messages_of(rec.entries)
     steps = sum(1 for m in messages if m.get("role") == "tool")
-    heading = (f"### Sub-agent: {html.escape(rec.description)}\n\n"
+    heading = (f"### Sub-agent: {_inline(rec.description)}\n\n"
                f"Read-only · {steps} tool step{'s' if steps != 1 else ''} · record `{rec.key.subpath}`")
     rows = chat_rows(messages).rows
     if rows and rows[0]["role"] == "user":

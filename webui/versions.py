@@ -23,13 +23,13 @@ from core.session.export import message_text
 from core.session.keys import SessionKey
 from core.session.text import clean_text, is_blank
 from core.session.versions import last_user_before
-from webui import handlers, render
+from webui import chat_text, handlers, i18n, render
 
 log = logging.getLogger(__name__)
 
-REGENERATE_OPTION = "Regenerate"
+REGENERATE_OPTION = i18n.Msg("regenerate")  # compared in any language (i18n.variants)
 REPEAT_SECONDS = 3.0  # Gradio can deliver one click on a feedback option twice: the same click
-EMPTY_EDIT_NOTICE = "A message cannot be empty; nothing was changed."
+EMPTY_EDIT_NOTICE = i18n.Msg("empty_edit_notice")
 
 
 def _key(state: dict[str, Any]) -> SessionKey:
@@ -43,7 +43,7 @@ def _stored_index(ctx: Any, state: dict[str, Any], row_index: int) -> tuple[Any,
     window = render.chat_window(session.messages, handlers.shown_from(session, state), session.compactions,
                                 session.reply_ends)  # the rows exactly as shown
     if not 0 <= row_index < len(window.source):
-        raise IndexError(f"There is no message {row_index + 1} in this conversation.")
+        raise IndexError(i18n.t("no_such_message", n=row_index + 1))
     return session, window.source[row_index]
 
 
@@ -57,7 +57,7 @@ def edit(ctx: Any, state: dict[str, Any], row_index: int, text: str | None) -> t
     session, index = _stored_index(ctx, state, row_index)
     message = session.messages[index]
     if message.get("role") != "user":
-        raise ValueError("Only your own messages can be edited.")
+        raise ValueError(i18n.t("only_own_messages"))
     if is_blank(text):
         return handlers.reload(ctx, state, notice=EMPTY_EDIT_NOTICE), None
     if text == message_text(message.get("content")).strip():
@@ -66,7 +66,7 @@ def edit(ctx: Any, state: dict[str, Any], row_index: int, text: str | None) -> t
         version = ctx.manager.fork(_key(state), index - 1, version=True)
     except (StoreUnavailable, OSError) as err:  # whole or absent: nothing was made
         log.warning("edit of %s failed: %s", state["session"], err)
-        return handlers.reload(ctx, state, notice=handlers.not_saved(err, "the edit was not saved.")), None
+        return handlers.reload(ctx, state, notice=handlers.not_saved(err, i18n.t("edit_not_saved"))), None
     log.info("edited message %d of %s into version %s", index, state["session"], version.id)
     return handlers.view_of(ctx.manager.get(version.key)), text
 
@@ -84,12 +84,12 @@ def regenerate(ctx: Any, state: dict[str, Any], row_index: int, now: float | Non
     session, index = _stored_index(ctx, state, row_index)
     cut = last_user_before(session.messages, index)
     if cut < 0:
-        raise ValueError("There is no message of yours before this one to answer again.")
+        raise ValueError(i18n.t("no_message_before"))
     try:
         version = ctx.manager.fork(_key(state), cut, version=True)
     except (StoreUnavailable, OSError) as err:
         log.warning("regenerate in %s failed: %s", state["session"], err)
-        return handlers.reload(ctx, state, notice=handlers.not_saved(err, "nothing was regenerated."))
+        return handlers.reload(ctx, state, notice=handlers.not_saved(err, i18n.t("nothing_regenerated")))
     view = handlers.view_of(ctx.manager.get(version.key))
     view.state["regen_guard"] = [version.id, row_index, now]
     return view
@@ -143,9 +143,11 @@ def top_level_rows(rows: list[dict[str, Any]]) -> list[int]:
 def arrows(ctx: Any, state: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The ``‹ n / m ›`` arrows of the tab's conversation as shown: ``[{"index": stored message
     index of the point, "n", "m", "row": position of the drawn message row (``.message-row``) they
-    sit under}]``. A point's arrows sit under the first row showing its message (the edited
-    message, the regenerated reply), under the last row when the shown version ends there (its
-    reply failed), and nowhere while the point is above the shown window (earlier messages)."""
+    sit under, "after": True when that row is not stored (see below)}]``. A point's arrows sit
+    under the first row showing its message (the edited message, the regenerated reply); when the
+    shown version ends right before it (its reply is streaming, or failed), under the row after
+    the last stored one (the streaming reply, the error row) or, with none drawn, the last row;
+    nowhere while the point is above the shown window (earlier messages)."""
     found = points(ctx, state)
     if not found:
         return []
@@ -161,8 +163,13 @@ def arrows(ctx: Any, state: dict[str, Any] | None) -> list[dict[str, Any]]:
     for point in found:
         if point["index"] < start or not drawn:
             continue
-        row = next((r for r in drawn if window.source[r] >= point["index"]), drawn[-1])
-        out.append({"index": point["index"], "n": point["n"], "m": point["m"], "row": drawn.index(row)})
+        row = next((r for r in drawn if window.source[r] >= point["index"]), None)
+        arrow = {"index": point["index"], "n": point["n"], "m": point["m"]}
+        if row is None:  # the version ends before its first own message: under the reply to
+            arrow.update(row=len(drawn), after=True)  # come (streaming, an error row), else the last row
+        else:
+            arrow["row"] = drawn.index(row)
+        out.append(arrow)
     return out
 
 
@@ -179,10 +186,10 @@ def switch(ctx: Any, state: dict[str, Any], step: int, index: int | None = None)
         if point is None or not 0 <= point["n"] - 1 + step < point["m"]:
             return _in_use(ctx, key, state)  # the arrows the tab showed are gone or at an end
         new_key = ctx.manager.switch_version(key, point["ids"][point["n"] - 1 + step], expected=key.session_id)
-    except StaleChange as err:
-        return _in_use(ctx, key, state, notice=str(err))
+    except StaleChange:
+        return _in_use(ctx, key, state, notice=i18n.t("stale_version"))
     except (StoreUnavailable, OSError) as err:
-        return handlers.reload(ctx, state, notice=handlers.not_saved(err, "the version was not switched."))
+        return handlers.reload(ctx, state, notice=handlers.not_saved(err, i18n.t("version_not_switched")))
     log.info("switched %s to version %s at message %s", key.session_id, new_key.session_id, point["index"])
     return handlers.view_of(ctx.manager.get(new_key))
 
@@ -198,8 +205,8 @@ def _in_use(ctx: Any, key: SessionKey, state: dict[str, Any], notice: str | None
 # --- Gradio wiring -----------------------------------------------------------------------------
 
 
-PREV_LABEL = "Previous version"
-NEXT_LABEL = "Next version"
+PREV_LABEL = i18n.Msg("previous_version")
+NEXT_LABEL = i18n.Msg("next_version")
 
 # The arrows are drawn by the page under the message rows named in the carrier's data (the chat's
 # rows are Gradio's; a row's text must stay the message, for Copy and Edit). They are put back
@@ -212,7 +219,7 @@ const wanted = () => {
   const d = element.querySelector('[data-points]');
   try { return d ? JSON.parse(d.dataset.points) : []; } catch (e) { return []; }
 };
-const sig = (p) => `${p.index}:${p.n}/${p.m}@${p.row}`;
+const sig = (p) => `${p.index}:${p.n}/${p.m}@${p.row}${p.after ? '+' : ''}`;
 const make = (p, labels) => {
   const box = document.createElement('div');
   box.className = 'ac-vswitch';
@@ -240,7 +247,9 @@ const place = () => {
   chat.querySelectorAll('.ac-vswitch').forEach((el) => { if (!keep.has(el.dataset.sig)) el.remove(); });
   const rows = chat.querySelectorAll('.message-row');
   for (const p of points) {
-    const row = rows[p.row];
+    const row = rows[p.row] || (p.after ? rows[rows.length - 1] : null);
+    // One set per point: drop it from a row it no longer belongs to (the reply row appeared).
+    chat.querySelectorAll(`.ac-vswitch[data-sig="${sig(p)}"]`).forEach((el) => { if (!row || !row.contains(el)) el.remove(); });
     if (!row || row.querySelector(`.ac-vswitch[data-sig="${sig(p)}"]`)) continue;
     (row.querySelector('.flex-wrap') || row).appendChild(make(p, labels));
   }
@@ -273,8 +282,8 @@ ARROWS_CSS = """<style>
 def arrows_html(found: list[dict[str, Any]]) -> str:
     """The carrier's HTML: its style and the arrows' data (:func:`arrows`), HTML-escaped."""
     data = html.escape(json.dumps(found, separators=(",", ":")), quote=True)
-    return (f'{ARROWS_CSS}<div data-points="{data}" data-prev="{html.escape(PREV_LABEL)}" '
-            f'data-next="{html.escape(NEXT_LABEL)}"></div>')
+    return (f'{ARROWS_CSS}<div data-points="{data}" data-prev="{html.escape(i18n.t(PREV_LABEL))}" '
+            f'data-next="{html.escape(i18n.t(NEXT_LABEL))}"></div>')
 
 
 def bar() -> dict[str, Any]:
@@ -319,6 +328,7 @@ def attach(ctx: Any, parts: dict[str, Any], *, chat: Any, state: Any, tab: Any, 
         handlers.leave(ctx, tab_key(request, tab_id))  # a reply still streaming stops first
         index = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
         value = evt.value if isinstance(evt.value, str) else message_text(evt.value)
+        value = chat_text.source(value)  # the box started from the shown content (chat_text)
         try:
             view, text = edit(ctx, st, int(index), value)
         except (AnycodeError, IndexError, ValueError) as err:
@@ -327,14 +337,14 @@ def attach(ctx: Any, parts: dict[str, Any], *, chat: Any, state: Any, tab: Any, 
         if text is not None:
             run_id, notice = handlers.take(ctx, tab_key(request, tab_id), text)
             notify(notice)
-        return (*show(view, query, archived), gr.Textbox(submit_btn=run_id is None, stop_btn=run_id is not None and "Stop"),
+        return (*show(view, query, archived), gr.Textbox(submit_btn=run_id is None, stop_btn=run_id is not None and i18n.t("stop")),
                 run_id)
 
     def on_regenerate(tab_id, st, query, archived, evt: gr.LikeData, request: gr.Request):
         # Skips leave ``pending`` alone: the first of a doubled event may still be handing its
         # run over to the send that follows it (a stale id there is ignored by claim_run).
         index = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
-        if evt.liked != REGENERATE_OPTION or repeated(st, int(index)):  # Branch has its own listener
+        if evt.liked not in i18n.variants(REGENERATE_OPTION) or repeated(st, int(index)):  # Branch has its own listener
             return tuple(gr.skip() for _ in range(skip))
         handlers.leave(ctx, tab_key(request, tab_id))
         try:
@@ -346,7 +356,7 @@ def attach(ctx: Any, parts: dict[str, Any], *, chat: Any, state: Any, tab: Any, 
         run_id = None
         if view.state.get("regen_guard"):
             run_id = handlers.take_retry(ctx, tab_key(request, tab_id))
-        return (*show(view, query, archived), gr.Textbox(submit_btn=run_id is None, stop_btn=run_id is not None and "Stop"),
+        return (*show(view, query, archived), gr.Textbox(submit_btn=run_id is None, stop_btn=run_id is not None and i18n.t("stop")),
                 run_id)
 
     def on_retry(tab_id, st, query, archived, request: gr.Request):
@@ -364,7 +374,7 @@ def attach(ctx: Any, parts: dict[str, Any], *, chat: Any, state: Any, tab: Any, 
             view, run_id = handlers.reload(ctx, st, notice=str(err)), None
         if view is None:
             return tuple(gr.skip() for _ in range(skip))
-        return (*show(view, query, archived), gr.Textbox(submit_btn=run_id is None, stop_btn=run_id is not None and "Stop"),
+        return (*show(view, query, archived), gr.Textbox(submit_btn=run_id is None, stop_btn=run_id is not None and i18n.t("stop")),
                 run_id)
 
     def regenerate_last(st, key, current):

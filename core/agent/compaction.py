@@ -44,6 +44,7 @@ KEEP_FRACTION = 0.25       # of the window, kept verbatim after an automatic/man
 HARD_KEEP_FRACTION = 0.08  # after the server said the request did not fit
 SINGLE_MESSAGE_FRACTION = 0.5  # a request-side message copy is cut above this share of the window
 TRANSCRIPT_MESSAGE_CHARS = 4_000  # per message in the summary request (tool output is cut)
+NOTHING_TO_COMPACT = "Nothing to compact yet: the conversation is only its latest turn."
 LANGUAGE_MESSAGES = 200  # the latest messages the conversation's language is read from
 CUT_MARKER = "\n\n[… {n:,} characters cut here by anycode to fit the model's context window …]\n\n"
 
@@ -116,6 +117,13 @@ def plan_cut(messages: list[dict], start: int, keep_tokens: int) -> int | None:
         return users[0] if users else fitting[0]
     users = [i for i in bounds if messages[i].get("role") == "user"]
     return users[-1] if users and users[-1] > start else bounds[-1]
+
+
+def can_compact(messages: list[dict], compactions: list[dict]) -> bool:
+    """Whether a manual compaction (Compact, ``/compact``) would summarise anything: there is a
+    message after the first one since the last compaction (``compactions``:
+    ``Session.compactions``). False for an empty chat or one holding only its first message."""
+    return plan_cut(messages, view_start(messages, compactions), 0) is not None
 
 
 # --- the request side -----------------------------------------------------------------------------
@@ -408,6 +416,6 @@ def compact_session(key: Any, store: Any, *, client: Any, model: str, cancel: th
     guard = make_guard(session, client=client, model=model, tools=TOOL_SPECS, cancel=cancel,
                        append=lambda entry, count: manager.add_compaction(key, entry, count))
     messages = session.messages
-    if plan_cut(messages, guard.start(messages), int(guard.window * KEEP_FRACTION)) is None:
-        raise CompactionFailed("Nothing to compact yet: the conversation is only its latest turn.")
+    if not can_compact(messages, guard.compactions):
+        raise CompactionFailed(NOTHING_TO_COMPACT)
     yield from guard.compact(messages, trigger)

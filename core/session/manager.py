@@ -363,6 +363,23 @@ class SessionManager:
             raise StaleChange("version", expected, err.actual) from err
         return SessionKey(key.project_key, to)
 
+    def use_version(self, key: SessionKey) -> bool:
+        """Make session ``key`` the version in use of its conversation when it is a member of a
+        family and not already in use — called after a message was sent in it (maybe from a tab
+        that kept showing it while another tab switched away): the version last used is the one
+        last written in, so a reload lands there. Returns True when a version entry was
+        appended. Metadata only, plus that one append. Raises :class:`SessionNotFound`."""
+        members = self.family(key)
+        if len(members) < 2:
+            return False
+        root = next(m for m in members if m.id == key.session_id).family
+        pointer = next((m.current_version for m in members if m.id == root), None) or root
+        if pointer == key.session_id:
+            return False
+        self.store.append(SessionKey(key.project_key, root), [version_entry(key.session_id)])
+        log.info("version %s of %s in use again (a message was sent in it)", key.session_id, root)
+        return True
+
     def version_points(self, key: SessionKey) -> list[dict[str, Any]]:
         """Where the family's versions diverge from session ``key`` (see
         :func:`core.session.versions.divergences`), each alternative opening the version last

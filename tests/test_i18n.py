@@ -1,0 +1,171 @@
+"""The web UI's string catalogue (webui/locales) and how a request's language and time zone are chosen."""
+from __future__ import annotations
+
+import datetime as dt
+import re
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+from babel import Locale
+
+from webui import i18n, timefmt
+from webui.i18n import t, tn
+
+WEBUI = Path(i18n.__file__).parent
+UTC = ZoneInfo("UTC")
+SHANGHAI = ZoneInfo("Asia/Shanghai")
+
+
+class _Request:
+    """What webui.i18n reads of a gr.Request: cookies and headers."""
+
+    def __init__(self, cookies=None, accept=""):
+        self.cookies = cookies or {}
+        self.headers = {"accept-language": accept} if accept else {}
+
+
+class TestCatalogue:
+    """Guards against a string missing in one language (English shown in the Chinese UI, or a
+    KeyError), a translation that drops or renames a placeholder (a crash or a "{n}" on screen),
+    and a key used in the code but absent from the catalogue."""
+
+    def test_every_key_in_every_language(self):
+        cats = i18n.catalogues()
+        assert set(cats) >= {"en", "zh-CN"}
+        english = set(cats["en"])
+        for code, cat in cats.items():
+            assert set(cat) == english, (code, sorted(english ^ set(cat)))
+            for key, value in cat.items():
+                assert value, (code, key)
+
+    def test_placeholders_match_english(self):
+        cats = i18n.catalogues()
+        for key, en in cats["en"].items():
+            en_forms = en.values() if isinstance(en, dict) else [en]
+            wanted = set().union(*(i18n.placeholders(f) for f in en_forms))
+            for code, cat in cats.items():
+                value = cat[key]
+                assert isinstance(value, dict) == isinstance(en, dict), (code, key)
+                for form in (value.values() if isinstance(value, dict) else [value]):
+                    assert i18n.placeholders(form) == wanted, (code, key, form)
+
+    def test_plural_entries_have_the_forms_the_language_needs(self):
+        for code, cat in i18n.catalogues().items():
+            needed = set(Locale.parse(code.replace("-", "_")).plural_form.tags) | {"other"}
+            for key, value in cat.items():
+                if isinstance(value, dict):
+                    assert set(value) >= needed, (code, key, needed - set(value))
+                    assert set(value) <= set(i18n.PLURAL_CATEGORIES), (code, key)
+
+    def test_keys_are_flat_names(self):
+        # svelte-i18n (Gradio's frontend) reads a dot in a key as nesting
+        for key in i18n.catalogues()["en"]:
+            assert re.fullmatch(r"[a-z][a-z0-9_]*", key), key
+
+    def test_every_key_the_code_uses_exists(self):
+        used = set()
+        pattern = re.compile(r"""\b(?:t|tn|tr|Msg|i18n\.t|i18n\.tn|i18n\.Msg|i18n_ui\.tr)\(\s*["']([a-z0-9_]+)["']""")
+        for path in WEBUI.glob("*.py"):
+            used |= set(pattern.findall(path.read_text(encoding="utf-8")))
+        assert used, "no catalogue key found in webui/*.py"
+        missing = used - set(i18n.catalogues()["en"])
+        assert not missing, sorted(missing)
+
+    def test_plurals_and_numbers(self):
+        assert tn("entries", 1, "en") == "1 entry"
+        assert tn("entries", 2, "en") == "2 entries"
+        assert tn("entries", 1234, "en") == "1,234 entries"
+        assert tn("entries", 2, "zh-CN") == "2 条记录"
+
+    def test_missing_translation_falls_back_to_english(self, monkeypatch):
+        cats = {code: dict(cat) for code, cat in i18n.catalogues().items()}
+        del cats["zh-CN"]["new_chat"]
+        monkeypatch.setattr(i18n, "catalogues", lambda: cats)
+        assert t("new_chat", "zh-CN") == "New chat"
+        with pytest.raises(KeyError):
+            t("no_such_key_anywhere", "en")
+
+    def test_msg_reads_english_and_translates(self):
+        msg = i18n.Msg("no_reply_notice")
+        assert msg == "No reply was saved for the last message."
+        assert t(msg, "zh-CN") == i18n.catalogues()["zh-CN"]["no_reply_notice"]
+        assert i18n.localize("an error's own sentence") == "an error's own sentence"
+        with i18n.using("zh-CN"):
+            assert i18n.localize(msg) == i18n.catalogues()["zh-CN"]["no_reply_notice"]
+
+
+class TestLanguageChoice:
+    """Guards against the UI ignoring the browser's language, the page setting or ANYCODE_LANG,
+    or picking them in the wrong order."""
+
+    def test_accept_language_by_quality(self):
+        assert i18n.parse_accept_language("en;q=0.5, zh-CN, fr;q=0.8, *;q=0.1") == ["zh-CN", "fr", "en"]
+        assert i18n.parse_accept_language("") == []
+
+    def test_matching_tags(self):
+        assert i18n.match("zh-CN") == "zh-CN"
+        assert i18n.match("zh_cn") == "zh-CN"
+        assert i18n.match("zh-Hans-CN") == "zh-CN"
+        assert i18n.match("en-US") == "en"
+        assert i18n.match("fr") is None
+        assert i18n.negotiate(["fr-FR", "zh-TW", "en"]) == "zh-CN"
+
+    def test_order_setting_env_browser_header(self, monkeypatch):
+        monkeypatch.delenv("ANYCODE_LANG", raising=False)
+        assert i18n.request_lang(_Request(accept="zh-CN,zh;q=0.9")) == "zh-CN"
+        assert i18n.request_lang(_Request(accept="de-DE")) == "en"
+        # navigator.languages (cookie) before the header
+        assert i18n.request_lang(_Request({"anycode_nav": "en-US,en"}, accept="zh-CN")) == "en"
+        monkeypatch.setenv("ANYCODE_LANG", "zh-CN")
+        assert i18n.request_lang(_Request({"anycode_nav": "en-US"})) == "zh-CN"
+        assert i18n.request_lang(None) == "zh-CN"
+        # the page's own setting wins over ANYCODE_LANG; "auto" follows the rest
+        assert i18n.request_lang(_Request({"anycode_lang": "en", "anycode_nav": "zh-CN"})) == "en"
+        assert i18n.request_lang(_Request({"anycode_lang": "auto", "anycode_nav": "en-US"})) == "zh-CN"
+        monkeypatch.setenv("ANYCODE_LANG", "klingon")
+        assert i18n.request_lang(_Request({"anycode_nav": "zh-CN"})) == "zh-CN"
+
+    def test_browser_lang_is_what_gradio_shows(self):
+        assert i18n.browser_lang(_Request({"anycode_nav": "zh-CN,en"})) == "zh-CN"
+        assert i18n.browser_lang(_Request({"anycode_nav": "fr-FR,zh-CN"})) == "en"
+        assert i18n.browser_lang(_Request(accept="zh-TW,en;q=0.5")) == "zh-CN"
+
+
+class TestDatesInTheBrowsersZone:
+    """Guards against date groups and times that follow the server's clock instead of the
+    browser's (a chat from 23:00 UTC is "Yesterday" on a server in UTC but "Today" in Shanghai
+    the next morning), and hand-written English time words in the Chinese UI."""
+
+    def test_group_follows_the_browser_zone(self):
+        now = dt.datetime(2026, 11, 30, 1, 30, tzinfo=UTC).timestamp()  # 09:30 in Shanghai
+        chat = dt.datetime(2026, 11, 29, 23, 0, tzinfo=UTC).timestamp()  # 07:00 in Shanghai
+        assert timefmt.group_key(chat, now, UTC) == "group_yesterday"
+        assert timefmt.group_key(chat, now, SHANGHAI) == "group_today"
+        with i18n.using("zh-CN", "Asia/Shanghai"):
+            assert timefmt.group_label(chat, now) == "今天"
+        with i18n.using("en", "UTC"):
+            assert timefmt.group_label(chat, now) == "Yesterday"
+
+    def test_relative_times_in_chinese(self):
+        now = 1_800_000_000.0
+        with i18n.using("zh-CN", "Asia/Shanghai"):
+            assert timefmt.relative_time(now - 5, now) == "刚刚"
+            assert timefmt.relative_time(now - 300, now) == "5分钟前"
+            assert timefmt.relative_time(now - 3 * 3600, now) == "3小时前"
+            assert timefmt.relative_time(now - 40 * 86400, now) == "2026年12月6日"
+        with i18n.using("en", "UTC"):
+            assert timefmt.relative_time(now - 40 * 86400, now) == "Dec 6, 2026"
+
+    def test_untitled_label_in_language_and_zone(self):
+        created = dt.datetime(2026, 11, 29, 23, 0, tzinfo=UTC).timestamp()
+        with i18n.using("zh-CN", "Asia/Shanghai"):
+            assert timefmt.session_label(None, created) == "会话 2026-11-30 07:00"
+            assert timefmt.session_label("  ", None) == "新对话"
+        with i18n.using("en", "UTC"):
+            assert timefmt.session_label("", created) == "Session 2026-11-29 23:00"
+            assert timefmt.session_label("My title", created) == "My title"
+
+    def test_unknown_zone_falls_back_to_the_server(self):
+        with i18n.using("en", "Mars/Olympus_Mons"):
+            assert i18n.zone() is None
