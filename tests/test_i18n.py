@@ -65,7 +65,7 @@ class TestCatalogue:
 
     def test_every_key_the_code_uses_exists(self):
         used = set()
-        pattern = re.compile(r"""\b(?:t|tn|tr|Msg|i18n\.t|i18n\.tn|i18n\.Msg|i18n_ui\.tr)\(\s*["']([a-z0-9_]+)["']""")
+        pattern = re.compile(r"""\b(?:t|tn|tr|Msg|i18n\.t|i18n\.tn|i18n\.Msg|i18n_ui\.tr)\(\s*["']([a-z0-9_]+)["']\s*[,)]""")
         for path in WEBUI.glob("*.py"):
             used |= set(pattern.findall(path.read_text(encoding="utf-8")))
         assert used, "no catalogue key found in webui/*.py"

@@ -21,10 +21,11 @@ from core.agent.workspace import check_workspace
 from core.errors import AnycodeError
 from core.session.entries import SessionState
 from core.session.keys import SessionKey
+from webui.i18n import Msg, t
 
 log = logging.getLogger(__name__)
 
-MOVED_NOTICE = "Moved this chat to {label}. Its file tools work in that folder now."
+MOVED_NOTICE = Msg("moved_notice")
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class MoveOffer:
     @property
     def button(self) -> str:
         """The button's label: "Move this chat to <folder name>"."""
-        return f"Move this chat to {os.path.basename(self.target.rstrip('/')) or self.target}"
+        return t("move_chat_to", name=os.path.basename(self.target.rstrip('/')) or self.target)
 
 
 def offer(ctx: Any, state: dict[str, Any] | None) -> MoveOffer | None:
@@ -79,7 +80,7 @@ def move_to_current(ctx: Any, state: dict[str, Any]) -> Any:
     except (AnycodeError, OSError) as err:
         log.warning("moving %s failed: %s", state["session"], err)
         text = str(err) if isinstance(err, AnycodeError) else None
-        return handlers.reload(ctx, state, notice=text or handlers.not_saved(err, "the chat was not moved."))
+        return handlers.reload(ctx, state, notice=text or handlers.not_saved(err, t("not_saved_moved")))
     return _opened(ctx, report.key, found.target)
 
 
@@ -88,7 +89,7 @@ def _opened(ctx: Any, key: SessionKey, target: str) -> Any:
     from webui import handlers
 
     view = handlers.open_session(ctx, key.project_key, key.session_id)
-    view.notice, view.notice_level = MOVED_NOTICE.format(label=handlers.project_label(target)), "info"
+    view.notice, view.notice_level = t(MOVED_NOTICE, label=handlers.project_label(target)), "info"
     return view
 
 
@@ -98,7 +99,7 @@ def wire(ctx: Any, gr: Any, parts: dict[str, Any], *, state: Any, search: Any, s
     shown while :func:`offer` offers a move; a click moves the chat and opens it in its new project
     (the project picker follows)."""
     with parts["ws_row"]:
-        button = gr.Button("Move this chat", visible=False, size="sm", scale=0, min_width=190,
+        button = gr.Button(t("move_chat"), visible=False, size="sm", scale=0, min_width=190,
                            elem_id="ac-workspace-move")
     common = {"api_visibility": "private", "show_progress": "hidden"}
 
