@@ -166,6 +166,13 @@ class TestDatesInTheBrowsersZone:
             assert timefmt.session_label("", created) == "Session 2026-11-29 23:00"
             assert timefmt.session_label("My title", created) == "My title"
 
+    def test_core_fallback_title_is_shown_localised(self):
+        # core stores its English "Session …" as the title when the title model fails
+        created = dt.datetime(2026, 11, 29, 23, 0, tzinfo=UTC).timestamp()
+        with i18n.using("zh-CN", "Asia/Shanghai"):
+            assert timefmt.session_label("Session 2026-11-29 23:00", created, "fallback") == "会话 2026-11-30 07:00"
+            assert timefmt.session_label("Session notes", created, "user") == "Session notes"
+
     def test_unknown_zone_falls_back_to_the_server(self):
         with i18n.using("en", "Mars/Olympus_Mons"):
             assert i18n.zone() is None
