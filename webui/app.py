@@ -21,8 +21,8 @@ import gradio as gr
 
 from core.errors import AnycodeError, SessionNotFound
 from webui import (approval_card, archived_chat, compaction_ui, handlers, i18n, i18n_ui, import_panel,
-                   memory_panel, narrow, project_move, render, search_panel, shortcuts, subagent_panel, theme_switch,
-                   title_push, versions)
+                   memory_panel, narrow, notice_place, project_move, render, search_panel, shortcuts, subagent_panel,
+                   theme_switch, title_push, versions)
 from webui.i18n import t
 from webui.i18n_ui import tr
 from webui import chat_text
@@ -453,6 +453,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
         earlier_btn.click(on_earlier, [state, search, show_archived], view_outputs, api_visibility="private",
                           show_progress="minimal")
         demo.load(None, None, None, js=EARLIER_ON_SCROLL_JS)
+        notice_place.add(demo)  # toasts stay above the bars under the chat, never over their buttons
         narrow.attach(demo)  # narrow windows: the sidebar is a drawer (issue 18)
         shortcuts.attach(demo)
         demo.load(page_prefs_html, None, prefs, api_visibility="private", show_progress="hidden")  # in the tab's language
