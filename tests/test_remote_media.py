@@ -46,7 +46,8 @@ class TestImagesBecomeLinks:
     def test_stored_messages_render_through_it(self):
         rows = chat_rows([{"role": "user", "content": f"see ![u]({O}/u.png)"},
                           {"role": "assistant", "content": f"<img src='{O}/r.png'>"}]).rows
-        assert "![" not in rows[0]["content"] and f"{O}/u.png" in rows[0]["content"]
+        # a user's message is shown as typed (webui.chat_text): the image syntax as text, its URL a link
+        assert rows[0]["content"].startswith('<pre class="ac-lit">') and f'href="{O}/u.png"' in rows[0]["content"]
         assert "<img" not in rows[1]["content"] and f'href="{O}/r.png"' in rows[1]["content"]
 
     def test_a_compaction_summary_renders_through_it(self):

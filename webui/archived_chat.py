@@ -21,9 +21,8 @@ from webui.i18n import Msg
 
 log = logging.getLogger(__name__)
 
-BAR_TEXT = Msg("archived_bar")
-UNARCHIVED_BY_SEND = Msg("unarchived_by_send")
-ARCHIVED_ELSEWHERE = Msg("archived_elsewhere")
+UNARCHIVED_BY_SEND = Msg("unarchived_by_send")  # "This chat was archived; your message brought it back …"
+ARCHIVED_ELSEWHERE = Msg("archived_elsewhere")  # "This chat was archived in another tab or window …"
 
 
 def refused_send(session: Any, state: dict[str, Any]) -> str | None:
@@ -55,7 +54,7 @@ def add_bar(gr: Any) -> dict[str, Any]:
     from webui.i18n_ui import tr
 
     with gr.Row(visible=False, elem_id="ac-archived-bar", equal_height=True) as row:
-        gr.Markdown(tr(BAR_TEXT.key), elem_id="ac-archived-text")
+        gr.Markdown(tr("archived_bar"), elem_id="ac-archived-text")
         button = gr.Button(tr("unarchive"), size="sm", scale=0, min_width=110, elem_id="ac-archived-unarchive")
     return {"row": row, "button": button}
 

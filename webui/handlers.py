@@ -37,7 +37,7 @@ from core.session.keys import SessionKey
 from core.session.subagents import export_entries, subagent_records
 from webui.subagent_panel import LiveSubagents
 from core.session.text import clean_text, is_blank
-from webui import archived_chat, compaction_ui, i18n, render
+from webui import archived_chat, chat_text, compaction_ui, i18n, render
 from webui.i18n import Msg
 from webui.export import write_exports
 from webui.timefmt import relative_time
@@ -583,18 +583,29 @@ class SendUpdate:
 
 
 def _error_row(text: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": render.safe_markdown(f"\u26a0 {text}")}  # ⚠ without emoji presentation
+    return {"role": "assistant", "content": chat_text.reply(f"\u26a0 {text}")}  # ⚠ without emoji presentation
 
 
 class _LiveRows:
     """The rows of the reply being streamed, built from agent events."""
 
     def __init__(self) -> None:
-        self.rows: list[dict[str, Any]] = []
+        self._rows: list[dict[str, Any]] = []
         self._steps: dict[str, int] = {}
         self._args: dict[str, str] = {}
         self._subagents = LiveSubagents()
         self._text: dict[int, str] = {}  # row index -> the reply text as streamed
+        self._shown: dict[int, chat_text.StreamedReply] = {}
+        self._stale: set[int] = set()  # text rows whose content is behind their text
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        """The rows; a text row's content is rendered here, when read (about every
+        STREAM_MIN_INTERVAL), not on every delta."""
+        for i in self._stale:
+            self._rows[i]["content"] = self._shown.setdefault(i, chat_text.StreamedReply()).render(self._text[i])
+        self._stale.clear()
+        return self._rows
 
     def apply(self, event: Any) -> bool:
         """Fold one agent event in; return True when it changed what is shown."""
@@ -606,13 +617,13 @@ class _LiveRows:
         if kind == "TextDelta":
             if not event.text:
                 return False
-            last = self.rows[-1] if self.rows else None
+            last = self._rows[-1] if self._rows else None
             if last is None or last.get("metadata"):
-                self.rows.append({"role": "assistant", "content": ""})
-                self._text[len(self.rows) - 1] = ""
-            self._text[len(self.rows) - 1] += event.text
-            # shown with remote images as links, like the stored reply will be
-            self.rows[-1]["content"] = render.safe_markdown(self._text[len(self.rows) - 1])
+                self._rows.append({"role": "assistant", "content": ""})
+                self._text[len(self._rows) - 1] = ""
+            self._text[len(self._rows) - 1] += event.text
+            # shown as the stored reply will be: HTML as text, remote images as links
+            self._stale.add(len(self._rows) - 1)
             return True
         if kind == "ToolCallStarted":
             self._args[event.call_id] = event.arguments
@@ -770,7 +781,7 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
     start = shown_from(session, state)
     state["from"] = start
     base = render.chat_window(session.messages, start, session.compactions, session.reply_ends).rows
-    shown = base if retry else base + [{"role": "user", "content": render.safe_markdown(text)}]
+    shown = base if retry else base + [{"role": "user", "content": chat_text.literal(text)}]
     yield SendUpdate(state, shown, title, label=label)
 
     config = ctx.model_config()

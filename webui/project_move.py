@@ -21,11 +21,10 @@ from core.agent.workspace import check_workspace
 from core.errors import AnycodeError
 from core.session.entries import SessionState
 from core.session.keys import SessionKey
-from webui.i18n import Msg, t
+from webui.i18n import t
 
 log = logging.getLogger(__name__)
 
-MOVED_NOTICE = Msg("moved_notice")
 
 
 @dataclass(frozen=True)
@@ -37,8 +36,8 @@ class MoveOffer:
 
     @property
     def button(self) -> str:
-        """The button's label: "Move this chat to <folder name>"."""
-        return t("move_chat_to", name=os.path.basename(self.target.rstrip('/')) or self.target)
+        """The button's label: "Move this chat to <folder name>" (in the request's language)."""
+        return t("move_chat_to", name=os.path.basename(self.target.rstrip("/")) or self.target)
 
 
 def offer(ctx: Any, state: dict[str, Any] | None) -> MoveOffer | None:
@@ -89,7 +88,7 @@ def _opened(ctx: Any, key: SessionKey, target: str) -> Any:
     from webui import handlers
 
     view = handlers.open_session(ctx, key.project_key, key.session_id)
-    view.notice, view.notice_level = t(MOVED_NOTICE, label=handlers.project_label(target)), "info"
+    view.notice, view.notice_level = t("moved_notice", label=handlers.project_label(target)), "info"
     return view
 
 
@@ -99,7 +98,7 @@ def wire(ctx: Any, gr: Any, parts: dict[str, Any], *, state: Any, search: Any, s
     shown while :func:`offer` offers a move; a click moves the chat and opens it in its new project
     (the project picker follows)."""
     with parts["ws_row"]:
-        button = gr.Button(t("move_chat"), visible=False, size="sm", scale=0, min_width=190,
+        button = gr.Button("", visible=False, size="sm", scale=0, min_width=190,
                            elem_id="ac-workspace-move")
     common = {"api_visibility": "private", "show_progress": "hidden"}
 

@@ -55,6 +55,14 @@ def safe_markdown(text: str) -> str:
     return "".join(seg if code else _rewrite_prose(seg) for seg, code in _segments(text))
 
 
+def image_links(text: str) -> str:
+    """``text`` (Markdown) with only its Markdown images outside code rewritten to links — for
+    text whose HTML is shown as text (:mod:`webui.chat_text`), so no tag of it can load anything."""
+    if not text or "![" not in text:
+        return text
+    return "".join(seg if code else _rewrite_md_images(seg) for seg, code in _segments(text))
+
+
 def _segments(text: str) -> list[tuple[str, bool]]:
     """Split into ``(segment, is_code)``: fenced code blocks and inline code spans are code."""
     out: list[tuple[str, bool]] = []
@@ -101,7 +109,22 @@ def _rewrite_prose(text: str) -> str:
     return _rewrite_md_images(text)
 
 
-def _rewrite_tag(m: re.Match) -> str:
+def loading_links(fragment: str) -> str:
+    """Links (``↗ kind: label (host)``) to every remote resource the HTML ``fragment`` would load
+    if it were rendered — ``src``/``srcset``/``poster``… of its tags, CSS ``url()`` in ``style``
+    attributes and ``<style>`` elements — in order; "" when there is none. For HTML shown as
+    text (:mod:`webui.chat_text`): the user can still open what it names, by a click."""
+    if not _TRIGGERS.search(fragment):
+        return ""
+    out = [_links_html(_css_urls(m.group(0)), "image") for m in _STYLE_EL.finditer(fragment)]
+    for m in _TAG.finditer(_STYLE_EL.sub("", fragment)):
+        kind, label, remote = _tag_resources(m)
+        out.append(_links_html(remote, kind, label))
+    return " ".join(x for x in out if x)
+
+
+def _tag_resources(m: re.Match) -> tuple[str, str, list[str]]:
+    """``(kind, label, remote URLs)`` of the tag matched by :data:`_TAG`."""
     tag = m.group(1).lower()
     attrs = _attrs(m.group(2))
     urls: list[str] = []
@@ -113,11 +136,16 @@ def _rewrite_tag(m: re.Match) -> str:
     for name in ("srcset", "imagesrcset"):
         if attrs.get(name):
             urls += _srcset_urls(attrs[name])
-    style_urls = _css_urls(attrs.get("style", ""))
-    remote = [u for u in urls + style_urls if _is_remote(u)]
+    remote = [u for u in urls + _css_urls(attrs.get("style", "")) if _is_remote(u)]
+    label = attrs.get("alt") or attrs.get("title") or attrs.get("aria-label") or ""
+    return LOADING_TAGS.get(tag, "image"), label, remote
+
+
+def _rewrite_tag(m: re.Match) -> str:
+    tag = m.group(1).lower()
+    kind, label, remote = _tag_resources(m)
     if tag in LOADING_TAGS and (remote or tag in ("iframe", "frame", "object", "embed", "script")):
-        label = attrs.get("alt") or attrs.get("title") or attrs.get("aria-label") or ""
-        return _links_html(remote, LOADING_TAGS[tag], label)
+        return _links_html(remote, kind, label)
     if not remote:
         return m.group(0)
     # Any other element with a remote background: keep it, without the fetch, link after it.

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.session.export import message_text
+from webui import chat_text
 from webui.subagent_panel import TASK_TOOL, task_step_title, transcript_link
-from webui.remote_media import safe_markdown
 from webui import i18n
 from webui.i18n import t, tn
 from webui.timefmt import GROUPS, group_key, relative_time, session_label
@@ -56,7 +56,8 @@ def tool_step_content(arguments: str, result: str | None, is_error: bool = False
 def tool_step(call_id: str, name: str, arguments: str, result: str | None = None,
               is_error: bool = False) -> dict[str, Any]:
     """A collapsible chat row for one tool call: title ``🛠️ name``, status pending until a result."""
-    title = f"{TOOL_ICON} " + (t("tool_failed", name=name) if is_error else name)
+    shown = chat_text.inline(name)
+    title = f"{TOOL_ICON} " + (t("tool_failed", name=shown) if is_error else shown)
     content = tool_step_content(arguments, result, is_error)
     if name == TASK_TOOL:  # a sub-agent: its description, and a link to its transcript
         title = task_step_title(arguments, is_error)
@@ -77,7 +78,7 @@ def memory_note(system_text: Any) -> dict[str, Any] | None:
     used = memories_in_prompt(system_text)
     if not used:
         return None
-    return {"role": "assistant", "content": safe_markdown("\n".join(f"- {line}" for line in used)),
+    return {"role": "assistant", "content": chat_text.reply("\n".join(f"- {line}" for line in used)),
             "metadata": {"title": tn("memories_used", len(used)),
                          "id": "ac-memories-used", "status": "done"}}
 
@@ -136,7 +137,7 @@ def summary_divider(compaction: dict[str, Any]) -> dict[str, Any]:
     before, after = compaction.get("tokens_before"), compaction.get("tokens_after")
     sizes = t("summary_sizes", before=before, after=after) if isinstance(before, int) and isinstance(after, int) else ""
     note = f"*{t('summary_note', how=how, sizes=sizes)}*\n\n"
-    return {"role": "assistant", "content": note + safe_markdown(str(compaction.get("summary", ""))),
+    return {"role": "assistant", "content": note + chat_text.reply(str(compaction.get("summary", ""))),
             "metadata": {"title": f"\u2702 {t(SUMMARY_DIVIDER)}", "status": "done",
                          "id": f"compaction-{compaction.get('ts', '')}"}}
 
@@ -173,8 +174,9 @@ def cut_off_row(end: str, last: bool) -> dict[str, Any]:
 
 def chat_rows(messages: list[dict[str, Any]], compactions: list[dict[str, Any]] | None = None,
               ends: dict[int, str] | None = None) -> ChatView:
-    """Render stored OpenAI messages as chat rows; the system message is hidden. Remote images
-    and media in their text are shown as links (:func:`webui.remote_media.safe_markdown`).
+    """Render stored OpenAI messages as chat rows; the system message is hidden. A user's text is
+    shown as typed (:func:`webui.chat_text.literal`), a reply as Markdown with its HTML as text and
+    remote images and media as links (:func:`webui.chat_text.reply`).
 
     An assistant message becomes its text row (if any) followed by one collapsible step per tool
     call; a ``tool`` message fills in the result of its step (matched by ``tool_call_id``).
@@ -205,12 +207,12 @@ def chat_rows(messages: list[dict[str, Any]], compactions: list[dict[str, Any]] 
             view.source.append(i)
             note = None
         if role == "user":
-            view.rows.append({"role": "user", "content": safe_markdown(message_text(msg.get("content")))})
+            view.rows.append({"role": "user", "content": chat_text.literal(message_text(msg.get("content")))})
             view.source.append(i)
         elif role == "assistant":
             text = message_text(msg.get("content"))
             if text.strip():
-                view.rows.append({"role": "assistant", "content": safe_markdown(text)})
+                view.rows.append({"role": "assistant", "content": chat_text.reply(text)})
                 view.source.append(i)
             if i in ends and not msg.get("tool_calls"):
                 view.rows.append(cut_off_row(ends[i], last=i == len(messages) - 1))

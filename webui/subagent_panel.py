@@ -11,7 +11,6 @@ without a browser; :func:`add_transcript` places the panel and wires the link cl
 """
 from __future__ import annotations
 
-import html
 import json
 import logging
 import urllib.parse
@@ -23,6 +22,7 @@ from webui import i18n
 from core.session.entries import messages_of
 from core.session.keys import SessionKey
 from core.session.subagents import find_record
+from webui.chat_text import inline as _inline
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ def task_description(arguments: str) -> str:
 def task_step_title(arguments: str, is_error: bool = False) -> str:
     """The title of a task step: ``⚙ task: <description>``."""
     desc = task_description(arguments)
-    name = f"task: {desc}" if desc else "task"
+    name = f"task: {_inline(desc)}" if desc else "task"
     return f"{TOOL_ICON} " + (i18n.t("tool_failed", name=name) if is_error else name)
 
 
@@ -131,14 +131,14 @@ class LiveSubagents:
             step_id = f"{task_id}/{inner.call_id}"
             self._args[step_id] = inner.arguments
             steps[step_id] = len(rows)
-            rows.append(_step(step_id, task_id, f"{TOOL_ICON} {inner.name}",
+            rows.append(_step(step_id, task_id, f"{TOOL_ICON} {_inline(inner.name)}",
                               _tool_body(inner.arguments, None, False), False))
             self._progress[task_id] = (self._progress.get(task_id, (0, None))[0] + 1, inner.name)
             self._retitle(rows, steps, task_id)
             return True
         if inner_kind == "ToolCallFinished":
             step_id = f"{task_id}/{inner.call_id}"
-            title = f"{TOOL_ICON} " + (i18n.t("tool_failed", name=inner.name) if inner.is_error else inner.name)
+            title = f"{TOOL_ICON} " + (i18n.t("tool_failed", name=_inline(inner.name)) if inner.is_error else _inline(inner.name))
             row = _step(step_id, task_id, title, _tool_body(self._args.get(step_id, ""), inner.result,
                                                            inner.is_error), True)
             if step_id in steps:
@@ -183,7 +183,7 @@ def transcript(ctx: Any, state: dict[str, Any] | None, call_id: str) -> Transcri
         return Transcript(notice=i18n.t("subagent_not_saved"))
     messages = messages_of(rec.entries)
     steps = sum(1 for m in messages if m.get("role") == "tool")
-    heading = (i18n.t("subagent_heading", description=html.escape(rec.description)) + "\n\n"
+    heading = (i18n.t("subagent_heading", description=_inline(rec.description)) + "\n\n"
                + i18n.tn("subagent_meta", steps, record=rec.key.subpath))
     rows = chat_rows(messages).rows
     if rows and rows[0]["role"] == "user":

@@ -1,0 +1,321 @@
+"""How chat text is shown: a user's message exactly as typed, a reply as Markdown with its HTML
+shown as text (issue 18, defect 1).
+
+``gr.Chatbot`` renders every message as Markdown with HTML, then sanitises it: a user's
+``see <b>x</b> and <script>alert(1)</script> here`` showed a bold ``x`` and lost the script, and a
+reply's inline HTML was rendered or dropped the same way. This module turns stored text into the
+content the Chatbot is given:
+
+* :func:`literal` (a user's message, an error sentence): the text inside
+  ``<pre class="ac-lit">``, HTML-escaped, so it shows character for character with its line
+  breaks and spaces (``white-space: pre-wrap`` in ``assets/chat-text.css``), like ChatGPT shows a
+  user's message. ``http(s)`` URLs in it become links that open only when clicked. Text that
+  Markdown would show unchanged anyway (no markup characters) is passed as is.
+* :func:`reply` (a reply, a summary, memories): Markdown stays Markdown; every piece of raw HTML
+  outside code (tags, comments, ``<script>…</script>``) is shown as text — inline as
+  ``<span class="ac-lit">`` with the piece entity-encoded, a whole HTML block as a
+  ``<pre class="ac-lit ac-block">``. A remote image or medium named in it is offered as a link
+  after it (:func:`webui.remote_media.loading_links`), so nothing from chat content is fetched.
+  Code (fences, indented blocks, code spans) is left exactly as written (found with
+  markdown-it-py, the CommonMark parser).
+* :func:`inline` (a tool step's or sub-agent's title): one line shown as text.
+
+The Chatbot's Copy button copies, and its Edit box starts from, a message's *content*; the page's
+script (:data:`CHAT_TEXT_JS`) turns content back into the text written (:func:`source` is the
+same function in Python: the server applies it to an edit that arrives encoded). Nothing here
+executes: everything the page gets is escaped text, links and the three marker elements, and the
+Chatbot's sanitiser and the page's Content-Security-Policy (:mod:`webui.security`) stay in place.
+Pure functions; no Gradio.
+"""
+from __future__ import annotations
+
+import html
+import logging
+import re
+from functools import lru_cache
+
+from webui.remote_media import image_links, loading_links
+
+log = logging.getLogger(__name__)
+
+LIT_OPEN = '<pre class="ac-lit">\n'  # the newline after <pre> is dropped by the HTML parser
+BLOCK_OPEN = '<pre class="ac-lit ac-block">\n'
+SPAN_OPEN = '<span class="ac-lit">'
+LINKS_OPEN = '<small class="ac-links">'
+
+# Text Markdown shows exactly as written: none of these characters, no line starting with a list,
+# quote, heading or rule marker, no indentation, no doubled spaces, no blank lines.
+_MARKUP_CHARS = re.compile(r"[<>&*_`~#\[\]!|\\$]|  |\t|\n\s*\n|^\s")
+_BLOCK_START = re.compile(r"^(?:\d{1,9}[.)]|[-+=>])", re.M)
+_URL = re.compile(r"https?://[^\s<>\"'`]+", re.I)
+_URL_TRAILING = ".,;:!?*_~'\""
+
+
+def is_plain(text: str) -> bool:
+    """True when Markdown with HTML shows ``text`` exactly as written (so it needs no escaping)."""
+    return not _MARKUP_CHARS.search(text) and not _BLOCK_START.search(text)
+
+
+def _linkified(text: str) -> str:
+    """``text`` HTML-escaped, with its ``http(s)`` URLs as links opening in a new tab."""
+    out, pos = [], 0
+    for m in _URL.finditer(text):
+        url = m.group(0).rstrip(_URL_TRAILING)
+        while url.endswith(")") and url.count(")") > url.count("("):  # "(see https://x/y)"
+            url = url[:-1]
+        end = m.start() + len(url)
+        out.append(html.escape(text[pos:m.start()], quote=False))
+        out.append(f'<a href="{html.escape(url)}" class="ac-url" target="_blank" '
+                   f'rel="noopener noreferrer nofollow">{html.escape(url, quote=False)}</a>')
+        pos = end
+    out.append(html.escape(text[pos:], quote=False))
+    return "".join(out)
+
+
+def literal(text: str) -> str:
+    """Chat content showing ``text`` exactly as typed (a user's message): unchanged when it is
+    plain, else ``<pre class="ac-lit">`` holding it escaped, URLs as links. Reversed by :func:`source`."""
+    if is_plain(text):
+        return text
+    return LIT_OPEN + _linkified(text) + "</pre>"
+
+
+def _entities(text: str) -> str:
+    """``text`` with ``&<>"`` and every other ASCII punctuation character as a character
+    reference, so neither HTML nor Markdown gives it a meaning (CommonMark: entity and numeric
+    character references are never markup)."""
+    out = []
+    for ch in text:
+        if ch == "&":
+            out.append("&amp;")
+        elif ch == "<":
+            out.append("&lt;")
+        elif ch == ">":
+            out.append("&gt;")
+        elif ch.isascii() and not ch.isalnum() and ch not in " \n":
+            out.append(f"&#{ord(ch)};")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+_MARKUP_INLINE = re.compile(r"[<>&*`\[\]~\\]")
+
+
+def inline(text: str) -> str:
+    """A title (a tool step's, a sub-agent's task) shown as text on one line, whatever characters
+    it holds; unchanged when it holds no markup characters."""
+    if not _MARKUP_INLINE.search(text):
+        return text
+    return SPAN_OPEN + _entities(text) + "</span>"
+
+
+# --- replies -------------------------------------------------------------------------------------
+
+# Raw HTML as CommonMark defines it (open and closing tags, comments, processing instructions,
+# declarations, CDATA), with elements whose content is not HTML taken whole.
+_RAW_TEXT_EL = r"<(script|style|textarea|title|xmp|noscript)\b[^>]*>[\s\S]*?</\1\s*>"
+
+
+@lru_cache(maxsize=1)
+def _parser():
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark").enable("table")
+    md.disable(["inline", "text_join"], ignoreInvalid=True)  # blocks are enough: 10x faster
+    return md
+
+
+@lru_cache(maxsize=1)
+def _html_re() -> re.Pattern:
+    from markdown_it.common.html_re import HTML_TAG_RE
+
+    return re.compile(_RAW_TEXT_EL + "|" + HTML_TAG_RE.pattern, re.I)
+
+
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)[\s\S]+?(?<!`)\1(?!`)")
+
+
+def reply(text: str) -> str:
+    """Chat content for Markdown ``text`` (a reply): Markdown rendered, raw HTML outside code shown
+    as text, remote images and media as links. Unchanged when it holds no ``<`` (only remote
+    images are rewritten then). Reversed by :func:`source` except for those image links."""
+    if not text or "<" not in text:
+        return image_links(text)
+    lines = text.split("\n")
+    kinds = _kinds(text, len(lines))
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        j = i
+        while j < len(lines) and kinds[j] == kinds[i]:
+            j += 1
+        chunk = "\n".join(lines[i:j])
+        if kinds[i] == "code":
+            out.append(chunk)
+        elif kinds[i] == "block":
+            out.append(_block(chunk))
+        else:
+            out.append(_prose(chunk))
+        i = j
+    return "\n".join(out)
+
+
+def _kinds(text: str, count: int) -> list[str]:
+    """Per line of ``text`` (``count`` lines): ``"code"`` (a fence or an indented code block, at
+    any depth), ``"block"`` (a top-level HTML block) or ``"prose"`` (CommonMark block structure)."""
+    kinds = ["prose"] * count
+    for tok in _parser().parse(text):
+        if tok.map is None:
+            continue
+        kind = ("code" if tok.type in ("fence", "code_block")
+                else "block" if tok.type == "html_block" and tok.level == 0 else None)
+        if kind:
+            for i in range(tok.map[0], min(tok.map[1], count)):
+                kinds[i] = kind
+    return kinds
+
+
+class StreamedReply:
+    """:func:`reply` of a reply while it streams in (the text only grows): the part up to the
+    last finished top-level paragraph is rendered once and kept, so each update re-renders only
+    the paragraph being written, not the whole reply."""
+
+    def __init__(self) -> None:
+        self._src = ""  # a prefix of the text ending at a top-level blank line, outside code
+        self._out = ""  # reply() of it
+
+    def render(self, text: str) -> str:
+        """The content for ``text`` (the whole reply so far); equal to ``reply(text)`` once the
+        stored reply is shown (the page gets the stored rows when the reply ends)."""
+        if not text.startswith(self._src):
+            self._src, self._out = "", ""
+        cut = _stable_cut(text, len(self._src))
+        if cut > len(self._src):
+            self._out += reply(text[len(self._src):cut])
+            self._src = text[:cut]
+        return self._out + reply(text[len(self._src):])
+
+
+def _stable_cut(text: str, start: int) -> int:
+    """The end of the last blank line after ``start`` that closes everything before it (no fence
+    or HTML block open) and is followed by an unindented line; ``start`` when there is none."""
+    cut = text.rfind("\n\n", start)
+    while cut >= start and cut + 2 < len(text) and text[cut + 2] in " \t\n":
+        cut = text.rfind("\n\n", start, cut + 1) if cut > start else -1
+    if cut < start or cut + 2 >= len(text):
+        return start
+    seg = text[start:cut + 2]
+    count = seg.count("\n") + 1
+    if "<" in seg or "`" in seg or "~" in seg or seg[:1] in " \t":
+        if _kinds(seg, count)[-2] != "prose":
+            return start
+    return cut + 2
+
+
+def _block(chunk: str) -> str:
+    """A top-level HTML block shown as text, its remote resources as links below it."""
+    links = loading_links(chunk)
+    shown = BLOCK_OPEN + html.escape(chunk, quote=False) + "</pre>"
+    return shown + (f"\n\n{LINKS_OPEN}{links}</small>" if links else "")
+
+
+def _prose(chunk: str) -> str:
+    """Markdown lines outside code: each paragraph's raw HTML (not in a code span) as text."""
+    return "".join(_paragraph(part) if k % 2 == 0 else part
+                   for k, part in enumerate(re.split(r"(\n[ \t]*\n)", chunk)))
+
+
+def _paragraph(text: str) -> str:
+    if "<" not in text:
+        return image_links(text)
+    out: list[str] = []
+    pos = 0
+    spans = [(m.start(), m.end()) for m in _CODE_SPAN.finditer(text)]
+    for m in _html_re().finditer(text):
+        start, end = m.span()
+        if any(s <= start < e for s, e in spans) or _escaped(text, start):
+            continue
+        if start < pos:
+            continue
+        out.append(image_links(text[pos:start]))
+        links = loading_links(m.group(0))
+        out.append(SPAN_OPEN + _entities(m.group(0)) + "</span>"
+                   + (f"{LINKS_OPEN} {links}</small>" if links else ""))
+        pos = end
+    out.append(image_links(text[pos:]))
+    return "".join(out)
+
+
+def _escaped(text: str, pos: int) -> bool:
+    n = 0
+    while pos - n - 1 >= 0 and text[pos - n - 1] == "\\":
+        n += 1
+    return n % 2 == 1
+
+
+# --- back to the text written --------------------------------------------------------------------
+
+_LINKS_RE = re.compile(r"(?:\n\n)?<small class=\"ac-links\">[\s\S]*?</small>")
+_PRE_RE = re.compile(r"<pre class=\"ac-lit(?: ac-block)?\">\n([\s\S]*?)</pre>")
+_SPAN_RE = re.compile(r"<span class=\"ac-lit\">([^<]*)</span>")
+_A_TAG = re.compile(r"</?a\b[^>]*>")
+
+
+def source(content: str) -> str:
+    """The text a chat content was made from by :func:`literal`, :func:`reply` or :func:`inline`
+    (markers removed and unescaped); other text is returned unchanged. The page's script does the
+    same for Copy and Edit (:data:`CHAT_TEXT_JS`)."""
+    if "ac-l" not in content:
+        return content
+    content = _LINKS_RE.sub("", content)
+    content = _PRE_RE.sub(lambda m: html.unescape(_A_TAG.sub("", m.group(1))), content)
+    return _SPAN_RE.sub(lambda m: html.unescape(m.group(1)), content)
+
+
+# The page side: the Chatbot's Copy buttons write a message's content to the clipboard and its
+# Edit box starts from it. Both go through the same decoding as :func:`source`. Run once
+# (``demo.load``); it survives re-renders because it hooks the clipboard and watches the page.
+CHAT_TEXT_JS = r"""
+() => {
+  if (window.__acChatText) return;
+  window.__acChatText = true;
+  const unescape = (s) => { const t = document.createElement('textarea'); t.innerHTML = s; return t.value; };
+  const source = (c) => {
+    if (typeof c !== 'string' || !c.includes('ac-l')) return c;
+    return c.replace(/(?:\n\n)?<small class="ac-links">[\s\S]*?<\/small>/g, '')
+      .replace(/<pre class="ac-lit(?: ac-block)?">\n([\s\S]*?)<\/pre>/g,
+               (m, inner) => unescape(inner.replace(/<\/?a\b[^>]*>/g, '')))
+      .replace(/<span class="ac-lit">([^<]*)<\/span>/g, (m, inner) => unescape(inner));
+  };
+  window.acSourceText = source;
+  // Copy (navigator.clipboard, and the textarea + execCommand fallback of plain-http pages)
+  if (navigator.clipboard && navigator.clipboard.writeText) {
+    const write = navigator.clipboard.writeText.bind(navigator.clipboard);
+    navigator.clipboard.writeText = (text) => write(source(text));
+  }
+  document.addEventListener('copy', (e) => {
+    const el = document.activeElement;
+    if (!el || el.tagName !== 'TEXTAREA' || el.style.left !== '-999999px' || !e.clipboardData) return;
+    const text = source(el.value);
+    if (text === el.value) return;
+    e.clipboardData.setData('text/plain', text);
+    e.preventDefault();
+  }, true);
+  // Edit: the box opens holding the message's content; put the text written there instead.
+  const fix = (box) => {
+    if (box.dataset.acFixed) return;
+    box.dataset.acFixed = '1';
+    const text = source(box.value);
+    if (text !== box.value) {
+      box.value = text;
+      box.dispatchEvent(new Event('input', {bubbles: true}));
+    }
+  };
+  new MutationObserver(() => {
+    document.querySelectorAll('textarea.edit-textarea:not([data-ac-fixed])').forEach((box) => {
+      requestAnimationFrame(() => fix(box));
+    });
+  }).observe(document.body, {childList: true, subtree: true});
+}
+"""
