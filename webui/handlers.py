@@ -121,13 +121,20 @@ def view_of(session: Any, *, title_wait: float = 0.0, notice: str | None = None,
     state["compactions"] = len(session.compactions)  # a compaction changes the state: the meter refreshes
     return SessionView(
         state=state,
-        title=session.title or "",
+        title=shown_title(session),
         rows=render.chat_window(session.messages, start, session.compactions, session.reply_ends).rows,
         archived=bool(session.archived),
         notice=notice,
-        label=render.session_label(session.title, session.created_at),
+        label=render.session_label(session.title, session.created_at, session.title_source),
         needs_reply=_reply_lost(session, shown),
     )
+
+
+def shown_title(session: Any) -> str:
+    """The title field's text for a session: its title, or "" when it has none or only core's
+    English fallback (``title_source == "fallback"``): the field's placeholder then shows the
+    label in the tab's language (:func:`webui.timefmt.session_label`)."""
+    return "" if getattr(session, "title_source", None) == "fallback" else (session.title or "")
 
 
 def _reply_lost(session: Any, shown: list[dict[str, Any]]) -> bool:
@@ -314,8 +321,9 @@ def rename(ctx: Any, state: dict[str, Any], title: str | None) -> SessionView:
     current = reload(ctx, state)
     text = clean_text((title or "").strip())  # a lone surrogate from the browser would kill the page
     if is_blank(text):
-        if not state.get("session") and not (title or ""):
-            return current  # leaving the empty title field of a new chat: nothing to refuse
+        if not (title or "") and not current.title:
+            # leaving the empty title field of a new or untitled chat: nothing to refuse
+            return current
         return replace(current, notice=i18n.t(EMPTY_TITLE_NOTICE))
     if text == current.title:
         return current
@@ -444,6 +452,8 @@ def title_status(ctx: Any, state: dict[str, Any], now: float | None = None) -> t
     for meta in ctx.manager.list(state["project"], archived=False) + \
             ctx.manager.list(state["project"], archived=True):
         if meta.id == state["session"]:
+            if meta.title and meta.title_source == "fallback":
+                return None, False  # no title came: the field keeps showing the localised label
             if meta.title:
                 return meta.title, False
             break
@@ -769,8 +779,8 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
         yield SendUpdate(view.state, view.rows, view.title, notice=refused, restore_text=give_back, done=True,
                          label=view.label)
         return
-    title = session.title or ""
-    label = render.session_label(session.title, session.created_at)
+    title = shown_title(session)
+    label = render.session_label(session.title, session.created_at, session.title_source)
     start = shown_from(session, state)
     state["from"] = start
     base = render.chat_window(session.messages, start, session.compactions, session.reply_ends).rows

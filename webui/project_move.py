@@ -75,7 +75,7 @@ def move_to_current(ctx: Any, state: dict[str, Any]) -> Any:
     except (AnycodeError, OSError) as err:
         log.warning("moving %s failed: %s", state["session"], err)
         text = str(err) if isinstance(err, AnycodeError) else None
-        return handlers.reload(ctx, state, notice=text or handlers.not_saved(err, "the chat was not moved."))
+        return handlers.reload(ctx, state, notice=text or handlers.not_saved(err, t("not_saved_moved")))
     return _opened(ctx, report.key, found.target)
 
 
