@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from tests.test_browser_e2e import (BROWSER_ARGS, CHROMIUM, REPO, TIMEOUT_MS, Proc, _env, _free_port, _post,
-                                    expect, send, sync_api)
+from tests.test_browser_approval import browser  # noqa: F401 (one Chromium per module)
+from tests.test_browser_e2e import REPO, TIMEOUT_MS, Proc, _env, _free_port, expect, send
 
 pytestmark = pytest.mark.browser
 
@@ -36,16 +36,6 @@ def world(tmp_path_factory):
     finally:
         app.stop()
         fake.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 @pytest.fixture
