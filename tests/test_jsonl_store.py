@@ -118,7 +118,7 @@ class TestPermissions:
     def test_session_and_index_files_are_0600(self, tmp_path):
         home = tmp_path / "home"
         self._populate(home)
-        files = [p for p in home.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".json")]
+        files = [p for p in home.rglob("*") if p.is_file() and (p.suffix in (".jsonl", ".json") or p.name == ".index")]
         assert len(files) >= 5  # two sessions, a sub-agent record, two indexes
         for p in files:
             assert stat.S_IMODE(p.stat().st_mode) == 0o600, p

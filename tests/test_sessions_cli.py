@@ -157,11 +157,11 @@ class TestWriteCommands:
         os.utime(mgr.store._locate(old), (long_ago, long_ago))
         fresh = mgr.create(proj)
         code, out, _ = run(capsys, "cleanup", "--dry-run")
-        assert code == 0 and "would delete old-session" in out and "1 sessions" in out
+        assert code == 0 and "would delete old-session" in out and "1 session idle" in out
         assert mgr.store.exists(old)
         assert "disabled" in run(capsys, "cleanup", "--days", "0")[1] and mgr.store.exists(old)
         code, out, _ = run(capsys, "cleanup", "--days", "30")
-        assert code == 0 and "Deleted 1 sessions" in out
+        assert code == 0 and "Deleted 1 session idle" in out
         assert not mgr.store.exists(old) and mgr.store.exists(archived_old) and mgr.store.exists(fresh.key)
 
 

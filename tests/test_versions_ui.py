@@ -121,6 +121,8 @@ class TestArrowsAtEveryPoint:
         v1 = sent(ctx, view.state, text)  # [q1, a1, q2', a2']
         v1 = sent(ctx, v1, "third question")  # [.., q3, a3]
         regen = versions.regenerate(ctx, v1, row_of(ctx, v1, 5))  # reply 5 of that version
+        # Before the new reply is stored, its arrows wait under the row it will take (5 drawn now).
+        assert versions.arrows(ctx, regen.state)[-1] == {"index": 5, "n": 2, "m": 2, "row": 5, "after": True}
         v2 = sent(ctx, regen.state, None, model="fake-large")  # with another model from the picker
         return s, v1, v2
 
@@ -143,6 +145,13 @@ class TestArrowsAtEveryPoint:
         assert older.session_id == v1["session"]
         assert ctx.manager.current_version(s.key).session_id == v1["session"]  # reload lands here
         assert handlers.initial_view(ctx, {"session": s.id}).session_id == v1["session"]
+
+    def test_arrow_labels_follow_the_language(self, ctx):
+        from webui import i18n
+
+        with i18n.using("zh-CN"):
+            html = versions.arrows_html([{"index": 2, "n": 1, "m": 2, "row": 1}])
+        assert "上一个版本" in html and "下一个版本" in html and "&quot;row&quot;:1" in html
 
     def test_points_above_the_window_have_no_arrows(self, ctx, fake_openai):
         s = chat(ctx)

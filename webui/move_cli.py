@@ -18,6 +18,7 @@ from typing import Any
 from core.errors import AnycodeError, os_error_message
 from core.session.export import session_label
 from core.session.keys import SessionKey, normalize_path, project_key
+from core.session.text import counted
 
 log = logging.getLogger(__name__)
 
@@ -27,10 +28,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("ids", nargs="*", metavar="ID", help="session ids or unique prefixes (any project)")
     p.add_argument("--all-from", metavar="OLD_PATH",
                    help="every session (archived ones too) recorded in this folder's project")
-
-
-def _plural(n: int, one: str, many: str) -> str:
-    return f"{n} {one if n == 1 else many}"
 
 
 def _keys(mgr: Any, args: argparse.Namespace, resolve: Any) -> list[SessionKey]:
@@ -75,9 +72,9 @@ def run(mgr: Any, args: argparse.Namespace, resolve: Any, out: Any = None) -> in
         if report.already:
             out.write(f"{key.session_id[:8]}  {label}: already in {target}\n")
             continue
-        extra = f" (with {_plural(len(report.moved) - 1, 'version', 'versions')})" if len(report.moved) > 1 else ""
+        extra = f" (with {counted(len(report.moved) - 1, 'version')})" if len(report.moved) > 1 else ""
         out.write(f"moved {key.session_id[:8]}  {label}{extra}\n")
         moved += 1
-    out.write(f"Moved {_plural(moved, 'conversation', 'conversations')} to {target}."
+    out.write(f"Moved {counted(moved, 'conversation')} to {target}."
               + (f" {failed} not moved; see above." if failed else "") + "\n")
     return 1 if failed else 0

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as _dt
-import json
 import logging
 import os
 import sys
@@ -25,9 +24,10 @@ from core.session.export import session_label, session_to_jsonl, session_to_mark
 from core.session.keys import SessionKey, project_key
 from core.session.manager import SessionManager
 from core.session.models import SessionMeta
+from core.session.text import counted
 from core.session.subagents import export_entries, subagent_records
 from core.stores.whole_file import place_whole
-from webui import move_cli, search_cli
+from webui import console, move_cli, search_cli
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``anycode sessions`` with ``argv`` (without the leading ``sessions``); return the exit status."""
+    console.setup_stdio()  # any title prints, whatever the locale (issue 20)
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    for name in ("title", "query"):  # typed text, not paths: read as the UTF-8 the terminal sent
+        if isinstance(getattr(args, name, None), str):
+            setattr(args, name, console.text_arg(getattr(args, name)))
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     store = None
@@ -187,7 +191,7 @@ def _cmd_list(mgr: SessionManager, args: argparse.Namespace) -> int:
         projects = [(_project(args), args.project or os.getcwd())]
     groups = [(pk, cwd, mgr.list(pk, archived=args.archived)) for pk, cwd in projects]
     if args.json:
-        _out(json.dumps([_meta_dict(m) for _, _, metas in groups for m in metas], ensure_ascii=False, indent=2))
+        _out(console.json_text([_meta_dict(m) for _, _, metas in groups for m in metas], indent=2))
         return 0
     lines: list[str] = []
     for pk, cwd, metas in groups:
@@ -224,7 +228,7 @@ def _cmd_show(mgr: SessionManager, args: argparse.Namespace) -> int:
             data["subagents"] = [{"subpath": r.key.subpath, "tool_call_id": r.tool_call_id,
                                   "description": r.description, "parent": r.parent,
                                   "messages": messages_of(r.entries)} for r in records]
-        _out(json.dumps(data, ensure_ascii=False, indent=2))
+        _out(console.json_text(data, indent=2))
     else:
         _out(session_to_markdown(session, records, version))
     return 0
@@ -290,7 +294,7 @@ def _cmd_fork(mgr: SessionManager, args: argparse.Namespace) -> int:
     except IndexError as e:
         print(f"{PROG}: {e}.", file=sys.stderr)
         return 1
-    _out(f"Forked into {new.id} ({len(new.messages)} messages): {session_label(new.title, new.created_at)}")
+    _out(f"Forked into {new.id} ({counted(len(new.messages), 'message')}): {session_label(new.title, new.created_at)}")
     return 0
 
 
@@ -299,7 +303,7 @@ def _cmd_versions(mgr: SessionManager, args: argparse.Namespace) -> int:
     members = mgr.family(key)
     current = mgr.current_version(key).session_id
     if args.json:
-        _out(json.dumps([_meta_dict(m) | {"current": m.id == current} for m in members], ensure_ascii=False, indent=2))
+        _out(console.json_text([_meta_dict(m) | {"current": m.id == current} for m in members], indent=2))
         return 0
     lines = [f"  {'#':>2}  {'ID':<8}  {'CREATED':<16}  {'MSGS':>4}  FROM"]
     for n, m in enumerate(members, 1):
@@ -336,7 +340,7 @@ def _cmd_rm(mgr: SessionManager, args: argparse.Namespace) -> int:
     key = _resolve(mgr, args)
     if not args.yes:
         session = mgr.get(key)
-        prompt = f"Delete session {key.session_id} ({session_label(session.title, session.created_at)}, {len(session.messages)} messages) for good? [y/N] "
+        prompt = f"Delete session {key.session_id} ({session_label(session.title, session.created_at)}, {counted(len(session.messages), 'message')}) for good? [y/N] "
         try:
             answer = input(prompt)
         except EOFError:
@@ -358,12 +362,12 @@ def _cmd_cleanup(mgr: SessionManager, args: argparse.Namespace) -> int:
         doomed = mgr.idle_sessions(days)  # exactly what SessionManager.cleanup would delete
         for m in doomed:
             _out(f"would delete {m.id}  {_when(m.updated_at)}  {session_label(m.title, m.created_at)}")
-        _out(f"{len(doomed)} sessions idle for over {days:g} days would be deleted.")
+        _out(f"{counted(len(doomed), 'session')} idle for over {days:g} days would be deleted.")
         return 0
     removed = mgr.cleanup(days)
     for key in removed:
         _out(f"deleted {key.session_id}")
-    _out(f"Deleted {len(removed)} sessions idle for over {days:g} days.")
+    _out(f"Deleted {counted(len(removed), 'session')} idle for over {days:g} days.")
     return 0
 
 
@@ -379,7 +383,7 @@ def _cmd_migrate(mgr: SessionManager, args: argparse.Namespace) -> int:
         if callable(close):
             close()
     if args.json:
-        _out(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
+        _out(console.json_text(report.to_dict(), indent=2))
     else:
         _out(f"Migrated {report.records} records to {describe(args.to)}: {len(report.copied)} copied, "
              f"{len(report.extended)} extended, {len(report.identical)} already identical, "

@@ -8,13 +8,14 @@ rest done) or the command failed (one sentence); 2 bad usage.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
 from typing import Any, Callable, Iterable, Sequence
 
 from core.errors import AnycodeError, os_error_message
+from core.session.text import counted
+from webui import console
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,7 @@ def _close(store: Any) -> None:
 
 
 def _run(prog: str, args: argparse.Namespace, body: Callable[[Any], int]) -> int:
+    console.setup_stdio()  # titles and folder names print whatever the locale (issue 20)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     store = None
@@ -124,7 +126,7 @@ def import_main(argv: Sequence[str] | None = None) -> int:
             if bar is not None:
                 bar.close()
         if args.json:
-            print(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
+            print(console.json_text(report.to_dict(), indent=2))
         else:
             for problem in report.problems:
                 print(f"skipped {problem}", file=sys.stderr)
@@ -153,8 +155,9 @@ def backup_main(argv: Sequence[str] | None = None) -> int:
         from core.stores.backup import backup_store
 
         report = backup_store(store, args.file, replace=args.force)
-        print(f"Backed up {report.sessions} sessions ({report.records} records, {report.bytes} bytes) "
-              f"and {report.memories} memory entries to {report.path}.")
+        print(f"Backed up {counted(report.sessions, 'session')} ({counted(report.records, 'record')}, "
+              f"{counted(report.bytes, 'byte')}) and {counted(report.memories, 'memory entry', 'memory entries')} "
+              f"to {report.path}.")
         return 0
 
     return _run("anycode backup", args, body)
@@ -177,14 +180,15 @@ def restore_main(argv: Sequence[str] | None = None) -> int:
 
         report = restore_backup(args.file, store, progress=not args.no_progress and sys.stderr.isatty())
         if args.json:
-            print(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
+            print(console.json_text(report.to_dict(), indent=2))
             return 0 if report.ok else 1
         for key, why in report.conflicts:
             print(f"conflict: {key}: {why}", file=sys.stderr)
         for key, why in report.errors:
             print(f"error: {key}: {why}", file=sys.stderr)
-        print(f"Restored {len(report.copied)} records ({len(report.extended)} extended, "
-              f"{len(report.identical) + len(report.newer)} already present, {len(report.conflicts)} conflicts) "
+        print(f"Restored {counted(len(report.copied), 'record')} ({len(report.extended):,} extended, "
+              f"{len(report.identical) + len(report.newer):,} already present, "
+              f"{counted(len(report.conflicts), 'conflict')}) "
               f"from {args.file}.")
         return 0 if report.ok else 1
 

@@ -66,7 +66,7 @@ def edit(ctx: Any, state: dict[str, Any], row_index: int, text: str | None) -> t
         version = ctx.manager.fork(_key(state), index - 1, version=True)
     except (StoreUnavailable, OSError) as err:  # whole or absent: nothing was made
         log.warning("edit of %s failed: %s", state["session"], err)
-        return handlers.reload(ctx, state, notice=handlers.not_saved(err, "the edit was not saved.")), None
+        return handlers.reload(ctx, state, notice=handlers.not_saved(err, i18n.t("edit_not_saved"))), None
     log.info("edited message %d of %s into version %s", index, state["session"], version.id)
     return handlers.view_of(ctx.manager.get(version.key)), text
 
@@ -89,7 +89,7 @@ def regenerate(ctx: Any, state: dict[str, Any], row_index: int, now: float | Non
         version = ctx.manager.fork(_key(state), cut, version=True)
     except (StoreUnavailable, OSError) as err:
         log.warning("regenerate in %s failed: %s", state["session"], err)
-        return handlers.reload(ctx, state, notice=handlers.not_saved(err, "nothing was regenerated."))
+        return handlers.reload(ctx, state, notice=handlers.not_saved(err, i18n.t("nothing_regenerated")))
     view = handlers.view_of(ctx.manager.get(version.key))
     view.state["regen_guard"] = [version.id, row_index, now]
     return view
@@ -143,9 +143,11 @@ def top_level_rows(rows: list[dict[str, Any]]) -> list[int]:
 def arrows(ctx: Any, state: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The ``‹ n / m ›`` arrows of the tab's conversation as shown: ``[{"index": stored message
     index of the point, "n", "m", "row": position of the drawn message row (``.message-row``) they
-    sit under}]``. A point's arrows sit under the first row showing its message (the edited
-    message, the regenerated reply), under the last row when the shown version ends there (its
-    reply failed), and nowhere while the point is above the shown window (earlier messages)."""
+    sit under, "after": True when that row is not stored (see below)}]``. A point's arrows sit
+    under the first row showing its message (the edited message, the regenerated reply); when the
+    shown version ends right before it (its reply is streaming, or failed), under the row after
+    the last stored one (the streaming reply, the error row) or, with none drawn, the last row;
+    nowhere while the point is above the shown window (earlier messages)."""
     found = points(ctx, state)
     if not found:
         return []
@@ -161,8 +163,13 @@ def arrows(ctx: Any, state: dict[str, Any] | None) -> list[dict[str, Any]]:
     for point in found:
         if point["index"] < start or not drawn:
             continue
-        row = next((r for r in drawn if window.source[r] >= point["index"]), drawn[-1])
-        out.append({"index": point["index"], "n": point["n"], "m": point["m"], "row": drawn.index(row)})
+        row = next((r for r in drawn if window.source[r] >= point["index"]), None)
+        arrow = {"index": point["index"], "n": point["n"], "m": point["m"]}
+        if row is None:  # the version ends before its first own message: under the reply to
+            arrow.update(row=len(drawn), after=True)  # come (streaming, an error row), else the last row
+        else:
+            arrow["row"] = drawn.index(row)
+        out.append(arrow)
     return out
 
 
@@ -179,10 +186,10 @@ def switch(ctx: Any, state: dict[str, Any], step: int, index: int | None = None)
         if point is None or not 0 <= point["n"] - 1 + step < point["m"]:
             return _in_use(ctx, key, state)  # the arrows the tab showed are gone or at an end
         new_key = ctx.manager.switch_version(key, point["ids"][point["n"] - 1 + step], expected=key.session_id)
-    except StaleChange as err:
-        return _in_use(ctx, key, state, notice=str(err))
+    except StaleChange:
+        return _in_use(ctx, key, state, notice=i18n.t("stale_version"))
     except (StoreUnavailable, OSError) as err:
-        return handlers.reload(ctx, state, notice=handlers.not_saved(err, "the version was not switched."))
+        return handlers.reload(ctx, state, notice=handlers.not_saved(err, i18n.t("version_not_switched")))
     log.info("switched %s to version %s at message %s", key.session_id, new_key.session_id, point["index"])
     return handlers.view_of(ctx.manager.get(new_key))
 
@@ -198,8 +205,8 @@ def _in_use(ctx: Any, key: SessionKey, state: dict[str, Any], notice: str | None
 # --- Gradio wiring -----------------------------------------------------------------------------
 
 
-PREV_LABEL = "Previous version"
-NEXT_LABEL = "Next version"
+PREV_LABEL = i18n.Msg("previous_version")
+NEXT_LABEL = i18n.Msg("next_version")
 
 # The arrows are drawn by the page under the message rows named in the carrier's data (the chat's
 # rows are Gradio's; a row's text must stay the message, for Copy and Edit). They are put back
@@ -212,7 +219,7 @@ const wanted = () => {
   const d = element.querySelector('[data-points]');
   try { return d ? JSON.parse(d.dataset.points) : []; } catch (e) { return []; }
 };
-const sig = (p) => `${p.index}:${p.n}/${p.m}@${p.row}`;
+const sig = (p) => `${p.index}:${p.n}/${p.m}@${p.row}${p.after ? '+' : ''}`;
 const make = (p, labels) => {
   const box = document.createElement('div');
   box.className = 'ac-vswitch';
@@ -240,7 +247,9 @@ const place = () => {
   chat.querySelectorAll('.ac-vswitch').forEach((el) => { if (!keep.has(el.dataset.sig)) el.remove(); });
   const rows = chat.querySelectorAll('.message-row');
   for (const p of points) {
-    const row = rows[p.row];
+    const row = rows[p.row] || (p.after ? rows[rows.length - 1] : null);
+    // One set per point: drop it from a row it no longer belongs to (the reply row appeared).
+    chat.querySelectorAll(`.ac-vswitch[data-sig="${sig(p)}"]`).forEach((el) => { if (!row || !row.contains(el)) el.remove(); });
     if (!row || row.querySelector(`.ac-vswitch[data-sig="${sig(p)}"]`)) continue;
     (row.querySelector('.flex-wrap') || row).appendChild(make(p, labels));
   }
@@ -273,8 +282,8 @@ ARROWS_CSS = """<style>
 def arrows_html(found: list[dict[str, Any]]) -> str:
     """The carrier's HTML: its style and the arrows' data (:func:`arrows`), HTML-escaped."""
     data = html.escape(json.dumps(found, separators=(",", ":")), quote=True)
-    return (f'{ARROWS_CSS}<div data-points="{data}" data-prev="{html.escape(PREV_LABEL)}" '
-            f'data-next="{html.escape(NEXT_LABEL)}"></div>')
+    return (f'{ARROWS_CSS}<div data-points="{data}" data-prev="{html.escape(i18n.t(PREV_LABEL))}" '
+            f'data-next="{html.escape(i18n.t(NEXT_LABEL))}"></div>')
 
 
 def bar() -> dict[str, Any]:

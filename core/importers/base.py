@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterable, Iterator
 from core.errors import AnycodeError, os_error_message
 from core.session.entries import header_entry, message_entry, title_entry
 from core.session.keys import SessionKey, normalize_path, project_key
+from core.session.text import counted
 
 log = logging.getLogger(__name__)
 
@@ -125,13 +126,14 @@ class ImportReport:
     def summary(self) -> str:
         """One or two sentences for people (the CLI and the web UI print this)."""
         verb = "Would import" if self.dry_run else "Imported"
-        text = (f"{verb} {len(self.imported)} conversations ({self.messages} messages"
-                + (f", {self.subagent_records} sub-agent records" if self.subagent_records else "")
-                + f"); {len(self.skipped)} already imported.")
+        text = (f"{verb} {counted(len(self.imported), 'conversation')} ({counted(self.messages, 'message')}"
+                + (f", {counted(self.subagent_records, 'sub-agent record')}" if self.subagent_records else "")
+                + f"); {len(self.skipped):,} already imported.")
         if self.failed:
-            text += f" {len(self.failed)} could not be imported."
+            text += f" {len(self.failed):,} could not be imported."
         if self.problems:
-            text += f" {len(self.problems)} unreadable records were skipped."
+            text += (f" {counted(len(self.problems), 'unreadable record')} "
+                     f"{'was' if len(self.problems) == 1 else 'were'} skipped.")
         return text
 
 

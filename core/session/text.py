@@ -27,3 +27,11 @@ def clean_text(text: str) -> str:
     """``text`` with every lone surrogate (U+D800–U+DFFF, invalid in UTF-8) replaced by U+FFFD,
     the way the stores write it; other text is returned unchanged."""
     return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
+def counted(n: int, one: str, many: str | None = None) -> str:
+    """``n`` with the English noun for that count: ``counted(1, "conversation")`` is
+    "1 conversation", ``counted(2, "conversation")`` "2 conversations"; ``many`` for irregular
+    plurals (``counted(3, "memory", "memories")``). Thousands get separators ("1,204 messages").
+    For the command line and core sentences; the web UI's catalogue has its own plural rules."""
+    return f"{n:,} {one if n == 1 else (many or one + 's')}"

@@ -221,7 +221,7 @@ def scan_file(path: str, st: os.stat_result, prev: FileScan | None, *, fast: boo
     Unchanged (same size and mtime) → ``prev`` itself. Grown with the bytes before ``prev.offset``
     unchanged → only the new tail is read. Anything else (shrunk, edited) → a full re-read.
     Known blind spot: an edit before the last 64 indexed bytes *and* an append between two
-    scans looks like a pure append; deleting ``.index.json`` forces a full re-read. Reads
+    scans looks like a pure append; deleting ``.index`` forces a full re-read. Reads
     line by line, so memory does not grow with the file. A final line without ``\\n`` is folded
     only when it parses (a complete entry whose newline was lost); a torn one is left for later.
     """
