@@ -60,7 +60,7 @@ def tab(app):
             page.goto(url)
             _post(fake + "/_script", {"replies": [{"text": REPLY, "chunk": 40, "delay": 0.01}]})
             send(page, USER)
-            expect(page.locator("[data-testid=bot]").last).to_contain_text("END")
+            expect(page.locator("[data-testid=bot]").last).to_contain_text("END", timeout=TIMEOUT_MS)
             yield page
         finally:
             browser.close()
@@ -99,7 +99,7 @@ class TestTextShownAsWritten:
     def test_user_message_literal_and_reply_html_as_text(self, tab):
         self._check(tab)  # as streamed
         tab.reload()  # as stored
-        expect(tab.locator("[data-testid=bot]").last).to_contain_text("END")
+        expect(tab.locator("[data-testid=bot]").last).to_contain_text("END", timeout=TIMEOUT_MS)
         self._check(tab)
 
 
