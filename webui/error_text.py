@@ -7,10 +7,12 @@ not know keeps its own English sentence.
 """
 from __future__ import annotations
 
+import errno
+import os
 import re
-from typing import Any
 
 from core import errors as E
+from core.errors import is_disk_full, os_error_message
 from webui.i18n import t
 
 _AT_URL = re.compile(r" at (\S+?);")
@@ -63,3 +65,28 @@ def describe(err: BaseException) -> str:
 def _short(text: str, limit: int = 200) -> str:
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def os_text(err: OSError, path: str | None = None) -> str:
+    """``core.errors.os_error_message`` in the request's language: the start of a sentence
+    without a final period ("The disk is full", "The folder /x does not exist")."""
+    where = err.filename if isinstance(getattr(err, "filename", None), str) else path
+    code = err.errno
+    if is_disk_full(err):
+        return t("disk_full")
+    if code == errno.EFBIG:
+        return t("os_file_too_big")
+    if code in (errno.EACCES, errno.EPERM):
+        return t("os_no_permission", where=where) if where else t("os_no_permission_here")
+    if code == errno.EROFS:
+        return t("os_read_only", where=where) if where else t("os_read_only_here")
+    if code == errno.ENOENT:
+        folder = os.path.dirname(where) if where else ""
+        return t("os_no_folder", where=folder) if folder else t("os_no_path")
+    if code == errno.EISDIR and where:
+        return t("os_is_folder", where=where)
+    if code == errno.ENOTDIR and where:
+        return t("os_not_folder", where=where)
+    if code == errno.ENAMETOOLONG:
+        return t("os_name_too_long")
+    return os_error_message(err, path)

@@ -29,14 +29,12 @@ from core.errors import (
     SessionNotFound,
     StaleChange,
     StoreUnavailable,
-    is_disk_full,
-    os_error_message,
 )
 from core.agent.repair import INTERRUPTED_RESULT
 from core.session.keys import SessionKey
 from core.session.subagents import export_entries, subagent_records
 from webui.subagent_panel import LiveSubagents
-from webui.error_text import describe
+from webui.error_text import describe, os_text
 from core.session.text import clean_text, is_blank
 from webui import archived_chat, chat_text, compaction_ui, i18n, render
 from webui.i18n import Msg
@@ -237,7 +235,7 @@ def session_list_html(ctx: Any, project: str, *, query: str = "", archived: bool
             active = next((m.id for m in metas if active in m.versions), active)  # a version's row
     except (AnycodeError, OSError) as err:
         log.warning("cannot list sessions: %s", err)
-        text = describe(err) if isinstance(err, AnycodeError) else f"{os_error_message(err)}."
+        text = describe(err) if isinstance(err, AnycodeError) else f"{os_text(err)}."
         return render.sidebar_html([], empty_text=text)
     query = clean_text(query or "")
     if limit is not None and active:
@@ -883,7 +881,7 @@ def not_saved(err: BaseException, consequence: str) -> str:
     if isinstance(err, StoreUnavailable):  # str(err) is a sentence: the database, and what to do
         return i18n.t("not_saved_store", what=str(err).rstrip('.'), consequence=consequence[:1].upper() + consequence[1:])
     if isinstance(err, OSError):
-        return i18n.t("not_saved_os", what=i18n.t("disk_full") if is_disk_full(err) else os_error_message(err),
+        return i18n.t("not_saved_os", what=os_text(err),
                  consequence=consequence)
     return i18n.t("saving_failed", error=type(err).__name__, consequence=consequence)
 
