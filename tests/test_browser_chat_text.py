@@ -113,3 +113,21 @@ class TestCopyAndHighlight:
         expect(editor).to_have_value(USER)
         tab.locator("#ac-chat").get_by_role("button", name="Cancel").first.click()
         expect(tab.locator("#ac-chat textarea.edit-textarea")).to_have_count(0)
+
+    def test_copy_on_a_plain_http_page_gives_the_text_written(self, tab):
+        # Over plain http from another machine (--host 0.0.0.0, a phone on the LAN) the page has no
+        # navigator.clipboard: Gradio copies through a hidden textarea and execCommand("copy").
+        page = tab.context.new_page()
+        page.set_default_timeout(TIMEOUT_MS)
+        page.add_init_script("""delete Navigator.prototype.clipboard;
+            document.addEventListener('copy', (e) => { window.__copied = e.clipboardData.getData('text/plain'); });""")
+        try:
+            page.goto(tab.url)
+            expect(page.locator("[data-testid=bot]").last).to_contain_text("END", timeout=TIMEOUT_MS)
+            assert page.evaluate("'clipboard' in navigator") is False
+            page.locator("#ac-chat .message-row").first.hover()
+            page.locator("#ac-chat").get_by_role("button", name="Copy message").first.click()
+            page.wait_for_function("window.__copied !== undefined")
+            assert page.evaluate("window.__copied") == USER
+        finally:
+            page.close()
