@@ -5,6 +5,7 @@ session never overflows the title or memory request."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from core import LocalSessionStore, SessionManager
 from core.agent import context as ctx
@@ -65,6 +66,12 @@ class TestDetection:
     @pytest.mark.parametrize("text", ["fix bug", "ok", "```python\nprint('x')\n```", "🚀🚀", ""])
     def test_too_little_says_nothing(self, text):
         assert detect_language(text) is None
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.text(max_size=300))
+    def test_any_text_gives_a_language_or_none(self, text):
+        found = detect_language(text)
+        assert found is None or (found.code and found.name)
 
     def test_the_users_messages_decide_not_the_replies(self):
         messages = [{"role": "system", "content": "You are anycode, a helpful assistant."},
