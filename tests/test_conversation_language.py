@@ -73,6 +73,20 @@ class TestDetection:
         found = detect_language(text)
         assert found is None or (found.code and found.name)
 
+    def test_a_huge_paste_does_not_stall_the_request(self):
+        """(A pattern that backtracked on one long run of letters once took minutes on 100 kB.)"""
+        blob = "x" * 300_000
+        assert detect_language(blob) is None
+        assert conversation_language([{"role": "user", "content": f"请看这个文件\n{blob}"}]).code.startswith("zh")
+
+    def test_a_question_above_a_pasted_english_log(self):
+        log_lines = "\n".join(f"2026-11-30 21:{i:02d}:07 ERROR worker failed to connect to the database server, "
+                              "retrying in five seconds because the connection was refused" for i in range(30))
+        messages = [{"role": "user", "content": f"这个日志是什么意思？为什么一直连不上？\n{log_lines}"}]
+        assert conversation_language(messages).code == "zh-Hans"
+        messages = [{"role": "user", "content": f"{log_lines}\nこのログはどういう意味ですか？"}]
+        assert conversation_language(messages).code == "ja"
+
     def test_the_users_messages_decide_not_the_replies(self):
         messages = [{"role": "system", "content": "You are anycode, a helpful assistant."},
                     {"role": "user", "content": JAPANESE},
