@@ -18,6 +18,7 @@ CODE = "def add(a, b):\n    return a + b  # <sum>"
 REPLY = ("Use <b>bold</b> here, and <script>alert(2)</script> too.\n\n"
          "<div class=\"box\">\nraw <i>block</i>\n</div>\n\n"
          f"```python\n{CODE}\n```\n\n"
+         "```ts\nconst n: number = 1;\n```\n\n"
          "**Markdown** stays Markdown <!-- a note --> END")
 
 
@@ -59,7 +60,7 @@ def tab(app):
             page.goto(url)
             _post(fake + "/_script", {"replies": [{"text": REPLY, "chunk": 40, "delay": 0.01}]})
             send(page, USER)
-            expect(page.locator("[data-testid=bot]").last).to_contain_text("END")
+            expect(page.locator("[data-testid=bot]").last).to_contain_text("END", timeout=TIMEOUT_MS)
             yield page
         finally:
             browser.close()
@@ -85,6 +86,7 @@ class TestTextShownAsWritten:
         user = page.locator("[data-testid=user]").last
         expect(user).to_contain_text("see <b>x</b> and <script>alert(1)</script> here")
         assert user.locator("pre.ac-lit").evaluate("e => e.textContent") == USER  # spaces and breaks kept
+        assert user.get_attribute("aria-label") == "user's message: " + USER  # what a screen reader reads
         bot = page.locator("[data-testid=bot]").last
         for shown in ("Use <b>bold</b> here, and <script>alert(2)</script> too.", '<div class="box">',
                       "raw <i>block</i>", "<!-- a note --> END"):
@@ -97,7 +99,7 @@ class TestTextShownAsWritten:
     def test_user_message_literal_and_reply_html_as_text(self, tab):
         self._check(tab)  # as streamed
         tab.reload()  # as stored
-        expect(tab.locator("[data-testid=bot]").last).to_contain_text("END")
+        expect(tab.locator("[data-testid=bot]").last).to_contain_text("END", timeout=TIMEOUT_MS)
         self._check(tab)
 
 
@@ -111,6 +113,7 @@ class TestCopyAndHighlight:
         expect(keyword).to_have_text("def")
         plain = bot.locator("pre code.language-python")
         assert keyword.evaluate("e => getComputedStyle(e).color") != plain.evaluate("e => getComputedStyle(e).color")
+        expect(bot.locator("pre code.language-javascript .token.keyword").first).to_have_text("const")  # ```ts
         bot.locator(".code_wrap .copy_code_button").first.click()
         tab.wait_for_timeout(200)
         assert _clipboard(tab) == CODE

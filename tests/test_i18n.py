@@ -65,7 +65,7 @@ class TestCatalogue:
 
     def test_every_key_the_code_uses_exists(self):
         used = set()
-        pattern = re.compile(r"""\b(?:t|tn|tr|Msg|i18n\.t|i18n\.tn|i18n\.Msg|i18n_ui\.tr)\(\s*["']([a-z0-9_]+)["']""")
+        pattern = re.compile(r"""\b(?:t|tn|tr|Msg|i18n\.t|i18n\.tn|i18n\.Msg|i18n_ui\.tr)\(\s*["']([a-z0-9_]+)["']\s*[,)]""")
         for path in WEBUI.glob("*.py"):
             used |= set(pattern.findall(path.read_text(encoding="utf-8")))
         assert used, "no catalogue key found in webui/*.py"
@@ -165,6 +165,13 @@ class TestDatesInTheBrowsersZone:
         with i18n.using("en", "UTC"):
             assert timefmt.session_label("", created) == "Session 2026-11-29 23:00"
             assert timefmt.session_label("My title", created) == "My title"
+
+    def test_core_fallback_title_is_shown_localised(self):
+        # core stores its English "Session …" as the title when the title model fails
+        created = dt.datetime(2026, 11, 29, 23, 0, tzinfo=UTC).timestamp()
+        with i18n.using("zh-CN", "Asia/Shanghai"):
+            assert timefmt.session_label("Session 2026-11-29 23:00", created, "fallback") == "会话 2026-11-30 07:00"
+            assert timefmt.session_label("Session notes", created, "user") == "Session notes"
 
     def test_unknown_zone_falls_back_to_the_server(self):
         with i18n.using("en", "Mars/Olympus_Mons"):

@@ -21,8 +21,8 @@ import gradio as gr
 
 from core.errors import AnycodeError, SessionNotFound
 from webui import (approval_card, archived_chat, compaction_ui, handlers, i18n, i18n_ui, import_panel,
-                   memory_panel, narrow, project_move, render, search_panel, shortcuts, subagent_panel, theme_switch,
-                   title_push, versions)
+                   memory_panel, narrow, notice_place, project_move, render, search_panel, shortcuts, subagent_panel,
+                   theme_switch, title_push, versions)
 from webui.i18n import t
 from webui.i18n_ui import tr
 from webui import chat_text
@@ -258,7 +258,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                     gr.Markdown(banner_text or "", visible=bool(banner_text)))
 
         demo.load(on_load, None, [*view_outputs, tab, project, model, banner],
-                  api_visibility="private")
+                  api_visibility="private", js=i18n_ui.COOKIE_JS)  # the browser's language and zone first
         sid_box.change(None, sid_box, None, js=URL_SYNC_JS)
 
         # --- sending ---------------------------------------------------------------------------
@@ -453,6 +453,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
         earlier_btn.click(on_earlier, [state, search, show_archived], view_outputs, api_visibility="private",
                           show_progress="minimal")
         demo.load(None, None, None, js=EARLIER_ON_SCROLL_JS)
+        notice_place.add(demo)  # toasts stay above the bars under the chat, never over their buttons
         narrow.attach(demo)  # narrow windows: the sidebar is a drawer (issue 18)
         shortcuts.attach(demo)
         demo.load(page_prefs_html, None, prefs, api_visibility="private", show_progress="hidden")  # in the tab's language
@@ -641,6 +642,8 @@ def launch_kwargs(*, host: str, port: int, auth: tuple[str, str] | None = None,
         footer_links=[], run_history=False, enable_monitoring=False, ssr_mode=False,
         show_error=False, quiet=quiet, theme=theme(), css="\n".join(asset_text(n) for n in CSS_FILES),
         i18n=i18n_ui.gradio_i18n(), head=i18n_ui.HEAD + theme_switch.HEAD_JS,
+        # an update of a button with an icon re-serves the icon: allow it from any working directory
+        allowed_paths=[asset_path("new-chat.svg")],
         favicon_path=asset_path("icon.svg"), pwa=False, mcp_server=False,
         auth_message="anycode: sign in with the --auth user and password.",
     )

@@ -18,10 +18,11 @@ from core.agent.workspace import check_workspace
 from core.errors import AnycodeError, SessionNotFound
 from core.session.entries import SessionState, messages_of
 from core.session.keys import SessionKey, new_session_id
+from webui import i18n
 
 log = logging.getLogger(__name__)
 
-ANSWERED_NOTICE = "This change was already answered (in another tab, or the turn ended)."
+ANSWERED_NOTICE = i18n.Msg("approval_answered")
 
 
 @dataclass

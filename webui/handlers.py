@@ -37,7 +37,7 @@ from core.session.keys import SessionKey
 from core.session.subagents import export_entries, subagent_records
 from webui.subagent_panel import LiveSubagents
 from core.session.text import clean_text, is_blank
-from webui import archived_chat, chat_text, compaction_ui, i18n, render
+from webui import archived_chat, chat_text, compaction_ui, i18n, project_move, render
 from webui.i18n import Msg
 from webui.export import write_exports
 from webui.timefmt import relative_time
@@ -53,6 +53,7 @@ TITLE_SHORTENED_NOTICE = Msg("title_shortened_notice")
 BUSY_NOTICE = Msg("busy_notice")
 NO_REPLY_NOTICE = Msg("no_reply_notice")
 CONFLICT_NOTICE = Msg("conflict_notice")
+CHAT_GONE_NOTICE = Msg("chat_gone")  # the open chat was deleted elsewhere (not "No session <uuid> was found")
 SWITCH_WAIT_SECONDS = 10.0  # a switch waits this long for a stopped reply to be stored
 DOUBLE_SUBMIT_SECONDS = 3.0  # the same text sent again this soon while it is pending: ignored
 QUEUE_WAIT_SECONDS = 30.0  # a message sent right after Stop waits this long for the stopped run
@@ -120,13 +121,20 @@ def view_of(session: Any, *, title_wait: float = 0.0, notice: str | None = None,
     state["compactions"] = len(session.compactions)  # a compaction changes the state: the meter refreshes
     return SessionView(
         state=state,
-        title=session.title or "",
+        title=shown_title(session),
         rows=render.chat_window(session.messages, start, session.compactions, session.reply_ends).rows,
         archived=bool(session.archived),
         notice=notice,
-        label=render.session_label(session.title, session.created_at),
+        label=render.session_label(session.title, session.created_at, session.title_source),
         needs_reply=_reply_lost(session, shown),
     )
+
+
+def shown_title(session: Any) -> str:
+    """The title field's text for a session: its title, or "" when it has none or only core's
+    English fallback (``title_source == "fallback"``): the field's placeholder then shows the
+    label in the tab's language (:func:`webui.timefmt.session_label`)."""
+    return "" if getattr(session, "title_source", None) == "fallback" else (session.title or "")
 
 
 def _reply_lost(session: Any, shown: list[dict[str, Any]]) -> bool:
@@ -202,7 +210,8 @@ def initial_view(ctx: Any, query_params: dict[str, str] | None) -> SessionView:
 
 
 def reload(ctx: Any, state: dict[str, Any], notice: str | None = None) -> SessionView:
-    """Re-read the tab's session from the store (a new chat stays a new chat); a session deleted
+    """Re-read the tab's session from the store (a new chat stays a new chat); a session moved
+    to another project elsewhere opens there (:func:`webui.project_move.relocated`), one deleted
     elsewhere turns into a new chat with a notice."""
     if not state.get("session"):
         return new_chat(ctx, state.get("project"), notice)
@@ -210,8 +219,9 @@ def reload(ctx: Any, state: dict[str, Any], notice: str | None = None) -> Sessio
         session = ctx.manager.get(_key(state))
         return view_of(session, title_wait=state.get("title_wait", 0.0), notice=notice,
                        start=shown_from(session, state))
-    except SessionNotFound as err:
-        return new_chat(ctx, state.get("project"), notice=str(err))
+    except SessionNotFound:
+        moved = project_move.relocated(ctx, state)
+        return moved if moved is not None else new_chat(ctx, state.get("project"), notice=CHAT_GONE_NOTICE)
 
 
 # --- sidebar ---------------------------------------------------------------------------------
@@ -311,8 +321,9 @@ def rename(ctx: Any, state: dict[str, Any], title: str | None) -> SessionView:
     current = reload(ctx, state)
     text = clean_text((title or "").strip())  # a lone surrogate from the browser would kill the page
     if is_blank(text):
-        if not state.get("session") and not (title or ""):
-            return current  # leaving the empty title field of a new chat: nothing to refuse
+        if not (title or "") and not current.title:
+            # leaving the empty title field of a new or untitled chat: nothing to refuse
+            return current
         return replace(current, notice=i18n.t(EMPTY_TITLE_NOTICE))
     if text == current.title:
         return current
@@ -441,6 +452,8 @@ def title_status(ctx: Any, state: dict[str, Any], now: float | None = None) -> t
     for meta in ctx.manager.list(state["project"], archived=False) + \
             ctx.manager.list(state["project"], archived=True):
         if meta.id == state["session"]:
+            if meta.title and meta.title_source == "fallback":
+                return None, False  # no title came: the field keeps showing the localised label
             if meta.title:
                 return meta.title, False
             break
@@ -766,8 +779,8 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
         yield SendUpdate(view.state, view.rows, view.title, notice=refused, restore_text=give_back, done=True,
                          label=view.label)
         return
-    title = session.title or ""
-    label = render.session_label(session.title, session.created_at)
+    title = shown_title(session)
+    label = render.session_label(session.title, session.created_at, session.title_source)
     start = shown_from(session, state)
     state["from"] = start
     base = render.chat_window(session.messages, start, session.compactions, session.reply_ends).rows
