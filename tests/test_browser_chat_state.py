@@ -11,10 +11,26 @@ import time
 
 import pytest
 
-from tests.test_browser_e2e import (BROWSER_ARGS, CHROMIUM, REPO, TIMEOUT_MS, Proc, _env, _free_port, _post,
-                                    expect, send, sync_api)
+from tests.test_browser_approval import browser  # noqa: F401 (one Chromium per module)
+from tests.test_browser_e2e import REPO, TIMEOUT_MS, Proc, _env, _free_port, send
+from tests.test_browser_e2e import expect as _expect
 
 pytestmark = pytest.mark.browser
+
+
+class _Patient:
+    """``expect(x)`` whose waits default to TIMEOUT_MS: each goes through the app's queue, which a
+    loaded 2-core machine can hold up for more than Playwright's default 5 s."""
+
+    def __init__(self, target):
+        self._assertions = _expect(target)
+
+    def __getattr__(self, name):
+        method = getattr(self._assertions, name)
+        return lambda *args, **kwargs: method(*args, **{"timeout": TIMEOUT_MS, **kwargs})
+
+
+expect = _Patient
 
 
 @pytest.fixture(scope="module")
@@ -36,16 +52,6 @@ def world(tmp_path_factory):
     finally:
         app.stop()
         fake.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 @pytest.fixture

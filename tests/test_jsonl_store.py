@@ -252,7 +252,11 @@ class TestRealProcesses:
             assert first.startswith("ack"), p.stderr.read()
             time.sleep(rng.uniform(0.0, 0.25))
             p.send_signal(signal.SIGKILL)
-            rest, _ = p.communicate(timeout=30)
+            # Not communicate(): it reads the pipe's descriptor, past the acks readline() above
+            # already pulled into p.stdout's buffer (a slow parent would lose them).
+            rest = p.stdout.read()
+            p.wait(timeout=30)
+            p.stderr.close()
             assert p.returncode == -signal.SIGKILL
             acked = [int(line.split()[1]) for line in (first + rest).splitlines() if line.startswith("ack ")]
             assert acked == list(range(len(acked)))

@@ -36,7 +36,7 @@ from core.session.subagents import export_entries, subagent_records
 from webui.subagent_panel import LiveSubagents
 from webui.error_text import describe, os_text
 from core.session.text import clean_text, is_blank
-from webui import archived_chat, chat_text, compaction_ui, i18n, render
+from webui import archived_chat, chat_text, compaction_ui, i18n, project_move, render
 from webui.i18n import Msg
 from webui.export import write_exports
 from webui.timefmt import relative_time
@@ -52,6 +52,7 @@ TITLE_SHORTENED_NOTICE = Msg("title_shortened_notice")
 BUSY_NOTICE = Msg("busy_notice")
 NO_REPLY_NOTICE = Msg("no_reply_notice")
 CONFLICT_NOTICE = Msg("conflict_notice")
+CHAT_GONE_NOTICE = Msg("chat_gone")  # the open chat was deleted elsewhere (not "No session <uuid> was found")
 SWITCH_WAIT_SECONDS = 10.0  # a switch waits this long for a stopped reply to be stored
 DOUBLE_SUBMIT_SECONDS = 3.0  # the same text sent again this soon while it is pending: ignored
 QUEUE_WAIT_SECONDS = 30.0  # a message sent right after Stop waits this long for the stopped run
@@ -208,7 +209,8 @@ def initial_view(ctx: Any, query_params: dict[str, str] | None) -> SessionView:
 
 
 def reload(ctx: Any, state: dict[str, Any], notice: str | None = None) -> SessionView:
-    """Re-read the tab's session from the store (a new chat stays a new chat); a session deleted
+    """Re-read the tab's session from the store (a new chat stays a new chat); a session moved
+    to another project elsewhere opens there (:func:`webui.project_move.relocated`), one deleted
     elsewhere turns into a new chat with a notice."""
     if not state.get("session"):
         return new_chat(ctx, state.get("project"), notice)
@@ -216,8 +218,9 @@ def reload(ctx: Any, state: dict[str, Any], notice: str | None = None) -> Sessio
         session = ctx.manager.get(_key(state))
         return view_of(session, title_wait=state.get("title_wait", 0.0), notice=notice,
                        start=shown_from(session, state))
-    except SessionNotFound as err:
-        return new_chat(ctx, state.get("project"), notice=describe(err))
+    except SessionNotFound:
+        moved = project_move.relocated(ctx, state)
+        return moved if moved is not None else new_chat(ctx, state.get("project"), notice=CHAT_GONE_NOTICE)
 
 
 # --- sidebar ---------------------------------------------------------------------------------

@@ -69,11 +69,7 @@ def move_to_current(ctx: Any, state: dict[str, Any]) -> Any:
     from webui import handlers
 
     found = offer(ctx, state)
-    if found is None:  # moved already (by another tab: open it where it is now), or the folder is back
-        moved = SessionKey(ctx.project_key, state["session"]) if state.get("session") else None
-        key = SessionKey(state["project"], state["session"]) if moved else None
-        if moved and moved != key and not ctx.store.exists(key) and ctx.store.exists(moved):
-            return _opened(ctx, moved, ctx.project_path)
+    if found is None:  # moved already (reload opens it where it is now), or the folder is back
         return handlers.reload(ctx, state)
     try:
         report = move_conversation(ctx.store, SessionKey(state["project"], state["session"]), found.target)
@@ -82,6 +78,25 @@ def move_to_current(ctx: Any, state: dict[str, Any]) -> Any:
         text = describe(err) if isinstance(err, AnycodeError) else None
         return handlers.reload(ctx, state, notice=text or handlers.not_saved(err, t("not_saved_moved")))
     return _opened(ctx, report.key, found.target)
+
+
+def relocated(ctx: Any, state: dict[str, Any]) -> Any:
+    """The view of the tab's chat when it is gone from the tab's project because it was moved to
+    another one (in another tab, or by ``anycode sessions move``), saying so; None when it is
+    nowhere (deleted) or the store cannot tell."""
+    from webui import handlers
+
+    sid = (state or {}).get("session")
+    if not sid:
+        return None
+    try:
+        key = handlers.locate(ctx, sid, state.get("project"))
+        if key.project_key == state.get("project"):
+            return None
+        return _opened(ctx, key, ctx.manager.get(key).cwd or key.project_key)
+    except (AnycodeError, OSError) as err:
+        log.info("chat %s is not in another project either: %s", sid, err)
+        return None
 
 
 def _opened(ctx: Any, key: SessionKey, target: str) -> Any:

@@ -80,10 +80,10 @@ _STAT_AT = os.stat in os.supports_dir_fd and os.listdir in os.supports_fd
 _FOLDER = b"%020d.%020d.%020d"
 _NO_FOLDER = _FOLDER % (0, 0, 0)
 SETTLED_NS = 3 * 10**9
-# Helper processes pay off past this much work (each costs ~0.1 s to start and import this module).
-POOL_MIN_FILES = 1000
-POOL_MIN_BYTES = 256 * 2**20
-POOL_BATCH = 200  # files per task: few round trips, still balanced over the workers
+# Helper processes pay off past this much work: each costs 0.1-0.2 s to start and import this
+# module (more on a busy machine), about what one process takes to scan 1,000-2,000 files.
+POOL_MIN_FILES = 5000
+POOL_MIN_BYTES = 512 * 2**20
 
 
 @dataclass
@@ -224,9 +224,10 @@ class FolderIndex:
             columns[pos] = self.scan_cols[name]
         return dict(zip(self.ids, map(list, zip(*columns))))
 
-    def record(self, sid: str, project_key: str, scan: FileScan) -> list[Any]:
-        """The disk-form record of a fresh scan of session ``sid``."""
-        rec = scan.to_list()
+    def record(self, sid: str, project_key: str, scan: FileScan | list[Any]) -> list[Any]:
+        """The disk-form record of a fresh scan of session ``sid`` (a :class:`FileScan` or its
+        :meth:`~FileScan.to_list`, which this changes)."""
+        rec = scan.to_list() if isinstance(scan, FileScan) else scan
         rec[_CWD] = self.cwd_id(rec[_CWD])
         if rec[_ID] == sid:
             rec[_ID] = None
@@ -378,12 +379,15 @@ def write_index(d: Path, index: FolderIndex, records: dict[str, list[Any]], meta
         log.debug("%s: cannot remove the old index (%s)", d, exc)
 
 
-def _scan_batch(paths: list[str]) -> list[tuple[str, list[Any] | None]]:
-    """A fresh fast scan of each path, as ``(path, FileScan.to_list() or None)``."""
+def _scan_batch(paths: list[str], stats: dict[str, os.stat_result] | None = None
+                ) -> list[tuple[str, list[Any] | None]]:
+    """A fresh fast scan of each path, as ``(path, FileScan.to_list() or None)``; ``stats``: the
+    paths' ``stat`` results when the caller has them (else each path is ``stat``-ed here)."""
     out: list[tuple[str, list[Any] | None]] = []
     for path in paths:
         try:
-            out.append((path, scan_file(path, os.stat(path), None, fast=True).to_list()))
+            st = stats[path] if stats is not None else os.stat(path)
+            out.append((path, scan_file(path, st, None, fast=True).to_list()))
         except OSError as exc:
             log.warning("%s: cannot read (%s); left out of the list", path, exc)
             out.append((path, None))
@@ -397,8 +401,9 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def scan_many(paths: list[str], total_bytes: int) -> dict[str, FileScan | None]:
-    """Fresh scans of many never-indexed files (``path -> FileScan``, None when unreadable).
+def scan_many(stats: dict[str, os.stat_result]) -> dict[str, list[Any] | None]:
+    """Fresh scans of many never-indexed files, given as ``path -> stat result``: ``path ->
+    FileScan.to_list()``, None when unreadable.
 
     With enough work (:data:`POOL_MIN_FILES` files or :data:`POOL_MIN_BYTES`) and more than one
     core, other cores help: the files are shared between this process and ``cores - 1`` helper
@@ -409,9 +414,10 @@ def scan_many(paths: list[str], total_bytes: int) -> dict[str, FileScan | None]:
     import subprocess  # here: a cold list() never needs them (import time is start-up time)
     import threading
 
+    paths = list(stats)
     helpers = min(_cores(), 8) - 1
-    if helpers < 1 or (len(paths) < POOL_MIN_FILES and total_bytes < POOL_MIN_BYTES):
-        return {path: None if rec is None else FileScan.from_list(rec) for path, rec in _scan_batch(paths)}
+    if helpers < 1 or (len(paths) < POOL_MIN_FILES and sum(st.st_size for st in stats.values()) < POOL_MIN_BYTES):
+        return dict(_scan_batch(paths, stats))
     shares = [paths[i::helpers + 1] for i in range(helpers + 1)]
     root = str(Path(__file__).resolve().parents[2])  # the folder holding the ``core`` package
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
@@ -431,9 +437,7 @@ def scan_many(paths: list[str], total_bytes: int) -> dict[str, FileScan | None]:
             feeder = threading.Thread(target=_feed, args=(proc, share), daemon=True)
             feeder.start()
             feeders.append(feeder)
-    found: dict[str, FileScan | None] = {}
-    for path, rec in _scan_batch(shares[0]):
-        found[path] = None if rec is None else FileScan.from_list(rec)
+    found = dict(_scan_batch(shares[0], stats))
     for proc, share in procs:
         results = None
         if proc is not None:
@@ -446,8 +450,7 @@ def scan_many(paths: list[str], total_bytes: int) -> dict[str, FileScan | None]:
                     results = None
             if results is None:
                 log.warning("a helper process failed (exit %s); scanning its files here", proc.returncode)
-        for path, rec in results if results is not None else _scan_batch(share):
-            found[path] = None if rec is None else FileScan.from_list(rec)
+        found.update(results if results is not None else _scan_batch(share, stats))
     for feeder in feeders:
         feeder.join()
     return found

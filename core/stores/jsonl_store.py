@@ -354,7 +354,7 @@ class LocalSessionStore:
         possible), adding their new records to ``seen``."""
         fresh = [(sid, path, st) for sid, path, st, rec in changed if rec is None]
         if len(fresh) >= 2:
-            scans = scan_many([path for _, path, _ in fresh], sum(st.st_size for _, _, st in fresh))
+            scans = scan_many({path: st for _, path, st in fresh})
             for sid, path, _st in fresh:
                 scan = scans.get(path)
                 if scan is not None:
