@@ -394,6 +394,9 @@ def _dispatch_subcommand(argv: list[str]) -> int | None:
 def main(argv: list[str] | None = None) -> int:
     """Run the launcher; return the exit status (0 ok, 2 usage or configuration error)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    from webui import console
+
+    console.setup_stdio()  # titles and folder names print whatever the locale (issue 20)
     sub = _dispatch_subcommand(argv)
     if sub is not None:
         return sub
