@@ -178,6 +178,12 @@ class TestLanguageFollowsTheBrowser:
             # an open conversation, its delete confirmation
             page.locator("#ac-list .ac-session", has_text=NIGHT_CHAT).click()
             expect(page.locator("[data-testid=user]").first).to_contain_text("部署脚本")
+            # a message's menu (Branch from here)
+            page.locator("[data-testid=user]").first.hover()
+            page.locator("#ac-chat button[aria-label=Feedback]").first.click()
+            expect(page.get_by_role("button", name="从这里分支").first).to_be_visible()
+            seen["message menu"] = english_left(visible_text(page))
+            page.locator("#ac-title input").click()
             page.locator("#ac-delete").click()
             expect(page.locator("#ac-confirm")).to_be_visible()
             seen["open chat, delete bar"] = english_left(visible_text(page))
