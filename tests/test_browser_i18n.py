@@ -13,8 +13,8 @@ import pytest
 from core.session.entries import header_entry, message_entry, title_entry
 from core.session.keys import SessionKey, new_session_id, project_key
 from core.stores.jsonl_store import LocalSessionStore
-from tests.test_browser_e2e import (BROWSER_ARGS, CHROMIUM, REPO, TIMEOUT_MS, Proc, _env, _free_port, expect,
-                                    sync_api)
+from tests.test_browser_approval import browser  # noqa: F401  (one Chromium per module)
+from tests.test_browser_e2e import REPO, TIMEOUT_MS, Proc, _env, _free_port, expect
 from webui import i18n
 
 pytestmark = pytest.mark.browser
@@ -76,16 +76,6 @@ def app(tmp_path_factory):
     finally:
         server.stop()
         fake.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def open_page(browser, url: str, locale: str, zone: str):
