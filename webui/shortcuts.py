@@ -86,7 +86,7 @@ KEYS_JS = """
     const focus = () => {  // the editor replaces the bubble on the next render
       const t = document.querySelector('#ac-chat .message-row.user-row textarea');
       if (t) { t.focus(); t.setSelectionRange(t.value.length, t.value.length); return; }
-      if (Date.now() - started < 2000) setTimeout(focus, 30);
+      if (Date.now() - started < 8000) setTimeout(focus, 30);
     };
     focus();
     return true;
