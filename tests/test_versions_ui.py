@@ -146,6 +146,14 @@ class TestArrowsAtEveryPoint:
         assert ctx.manager.current_version(s.key).session_id == v1["session"]  # reload lands here
         assert handlers.initial_view(ctx, {"session": s.id}).session_id == v1["session"]
 
+    def test_rows_nested_under_a_step_are_not_drawn_rows(self):
+        rows = [{"role": "user", "content": "go"},
+                {"role": "assistant", "content": "", "metadata": {"title": "task", "id": "t1"}},
+                {"role": "assistant", "content": "", "metadata": {"title": "read", "id": "s1", "parent_id": "t1"}},
+                {"role": "assistant", "content": "orphan", "metadata": {"parent_id": "gone"}},
+                {"role": "assistant", "content": "done"}]
+        assert versions.top_level_rows(rows) == [0, 1, 3, 4]  # as gr.Chatbot draws them
+
     def test_arrow_labels_follow_the_language(self, ctx):
         from webui import i18n
 
