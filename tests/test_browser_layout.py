@@ -118,6 +118,14 @@ class TestNarrowWindow:
             pg.wait_for_timeout(400)
             assert not sidebar_open(pg), "a tap beside the drawer closes it"
 
+            # Ctrl+K in a narrow window opens the drawer on the search box.
+            pg.keyboard.press("Control+K")
+            expect(pg.locator("#ac-search textarea, #ac-search input").first).to_be_focused()
+            assert sidebar_open(pg)
+            pg.keyboard.press("Escape")
+            pg.wait_for_timeout(400)
+            assert not sidebar_open(pg), "Esc closes the drawer"
+
             pg.reload()
             expect(pg.locator("#ac-list .ac-session").first).to_be_attached()
             pg.wait_for_timeout(400)
@@ -183,5 +191,330 @@ class TestLaptopWindow:
             assert pg.locator("#ac-chat").bounding_box()["height"] >= 120, "the chat keeps some room"
             footnote = pg.locator(".ac-footnote").bounding_box()
             assert footnote["y"] + footnote["height"] <= 850, "the page is taller than the window"
+        finally:
+            pg.close()
+
+
+# ---- dark mode (issue 18, item 7) -----------------------------------------------------------------
+
+SCREENSHOTS = REPO / "assets"
+
+# The WCAG 2 contrast ratio of each visible element's text against what is behind it (its own
+# background, else its ancestors', composited), for every element matching one of the selectors.
+CONTRAST_JS = """(selectors) => {
+  const parse = (c) => {
+    const m = /rgba?\\(([^)]+)\\)/.exec(c || '');
+    if (!m) return null;
+    const p = m[1].split(/[\\s,\\/]+/).filter(Boolean).map(Number);
+    return {r: p[0], g: p[1], b: p[2], a: p.length > 3 ? p[3] : 1};
+  };
+  const over = (top, under) => ({r: top.r * top.a + under.r * (1 - top.a), g: top.g * top.a + under.g * (1 - top.a),
+                                 b: top.b * top.a + under.b * (1 - top.a), a: 1});
+  const lum = (c) => { const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+                       return 0.2126 * f(c.r) + 0.7152 * f(c.g) + 0.0722 * f(c.b); };
+  const background = (el) => {
+    const layers = [];
+    for (let e = el; e; e = e.parentElement) {
+      const c = parse(getComputedStyle(e).backgroundColor);
+      if (c && c.a > 0) { layers.push(c); if (c.a >= 1) break; }
+    }
+    let bg = {r: 255, g: 255, b: 255, a: 1};
+    if (!layers.length || layers[layers.length - 1].a < 1) {
+      const root = parse(getComputedStyle(document.body).backgroundColor);
+      if (root && root.a > 0) bg = over(root, bg);
+    }
+    for (let i = layers.length - 1; i >= 0; i--) bg = over(layers[i], bg);
+    return bg;
+  };
+  const opacity = (el) => { let o = 1; for (let e = el; e; e = e.parentElement) o *= Number(getComputedStyle(e).opacity); return o; };
+  const out = [];
+  for (const sel of selectors) {
+    let seen = 0;
+    for (const el of document.querySelectorAll(sel)) {
+      const r = el.getBoundingClientRect();
+      const field = el.tagName === 'INPUT' || el.tagName === 'TEXTAREA';
+      const text = field ? el.value : el.innerText;
+      const alpha = opacity(el);  // a menu shown on hover (opacity 0), a fading row
+      if (r.width < 1 || r.height < 1 || !(text || '').trim() || el.closest('[disabled]') || alpha < 0.5) continue;
+      const cs = getComputedStyle(el);
+      if (cs.visibility === 'hidden') continue;
+      seen++;
+      const bg = background(el);
+      const color = parse(cs.color);
+      const fg = over({...color, a: color.a * alpha}, bg);
+      const [hi, lo] = [lum(fg), lum(bg)].sort((a, b) => b - a);
+      const size = parseFloat(cs.fontSize), bold = Number(cs.fontWeight) >= 700;
+      const large = size >= 24 || (bold && size >= 18.66);
+      out.push({sel, text: text.trim().slice(0, 40), ratio: Math.round((hi + 0.05) / (lo + 0.05) * 100) / 100,
+                need: large ? 3 : 4.5, fg: cs.color, bg: `rgb(${Math.round(bg.r)}, ${Math.round(bg.g)}, ${Math.round(bg.b)})`});
+    }
+    if (!seen) out.push({sel, missing: true});
+  }
+  return out;
+}"""
+
+
+def set_theme(pg, choice: str, *, click: bool = False) -> None:
+    """Choose ``choice`` as the sidebar's switch does; ``click``: press the switch's button (the
+    drawer of a narrow window is opened and closed around it)."""
+    if not click:
+        pg.evaluate("(c) => window.acTheme.set(c)", choice)
+        return
+    narrow = pg.evaluate("() => window.acSidebar.narrow() && !window.acSidebar.isOpen()")
+    if narrow:
+        pg.evaluate("() => window.acSidebar.open()")
+        pg.wait_for_timeout(400)
+    pg.locator(f"#ac-prefs [data-ac-theme={choice}]").click()
+    if narrow:
+        pg.evaluate("() => window.acSidebar.close()")
+        pg.wait_for_timeout(400)
+
+
+def is_dark(pg) -> bool:
+    return pg.evaluate("() => document.body.classList.contains('dark')")
+
+
+def luminance(pg, selector: str) -> float:
+    """Relative luminance (0 black … 1 white) of the element's background colour."""
+    return pg.evaluate("""(sel) => {
+      const m = /rgba?\\(([^)]+)\\)/.exec(getComputedStyle(document.querySelector(sel)).backgroundColor);
+      const [r, g, b] = m[1].split(/[\\s,]+/).map(Number).map((v) => v / 255);
+      return 0.2126 * r + 0.7152 * g + 0.0722 * b; }""", selector)
+
+
+def check_contrast(pg, selectors: list[str], label: str) -> list[str]:
+    """Readable-text failures (WCAG AA) among the elements of ``selectors``, as sentences; an
+    AssertionError when a selector matches nothing visible (the check would pass vacuously)."""
+    found = pg.evaluate(CONTRAST_JS, selectors)
+    missing = [f["sel"] for f in found if f.get("missing")]
+    assert not missing, f"{label}: nothing visible to check for {missing}"
+    return [f"{label}: {f['sel']} {f['text']!r} {f['ratio']}:1 < {f['need']} ({f['fg']} on {f['bg']})"
+            for f in found if not f.get("missing") and f["ratio"] < f["need"]]
+
+
+SIDEBAR_TEXT = [".ac-brand", "#ac-new", ".ac-group-label", ".ac-session-title", ".ac-session-meta",
+                "#ac-archived label", "#ac-project input", "#ac-prefs .ac-shortcuts-open"]
+TOP_BAR_TEXT = ["#ac-title input", "#ac-model input", ".ac-meter", "#ac-topbar button:not([disabled])"]
+CHAT_TEXT = ["[data-testid=user] p", "[data-testid=bot] p", "#ac-chat .thought-group .title", "#ac-chat pre code",
+             "#ac-chat pre code span", "#ac-chat p code", "#ac-chat .ac-vswitch", ".ac-footnote"]
+
+
+class TestDarkMode:
+    """Guards against a dark system setting giving a half-dark page (light sidebar, white fields,
+    unreadable grey on black), against the page ignoring the switch or forgetting it on reload,
+    and against any text of ours (sidebar, bubbles, notices, approval card, search results,
+    version arrows, tool steps, code) falling below WCAG AA contrast in either theme."""
+
+    def test_follows_the_system_and_the_switch_is_remembered(self, browser, world):
+        pg = open_page(browser, world, 1280, 800, color_scheme="dark")
+        try:
+            assert is_dark(pg)
+            for sel in ("#ac-sidebar", "#ac-input", "#ac-search textarea"):
+                assert luminance(pg, sel) < 0.2, f"{sel} stays light in dark mode"
+            set_theme(pg, "light", click=True)
+            assert not is_dark(pg)
+            assert luminance(pg, "#ac-sidebar") > 0.8
+            pg.reload()
+            expect(pg.locator("#ac-list .ac-session").first).to_be_attached()
+            pg.wait_for_timeout(500)
+            assert not is_dark(pg), "the choice is forgotten on reload"
+            expect(pg.locator("#ac-prefs [data-ac-theme=light]")).to_have_attribute("aria-pressed", "true")
+            set_theme(pg, "system", click=True)
+            assert is_dark(pg)
+        finally:
+            pg.close()
+        pg = open_page(browser, world, 1280, 800, color_scheme="light")
+        try:
+            assert not is_dark(pg)
+            pg.emulate_media(color_scheme="dark")  # the system switches while the page is open
+            expect(pg.locator("body")).to_have_class(re.compile(r"\bdark\b"))
+            set_theme(pg, "light", click=True)
+            pg.emulate_media(color_scheme="light")
+            pg.emulate_media(color_scheme="dark")
+            pg.wait_for_timeout(300)
+            assert not is_dark(pg), "a chosen light page turned dark with the system"
+        finally:
+            pg.close()
+
+    def test_contrast_in_both_themes_and_screenshots(self, browser, world):
+        pg = open_page(browser, world, 1280, 800)
+        failures: list[str] = []
+
+        def both(selectors, label):
+            for theme in ("light", "dark"):
+                set_theme(pg, theme)
+                failures.extend(check_contrast(pg, selectors, f"{label} ({theme})"))
+            set_theme(pg, "system")
+
+        try:
+            # A conversation with a tool step, inline code, a code block and two versions.
+            _post(world["fake"] + "/_script", {"replies": [
+                {"text": "Let me look at the project first.",
+                 "tool_calls": [{"name": "list_files", "arguments": {"path": "."}, "id": "call_ls"}]},
+                {"text": "This is **shop-api**, a small REST API. Its entry point is `app.py`:\n\n"
+                         "```python\ndef health(request):\n    return {\"status\": \"ok\"}  # for the load balancer\n```\n\n"
+                         "Want me to add tests for it?"},
+                {"text": "A smaller answer for the first version."},
+            ]})
+            send(pg, "What is in this project?")
+            expect(pg.locator("[data-testid=bot]").last).to_contain_text("Want me to add tests")
+            pg.locator("[data-testid=user]").first.hover()
+            pg.locator("#ac-chat").get_by_role("button", name="Edit").first.click()
+            pg.locator("#ac-chat textarea").first.fill("What is in this project? Briefly.")
+            pg.locator("#ac-chat").get_by_role("button", name="Submit").first.click()
+            expect(pg.locator("[data-testid=bot]").last).to_contain_text("A smaller answer")
+            expect(pg.locator("#ac-chat .ac-vswitch").first).to_be_visible()
+            pg.locator("#ac-chat .ac-vswitch button").first.click()  # back to the full answer
+            expect(pg.locator("[data-testid=bot]").last).to_contain_text("Want me to add tests")
+            pg.get_by_text("list_files").first.click()  # open the tool step
+            expect(pg.locator("#ac-chat pre code").first).to_be_visible()
+            both(SIDEBAR_TEXT + TOP_BAR_TEXT + CHAT_TEXT, "conversation")
+
+            # Screenshots: light and dark, wide and narrow (README).
+            for theme in ("light", "dark"):
+                set_theme(pg, theme)
+                pg.mouse.move(640, 5)
+                pg.wait_for_timeout(300)
+                pg.screenshot(path=str(SCREENSHOTS / f"screenshot-{theme}-wide.png"))
+            set_theme(pg, "system")
+            phone = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+            try:
+                phone.set_default_timeout(TIMEOUT_MS)
+                phone.goto(pg.url)
+                expect(phone.locator("[data-testid=bot]").last).to_contain_text("Want me to add tests")
+                phone.wait_for_timeout(500)
+                for theme in ("light", "dark"):
+                    set_theme(phone, theme)
+                    phone.locator("[data-testid=bot]").last.scroll_into_view_if_needed()
+                    phone.wait_for_timeout(300)
+                    phone.screenshot(path=str(SCREENSHOTS / f"screenshot-{theme}-narrow.png"))
+            finally:
+                phone.close()
+
+            # The delete confirmation bar.
+            pg.locator("#ac-delete").click()
+            expect(pg.locator("#ac-confirm")).to_be_visible()
+            both(["#ac-confirm p", "#ac-confirm button"], "delete confirmation")
+            pg.locator("#ac-cancel-delete").click()
+
+            # An approval card (write_file asks first) and its Deny.
+            _post(world["fake"] + "/_script", {"replies": [
+                {"text": "I will write it.", "tool_calls": [{"name": "write_file", "id": "call_w",
+                 "arguments": {"path": "notes.txt", "content": "hello\n"}}]},
+                {"text": "Understood, nothing written."}]})
+            send(pg, "Write notes.txt")
+            expect(pg.locator("#ac-approval")).to_be_visible()
+            both(["#ac-approval p", "#ac-approval button"], "approval card")
+            pg.locator("#ac-approval").get_by_role("button", name="Deny").click()
+            expect(pg.locator("#ac-approval")).to_be_hidden()
+
+            # An archived chat's bar, and the archived badge in the list.
+            pg.locator("#ac-archive").click()
+            expect(pg.locator("#ac-archived-bar")).to_be_visible()
+            pg.locator("#ac-archived input").check()
+            expect(pg.locator("#ac-list .ac-badge").first).to_be_visible()
+            both(["#ac-archived-bar p", "#ac-archived-bar button", "#ac-list .ac-badge"], "archived chat")
+            pg.locator("#ac-archived-bar button").click()
+            expect(pg.locator("#ac-archived-bar")).to_be_hidden()
+            pg.locator("#ac-archived input").uncheck()
+
+            # Message search results under the search box.
+            pg.locator("#ac-search textarea, #ac-search input").first.fill("Postgres")
+            expect(pg.locator("#ac-search-results .ac-hit-row").first).to_be_visible()
+            both(["#ac-search-results .ac-hits-label", "#ac-search-results .ac-hit-title",
+                  "#ac-search-results .ac-hit-snippet", "#ac-search-results mark"], "search results")
+            pg.locator("#ac-search textarea, #ac-search input").first.fill("")
+
+            # The keyboard shortcuts' help, and an empty new chat.
+            pg.locator("#ac-new").click()
+            expect(pg.locator(".ac-hello h2")).to_be_visible()
+            both([".ac-hello h2", ".ac-hello p"], "new chat")
+            pg.locator("#ac-shortcuts-open").click()
+            expect(pg.locator("#ac-shortcuts")).to_be_visible()
+            both(["#ac-shortcuts h2", "#ac-shortcuts td", "#ac-shortcuts kbd", "#ac-shortcuts button"], "shortcuts help")
+        finally:
+            pg.close()
+        assert not failures, "text below WCAG AA contrast:\n" + "\n".join(failures)
+
+
+# ---- keyboard shortcuts (issue 18, item 8) ----------------------------------------------------------
+
+class TestKeyboardShortcuts:
+    """Guards against the shortcuts ChatGPT users reach for doing nothing (or the browser's own
+    thing): Ctrl+Shift+O new chat, Ctrl+K search, Esc stopping a streaming reply, ↑ in the empty box
+    editing the last message (and not a non-empty box), ? and Ctrl+/ showing the help (and not a ?
+    typed into the box)."""
+
+    def test_new_chat_search_stop_edit_and_help(self, browser, world):
+        pg = open_page(browser, world, 1280, 800)
+        try:
+            box = pg.locator("#ac-input textarea")
+            bots, users = pg.locator("[data-testid=bot]"), pg.locator("[data-testid=user]")
+            send(pg, "Plan a trip")
+            expect(bots.last).to_contain_text("You said: Plan a trip")
+            send(pg, "Add a museum")
+            expect(bots.last).to_contain_text("You said: Add a museum")
+
+            # ↑ in a box with text moves the caret, nothing else.
+            box.fill("a draft")
+            box.press("ArrowUp")
+            pg.wait_for_timeout(300)
+            expect(pg.locator("#ac-chat textarea")).to_have_count(0)
+            box.fill("")
+            # ↑ in the empty box opens the last message's editor, focused.
+            box.press("ArrowUp")
+            editor = pg.locator("#ac-chat textarea").first
+            expect(editor).to_be_focused()
+            expect(editor).to_have_value("Add a museum")
+            editor.fill("Add two museums")
+            pg.locator("#ac-chat").get_by_role("button", name="Submit").first.click()
+            expect(bots.last).to_contain_text("You said: Add two museums")
+            assert [t.strip() for t in users.all_inner_texts()] == ["Plan a trip", "Add two museums"]
+
+            # Esc stops a streaming reply and keeps what came.
+            _post(world["fake"] + "/_script", {"replies": [{"text": "word " * 400, "chunk": 5, "delay": 0.05}]})
+            send(pg, "Talk for a while")
+            expect(pg.locator("#ac-input button.stop-button")).to_be_visible()
+            expect(bots.last).to_contain_text("word word word")
+            pg.keyboard.press("Escape")
+            expect(pg.locator("#ac-input button.submit-button")).to_be_visible()
+            shown = bots.last.inner_text()
+            pg.wait_for_timeout(800)
+            assert bots.last.inner_text() == shown and 0 < len(shown) < len(("word " * 400).strip())
+
+            # Ctrl+Shift+O: a new chat, the box focused.
+            pg.keyboard.press("Control+Shift+O")
+            expect(pg.locator("#ac-title input")).to_have_value("")
+            expect(users).to_have_count(0)
+            assert "session=" not in pg.url
+            expect(box).to_be_focused()
+
+            # Ctrl+K: the search box, focused.
+            pg.keyboard.press("Control+K")
+            expect(pg.locator("#ac-search textarea, #ac-search input").first).to_be_focused()
+
+            # The help: ? outside a text field, Esc closes it; Ctrl+/ anywhere; its button; a ?
+            # typed in the box is just a character.
+            help_ = pg.locator("#ac-shortcuts")
+            pg.evaluate("() => document.activeElement.blur()")
+            pg.keyboard.press("?")
+            expect(help_).to_be_visible()
+            for words in ("New chat", "Search chats", "Stop the reply", "Edit your last message"):
+                expect(help_).to_contain_text(words)
+            expect(help_.locator("kbd", has_text="Ctrl").first).to_be_visible()
+            pg.keyboard.press("Escape")
+            expect(help_).to_be_hidden()
+            box.focus()
+            pg.keyboard.press("Control+/")
+            expect(help_).to_be_visible()
+            pg.keyboard.press("Control+/")
+            expect(help_).to_be_hidden()
+            box.press("?")
+            expect(box).to_have_value("?")
+            expect(help_).to_be_hidden()
+            pg.locator("#ac-shortcuts-open").click()
+            expect(help_).to_be_visible()
+            help_.get_by_role("button", name="Close").click()
+            expect(help_).to_be_hidden()
         finally:
             pg.close()

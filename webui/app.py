@@ -21,7 +21,8 @@ import gradio as gr
 
 from core.errors import AnycodeError, SessionNotFound
 from webui import (approval_card, archived_chat, compaction_ui, handlers, i18n, i18n_ui, import_panel,
-                   memory_panel, narrow, project_move, render, search_panel, subagent_panel, title_push, versions)
+                   memory_panel, narrow, project_move, render, search_panel, shortcuts, subagent_panel, theme_switch,
+                   title_push, versions)
 from webui.i18n import t
 from webui.i18n_ui import tr
 from webui import chat_text
@@ -113,8 +114,14 @@ def theme() -> gr.themes.Base:
     fonts = ["ui-sans-serif", "system-ui", "-apple-system", "Segoe UI", "Roboto", "Helvetica Neue",
              "Arial", "sans-serif"]
     mono = ["ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "monospace"]
-    return gr.themes.Base(primary_hue=gr.themes.colors.emerald, neutral_hue=gr.themes.colors.zinc,
+    base = gr.themes.Base(primary_hue=gr.themes.colors.emerald, neutral_hue=gr.themes.colors.zinc,
                           radius_size=gr.themes.sizes.radius_lg, font=fonts, font_mono=mono)
+    # Readable in both themes (WCAG AA, issue 18): white on emerald-500 buttons was 2.5:1, the
+    # subdued grey of hints and version arrows 1.9:1 on white.
+    return base.set(button_primary_background_fill="*primary_700", button_primary_background_fill_hover="*primary_800",
+                    button_primary_background_fill_dark="*primary_700",
+                    button_primary_background_fill_hover_dark="*primary_800",
+                    body_text_color_subdued="*neutral_500", body_text_color_subdued_dark="*neutral_400")
 
 
 TOAST_SECONDS = 4  # toasts sit over the top bar's buttons: keep them short
@@ -155,6 +162,8 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                 import_foot = gr.Column(elem_id="ac-import-foot")
                 memory_foot = gr.Column(elem_id="ac-memory-foot")  # the Memory button (memory_panel)
                 i18n_ui.add_language_setting(demo)
+                # the theme switch and the keyboard shortcuts' help (issue 18)
+                prefs = gr.HTML(page_prefs_html(), js_on_load=theme_switch.SWITCH_JS, elem_id="ac-prefs")
 
         with gr.Column(elem_id="ac-main"):
             with gr.Row(elem_id="ac-topbar", equal_height=True):
@@ -445,6 +454,8 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                           show_progress="minimal")
         demo.load(None, None, None, js=EARLIER_ON_SCROLL_JS)
         narrow.attach(demo)  # narrow windows: the sidebar is a drawer (issue 18)
+        shortcuts.attach(demo)
+        demo.load(page_prefs_html, None, prefs, api_visibility="private", show_progress="hidden")  # in the tab's language
         demo.load(None, None, None, js=chat_text.CHAT_TEXT_JS)  # Copy and Edit give the text written
 
         def on_filter(st, query, archived):
@@ -594,6 +605,11 @@ def build_app(ctx: WebContext) -> gr.Blocks:
     return demo
 
 
+def page_prefs_html() -> str:
+    """The sidebar foot's theme switch and Keyboard shortcuts help, in the request's language."""
+    return theme_switch.switch_html() + shortcuts.help_html()
+
+
 def _signature_with_tab(fn):
     """``fn``'s signature with leading ``request`` and ``tab_id`` parameters (Gradio reads
     signatures to pass the request and event data such as ``gr.SelectData``, so the wrapper must
@@ -613,7 +629,7 @@ def _tab_key(request: Any, tab_id: str | None) -> str:
 
 
 # style.css first; the later files refine it (issue 18: window sizes, dark mode).
-CSS_FILES = ("style.css", "chat_state.css", "layout.css", "chat-text.css")
+CSS_FILES = ("style.css", "chat_state.css", "layout.css", "chat-text.css", "contrast.css", "dark.css")
 
 
 def launch_kwargs(*, host: str, port: int, auth: tuple[str, str] | None = None,
@@ -624,7 +640,7 @@ def launch_kwargs(*, host: str, port: int, auth: tuple[str, str] | None = None,
         server_name=host, server_port=port, auth=auth, share=False, inbrowser=False,
         footer_links=[], run_history=False, enable_monitoring=False, ssr_mode=False,
         show_error=False, quiet=quiet, theme=theme(), css="\n".join(asset_text(n) for n in CSS_FILES),
-        i18n=i18n_ui.gradio_i18n(), head=i18n_ui.HEAD,
+        i18n=i18n_ui.gradio_i18n(), head=i18n_ui.HEAD + theme_switch.HEAD_JS,
         favicon_path=asset_path("icon.svg"), pwa=False, mcp_server=False,
         auth_message="anycode: sign in with the --auth user and password.",
     )
