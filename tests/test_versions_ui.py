@@ -2,6 +2,8 @@
 (no browser), against the fake OpenAI server over real HTTP."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from core import LocalSessionStore, SessionManager
@@ -108,6 +110,17 @@ class TestRegenerateAndSwitch:
         view = versions.regenerate(ctx, state, row, now=100.0)
         assert versions.regenerate(ctx, view.state, row, now=101.0) is None
         assert len(ctx.manager.family(s.key)) == 2
+
+    def test_a_doubled_event_with_the_old_state_is_one_version(self, ctx):
+        # Gradio can deliver one click twice, both with the page's state from before the click.
+        s = chat(ctx)
+        state = handlers.open_session(ctx, ctx.project_key, s.id).state
+        row = row_of(ctx, state, 3)
+        assert versions.regenerate(ctx, state, row) is not None
+        assert versions.repeated(state, row, ctx=ctx)
+        assert versions.regenerate(ctx, state, row) is None
+        assert len(ctx.manager.family(s.key)) == 2
+        assert not versions.repeated(state, row, now=time.time() + versions.REPEAT_SECONDS + 1, ctx=ctx)
 
 
 class TestArrowsAtEveryPoint:
