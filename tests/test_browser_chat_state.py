@@ -5,15 +5,32 @@ subprocesses, as in ``test_browser_e2e``)."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 
 import pytest
 
-from tests.test_browser_e2e import (BROWSER_ARGS, CHROMIUM, REPO, TIMEOUT_MS, Proc, _env, _free_port, _post,
-                                    expect, send, sync_api)
+from tests.test_browser_approval import browser  # noqa: F401 (one Chromium per module)
+from tests.test_browser_e2e import REPO, TIMEOUT_MS, Proc, _env, _free_port, send
+from tests.test_browser_e2e import expect as _expect
 
 pytestmark = pytest.mark.browser
+
+
+class _Patient:
+    """``expect(x)`` whose waits default to TIMEOUT_MS: each goes through the app's queue, which a
+    loaded 2-core machine can hold up for more than Playwright's default 5 s."""
+
+    def __init__(self, target):
+        self._assertions = _expect(target)
+
+    def __getattr__(self, name):
+        method = getattr(self._assertions, name)
+        return lambda *args, **kwargs: method(*args, **{"timeout": TIMEOUT_MS, **kwargs})
+
+
+expect = _Patient
 
 
 @pytest.fixture(scope="module")
@@ -35,16 +52,6 @@ def world(tmp_path_factory):
     finally:
         app.stop()
         fake.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 @pytest.fixture
@@ -189,3 +196,38 @@ class TestNoticesCoverNothing:
         }""")
         assert fits["longer"], "the test needs a path longer than the picker"
         assert fits["ellipsis"] == "ellipsis" and fits["textEnd"] <= fits["arrow"] + 1, fits
+
+
+def _overlap(a: dict, b: dict) -> bool:
+    return not (a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"]
+                or a["y"] + a["height"] <= b["y"] or b["y"] + b["height"] <= a["y"])
+
+
+class TestArchivedInAnotherTab:
+    """Guards against a tab undoing another tab's archive by sending (issue 15's stale-tab rule),
+    and against the refusal's toast covering the archived bar's Unarchive or the message box."""
+
+    def test_send_refused_then_sent_and_the_toast_covers_no_control(self, world, page, browser):
+        send(page, "Compare the shipping carriers")
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("You said: Compare the shipping carriers")
+        expect(page).to_have_url(re.compile(r"\?session="))
+        other = browser.new_page(viewport={"width": 1360, "height": 860})
+        try:
+            other.goto(page.url)
+            expect(other.locator("[data-testid=bot]").last).to_contain_text("You said: Compare the shipping")
+            other.locator("#ac-archive").click()
+            expect(other.locator("#ac-archived-bar")).to_be_visible()
+        finally:
+            other.close()
+        send(page, "And their prices?")
+        toast = page.locator(".toast-body").filter(has_text="archived in another tab")
+        expect(toast).to_be_visible()
+        expect(page.locator("#ac-archived-bar")).to_be_visible()
+        expect(page.locator("#ac-input textarea")).to_have_value("And their prices?")
+        expect(page.locator("[data-testid=user]")).to_have_count(1)
+        shown = toast.bounding_box()
+        for control in ("#ac-archived-bar", "#ac-input"):
+            assert not _overlap(shown, page.locator(control).bounding_box()), f"the toast covers {control}"
+        page.locator("#ac-input textarea").press("Enter")  # send again: unarchives and sends
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("You said: And their prices?")
+        expect(page.locator("#ac-archived-bar")).to_be_hidden()

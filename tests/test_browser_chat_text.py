@@ -4,20 +4,19 @@ holds the text written. One app and one browser for the module (fixtures from
 tests/test_browser_e2e.py's helpers)."""
 from __future__ import annotations
 
-import sys
-
 import pytest
 
-from tests.test_browser_e2e import (BROWSER_ARGS, CHROMIUM, REPO, TIMEOUT_MS, Proc, _env, _free_port, _post,
-                                    expect, send, sync_api)
+from tests.test_browser_e2e import BROWSER_ARGS, CHROMIUM, TIMEOUT_MS, _post, expect, send, sync_api
+from tests.test_browser_write_faults import running_app
 
 pytestmark = pytest.mark.browser
 
-USER = "see <b>x</b> and <script>alert(1)</script> here\n\n  two  spaces kept\n*not italic* & <br> done"
+USER = "see <b>x</b> and <script>alert(1)</script> here\n\n  two  spaces kept\n*not italic* & <br> done, $$a < b$$"
 CODE = "def add(a, b):\n    return a + b  # <sum>"
 REPLY = ("Use <b>bold</b> here, and <script>alert(2)</script> too.\n\n"
          "<div class=\"box\">\nraw <i>block</i>\n</div>\n\n"
          f"```python\n{CODE}\n```\n\n"
+         "```ts\nconst n: number = 1;\n```\n\n"
          "**Markdown** stays Markdown <!-- a note --> END")
 
 
@@ -25,20 +24,8 @@ REPLY = ("Use <b>bold</b> here, and <script>alert(2)</script> too.\n\n"
 def app(tmp_path_factory):
     """The fake OpenAI server and ``python -m webui``, once for the module; yields (url, fake)."""
     tmp = tmp_path_factory.mktemp("chat-text")
-    proj = tmp / "proj"
-    proj.mkdir()
-    fake = Proc([sys.executable, "-m", "tests.fake_openai", "--port", "0"], _env(tmp / "home"), REPO)
-    base_url = fake.wait_for("READY").split()[-1]
-    port = _free_port()
-    web = Proc([sys.executable, "-m", "webui", "--no-browser", "--port", str(port), "--project", str(proj),
-                "--data-dir", str(tmp / "data")],
-               _env(tmp / "home", OPENAI_API_KEY="sk-test", OPENAI_BASE_URL=base_url), tmp)
-    try:
-        web.wait_for("anycode is running at")
-        yield f"http://127.0.0.1:{port}/", base_url.removesuffix("/v1")
-    finally:
-        web.stop()
-        fake.stop()
+    with running_app(tmp, "--data-dir", str(tmp / "data")) as served:
+        yield served["url"], served["fake"]
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +46,7 @@ def tab(app):
             page.goto(url)
             _post(fake + "/_script", {"replies": [{"text": REPLY, "chunk": 40, "delay": 0.01}]})
             send(page, USER)
-            expect(page.locator("[data-testid=bot]").last).to_contain_text("END")
+            expect(page.locator("[data-testid=bot]").last).to_contain_text("END", timeout=TIMEOUT_MS)
             yield page
         finally:
             browser.close()
@@ -85,6 +72,7 @@ class TestTextShownAsWritten:
         user = page.locator("[data-testid=user]").last
         expect(user).to_contain_text("see <b>x</b> and <script>alert(1)</script> here")
         assert user.locator("pre.ac-lit").evaluate("e => e.textContent") == USER  # spaces and breaks kept
+        assert user.get_attribute("aria-label") == "user's message: " + USER  # what a screen reader reads
         bot = page.locator("[data-testid=bot]").last
         for shown in ("Use <b>bold</b> here, and <script>alert(2)</script> too.", '<div class="box">',
                       "raw <i>block</i>", "<!-- a note --> END"):
@@ -97,7 +85,7 @@ class TestTextShownAsWritten:
     def test_user_message_literal_and_reply_html_as_text(self, tab):
         self._check(tab)  # as streamed
         tab.reload()  # as stored
-        expect(tab.locator("[data-testid=bot]").last).to_contain_text("END")
+        expect(tab.locator("[data-testid=bot]").last).to_contain_text("END", timeout=TIMEOUT_MS)
         self._check(tab)
 
 
@@ -111,6 +99,7 @@ class TestCopyAndHighlight:
         expect(keyword).to_have_text("def")
         plain = bot.locator("pre code.language-python")
         assert keyword.evaluate("e => getComputedStyle(e).color") != plain.evaluate("e => getComputedStyle(e).color")
+        expect(bot.locator("pre code.language-javascript .token.keyword").first).to_have_text("const")  # ```ts
         bot.locator(".code_wrap .copy_code_button").first.click()
         tab.wait_for_timeout(200)
         assert _clipboard(tab) == CODE
@@ -124,3 +113,21 @@ class TestCopyAndHighlight:
         expect(editor).to_have_value(USER)
         tab.locator("#ac-chat").get_by_role("button", name="Cancel").first.click()
         expect(tab.locator("#ac-chat textarea.edit-textarea")).to_have_count(0)
+
+    def test_copy_on_a_plain_http_page_gives_the_text_written(self, tab):
+        # Over plain http from another machine (--host 0.0.0.0, a phone on the LAN) the page has no
+        # navigator.clipboard: Gradio copies through a hidden textarea and execCommand("copy").
+        page = tab.context.new_page()
+        page.set_default_timeout(TIMEOUT_MS)
+        page.add_init_script("""delete Navigator.prototype.clipboard;
+            document.addEventListener('copy', (e) => { window.__copied = e.clipboardData.getData('text/plain'); });""")
+        try:
+            page.goto(tab.url)
+            expect(page.locator("[data-testid=bot]").last).to_contain_text("END", timeout=TIMEOUT_MS)
+            assert page.evaluate("'clipboard' in navigator") is False
+            page.locator("#ac-chat .message-row").first.hover()
+            page.locator("#ac-chat").get_by_role("button", name="Copy message").first.click()
+            page.wait_for_function("window.__copied !== undefined")
+            assert page.evaluate("window.__copied") == USER
+        finally:
+            page.close()

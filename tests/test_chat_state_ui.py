@@ -193,3 +193,27 @@ class TestPluralForms:
                                  "1 unreadable record was skipped.")
         many = ImportReport(dry_run=True, imported=["a", "b"], messages=5)
         assert many.summary() == "Would import 2 conversations (5 messages); 0 already imported."
+
+
+class TestChatGoneOrMovedElsewhere:
+    """Guards against a tab whose chat was moved by another tab (or the CLI) losing it to "No
+    session <uuid> was found", and against that internal sentence for a chat deleted elsewhere."""
+
+    def test_moved_elsewhere_opens_where_it_is(self, ctx, tmp_path):
+        from core.stores.move import move_conversation
+
+        session = ctx.manager.create(str(tmp_path / "gone"), title="Moved away")
+        ctx.manager.add_messages(session.key, [{"role": "user", "content": "q"}])
+        tab = handlers.open_session(ctx, session.project_key, session.id).state
+        move_conversation(ctx.store, session.key, ctx.project_path)  # `anycode sessions move`
+        view = handlers.reload(ctx, tab)
+        assert view.session_id == session.id and view.state["project"] == ctx.project_key
+        assert view.notice.startswith("Moved this chat to proj") and view.notice_level == "info"
+
+    def test_deleted_elsewhere_in_plain_words(self, ctx):
+        session = ctx.manager.create(ctx.project_path)
+        tab = handlers.tab_state(ctx.project_key, session.id)
+        ctx.manager.delete(session.key)
+        view = handlers.reload(ctx, tab)
+        assert view.session_id is None and view.notice == handlers.CHAT_GONE_NOTICE
+        assert session.id not in view.notice

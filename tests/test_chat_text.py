@@ -9,14 +9,14 @@ from hypothesis import given, settings, strategies as st
 from markdown_it import MarkdownIt
 
 from webui import chat_text, handlers, render
-from webui.chat_text import StreamedReply, inline, literal, reply, source
+from webui.chat_text import StreamedReply, highlight_name, inline, literal, reply, source
 
 O = "http://evil.example"
 TYPED = "see <b>x</b> and <script>alert(1)</script> here"
 
 # Pieces a coding assistant's conversation is made of: HTML, Markdown, code, entities, indentation.
 PIECES = ["<b>", "</b>", "<script>", "</script>", "<!-- c -->", "<div>", "</div>", "<br>", "<x-y a='1'>",
-          "<?php ?>", "<!DOCTYPE html>", "```", "```html", "~~~", "`", "\n", "\n\n", "    ", "  ", "- ", "> ",
+          "<?php ?>", "<!DOCTYPE html>", "```", "```html", "```py", "~~~ Sh x", "~~~", "`", "\n", "\n\n", "    ", "  ", "- ", "> ",
           "1. ", "*", "_", "&", "&amp;", "&lt;", "<", ">", "\\", "|", "#", "text", "x", " ", "$$", "é",
           '<img src="http://h.example/i.png" alt="i">', '<p style="background:url(http://h.example/b.png)">',
           "[a](http://h.example/a)", "https://h.example/p?q=1&r=2"]
@@ -124,6 +124,24 @@ class TestReplyHtmlAsText:
             shown = streamed.render(text[:pos])
             assert [p for p in _raw_html(shown) if not _ours(p)] == [], shown
         assert streamed.render(text) == reply(text)
+
+
+class TestCodeHighlighting:
+    """A code block left plain because its fence names the language in a way the page's
+    highlighter does not know (```py, ```sh, ```ts), or a copy that does not give that name back."""
+
+    def test_common_names_become_the_highlighters(self):
+        assert highlight_name("py") == "python" and highlight_name("Python") == "python"
+        assert highlight_name("sh") == "bash" and highlight_name("tsx") == "javascript"
+        assert highlight_name("python") is None and highlight_name("diff") is None
+
+    def test_fences_are_renamed_and_copied_back_as_written(self):
+        text = "Run:\n\n```sh\nls -l\n```\n\n> ~~~ py title\n> x = 1\n> ~~~\n\n```python\nok\n```"
+        content = reply(text)
+        assert "```bash ac-lang:sh\nls -l" in content and "> ~~~ python ac-lang:py title" in content
+        assert "```python\nok" in content
+        assert source(content) == text
+        assert reply("not a fence: ```py") == "not a fence: ```py"
 
 
 class TestTitlesAndOtherRows:

@@ -589,7 +589,9 @@ class TestLauncherProcess:
         finally:
             tab.close()
         assert code == 0, second.rest()
-        assert took < 3.5, f"stopping took {took:.1f} s"
+        # Without the fix uvicorn waits for the open stream until the 15 s wait above gives up;
+        # the bound leaves room for a loaded machine (CLOSE_GRACE plus process exit).
+        assert took < 10, f"stopping took {took:.1f} s"
         assert "anycode: stopped." in second.rest()
         assert "Traceback" not in "".join(second.seen)
 

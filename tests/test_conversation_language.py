@@ -5,6 +5,7 @@ session never overflows the title or memory request."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from core import LocalSessionStore, SessionManager
 from core.agent import context as ctx
@@ -65,6 +66,26 @@ class TestDetection:
     @pytest.mark.parametrize("text", ["fix bug", "ok", "```python\nprint('x')\n```", "🚀🚀", ""])
     def test_too_little_says_nothing(self, text):
         assert detect_language(text) is None
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.text(max_size=300))
+    def test_any_text_gives_a_language_or_none(self, text):
+        found = detect_language(text)
+        assert found is None or (found.code and found.name)
+
+    def test_a_huge_paste_does_not_stall_the_request(self):
+        """(A pattern that backtracked on one long run of letters once took minutes on 100 kB.)"""
+        blob = "x" * 300_000
+        assert detect_language(blob) is None
+        assert conversation_language([{"role": "user", "content": f"请看这个文件\n{blob}"}]).code.startswith("zh")
+
+    def test_a_question_above_a_pasted_english_log(self):
+        log_lines = "\n".join(f"2026-11-30 21:{i:02d}:07 ERROR worker failed to connect to the database server, "
+                              "retrying in five seconds because the connection was refused" for i in range(30))
+        messages = [{"role": "user", "content": f"这个日志是什么意思？为什么一直连不上？\n{log_lines}"}]
+        assert conversation_language(messages).code == "zh-Hans"
+        messages = [{"role": "user", "content": f"{log_lines}\nこのログはどういう意味ですか？"}]
+        assert conversation_language(messages).code == "ja"
 
     def test_the_users_messages_decide_not_the_replies(self):
         messages = [{"role": "system", "content": "You are anycode, a helpful assistant."},

@@ -59,7 +59,7 @@ class TestFullDisk:
         store = LocalSessionStore(home)
         mgr = SessionManager(store)
         made = [mgr.create(work, title=f"s{i}") for i in range(3)]
-        index = store.projects_dir / made[0].project_key / ".index.json"
+        index = store.projects_dir / made[0].project_key / ".index"
         index.unlink(missing_ok=True)  # the next list() must write a new one
         disk.fill()
         for _ in range(3):

@@ -37,7 +37,7 @@ class TestImportUpload:
         assert not gpt.exists(), "the uploaded copy must not be left behind"
         for path in (cc, cx):
             summary, report = import_upload(ctx, path, str(proj))
-            assert summary.startswith("Imported 1 conversation ("), summary
+            assert summary.startswith("Imported 1 conversation ("), summary  # singular (issue 20)
         assert len(SessionManager(store).list(project_key(proj))) == 5
 
     def test_unknown_file_is_one_sentence(self, tmp_path):

@@ -118,7 +118,7 @@ class TestPermissions:
     def test_session_and_index_files_are_0600(self, tmp_path):
         home = tmp_path / "home"
         self._populate(home)
-        files = [p for p in home.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".json")]
+        files = [p for p in home.rglob("*") if p.is_file() and (p.suffix in (".jsonl", ".json") or p.name == ".index")]
         assert len(files) >= 5  # two sessions, a sub-agent record, two indexes
         for p in files:
             assert stat.S_IMODE(p.stat().st_mode) == 0o600, p
@@ -252,7 +252,11 @@ class TestRealProcesses:
             assert first.startswith("ack"), p.stderr.read()
             time.sleep(rng.uniform(0.0, 0.25))
             p.send_signal(signal.SIGKILL)
-            rest, _ = p.communicate(timeout=30)
+            # Not communicate(): it reads the pipe's descriptor, past the acks readline() above
+            # already pulled into p.stdout's buffer (a slow parent would lose them).
+            rest = p.stdout.read()
+            p.wait(timeout=30)
+            p.stderr.close()
             assert p.returncode == -signal.SIGKILL
             acked = [int(line.split()[1]) for line in (first + rest).splitlines() if line.startswith("ack ")]
             assert acked == list(range(len(acked)))

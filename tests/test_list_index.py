@@ -1,6 +1,6 @@
 """The list() metadata index: fast (unchanged sessions are not read), and never wrong for long.
 
-The index (``projects/<key>/.index.json``) is a cache. These tests spy on ``core.stores.jsonl_io`` to see
+The index (``projects/<key>/.index``) is a cache. These tests spy on ``core.stores.jsonl_io`` to see
 which session files ``list()`` opens and how many lines it parses, and damage or bypass the index
 in the ways a user or another process would.
 """
@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import core.stores.jsonl_io
+from core.stores import jsonl_index
 from core import (
     LocalSessionStore,
     SessionKey,
@@ -153,14 +155,14 @@ class TestSelfHealing:
         # What a store that has never seen an index reports.
         tmp = home.parent / "truth"
         shutil.rmtree(tmp, ignore_errors=True)
-        shutil.copytree(home, tmp, ignore=shutil.ignore_patterns(".index.json"))
+        shutil.copytree(home, tmp, ignore=shutil.ignore_patterns(".index"))
         return summary(LocalSessionStore(tmp).list(PK))
 
     def test_index_deleted(self, home):
         populate(home)
         store = LocalSessionStore(home)
         before = summary(store.list(PK))
-        index = home / "projects" / PK / ".index.json"
+        index = home / "projects" / PK / ".index"
         assert index.is_file()
         index.unlink()
         assert summary(LocalSessionStore(home).list(PK)) == before
@@ -173,7 +175,7 @@ class TestSelfHealing:
         keys = populate(home)
         store = LocalSessionStore(home)
         before = summary(store.list(PK))
-        (home / "projects" / PK / ".index.json").write_bytes(garbage)
+        (home / "projects" / PK / ".index").write_bytes(garbage)
         assert summary(store.list(PK)) == before  # the same instance notices the change
         assert summary(LocalSessionStore(home).list(PK)) == before
         store.append(keys[0], [message_entry(user("x"), ts=T0 + 9_999)])
@@ -185,7 +187,7 @@ class TestSelfHealing:
         keys = populate(home)
         store = LocalSessionStore(home)
         store.list(PK)
-        index = home / "projects" / PK / ".index.json"
+        index = home / "projects" / PK / ".index"
         old_index = index.read_bytes()
         store.append(keys[2], [message_entry(user("x"), ts=T0 + 9_999)])
         store.list(PK)
@@ -296,12 +298,13 @@ class TestSelfHealing:
         keys = populate(home, 4, 6)
         store = LocalSessionStore(home)
         store.list(PK)
-        index = home / "projects" / PK / ".index.json"
+        index = home / "projects" / PK / ".index"
         whole = index.read_bytes()
         store.append(keys[0], [message_entry(user("after the index"), ts=T0 + 50_000)])
         truth = self._truth(home)
-        ends = [i for i, b in enumerate(whole) if b == 10]
-        cuts = sorted({1, ends[0], ends[0] + 1, ends[0] + 40, ends[1], ends[1] + 1, ends[1] + 30, len(whole) - 2})
+        head = whole.index(b"\n") + 1
+        list_end = head + int(whole[:head].split()[2])  # the head says how long the list part is
+        cuts = sorted({1, head - 1, head, head + 40, list_end - 1, list_end, list_end + 30, len(whole) - 2})
         for cut in cuts:
             index.write_bytes(whole[:cut])
             assert summary(LocalSessionStore(home).list(PK)) == truth, cut
@@ -309,14 +312,14 @@ class TestSelfHealing:
             assert summary(store.list(PK)) == truth, cut  # a warm instance notices the new index too
 
     def test_index_edited_by_hand(self, home):
-        # Still valid JSON, only a title and a message count changed in the index: the
-        # checksum tells, and the files are read again.
+        # Only a title changed in the index, its length kept: the checksum tells, and the
+        # file is read again.
         (key,) = populate(home, 1, 3)
         LocalSessionStore(home).list(PK)
-        index = home / "projects" / PK / ".index.json"
+        index = home / "projects" / PK / ".index"
         data = index.read_bytes()
-        assert b'"Session 0"' in data and b'"count":[3]' in data
-        index.write_bytes(data.replace(b'"Session 0"', b'"Session X"').replace(b'"count":[3]', b'"count":[9]'))
+        assert data.count(b"Session 0") == 1
+        index.write_bytes(data.replace(b"Session 0", b"Session X"))
         (meta,) = LocalSessionStore(home).list(PK)
         assert (meta.title, meta.message_count) == ("Session 0", 3)
 
@@ -325,9 +328,12 @@ class TestSelfHealing:
         # the appended sessions are read again in full, the others still come from the index.
         keys = populate(home, 3, 4)
         LocalSessionStore(home).list(PK)
-        index = home / "projects" / PK / ".index.json"
-        head, body, scan, _ = index.read_bytes().split(b"\n")
-        index.write_bytes(b"\n".join((head, body, scan.replace(b"offset", b"offzet"), b"")))
+        index = home / "projects" / PK / ".index"
+        data = index.read_bytes()
+        scan_start = data.index(b"\n") + 1 + int(data.split()[2])  # the scan part follows the list part
+        created = struct.pack("<d", T0 + 1)  # keys[1]'s header time, as marshal stores a float
+        assert data.count(created, scan_start) == 1
+        index.write_bytes(data[:scan_start] + data[scan_start:].replace(created, struct.pack("<d", T0 + 7)))
         LocalSessionStore(home).append(keys[1], [message_entry(user("late"), ts=T0 + 90_000)])
         metas = LocalSessionStore(home).list(PK)
         assert (metas[0].id, metas[0].message_count) == (keys[1].session_id, 5)
@@ -386,3 +392,62 @@ class TestOtherProcesses:
         b.unarchive(keys[0])
         assert a.list(PK, archived=True) == []
         assert [(m.id, m.message_count) for m in a.list(PK)] == [(keys[0].session_id, 3), (keys[1].session_id, 2)]
+
+
+class TestFolderState:
+    """list() does not list a folder whose state (device, inode, ctime) the index recorded; a file
+    created, removed or renamed there since must still show at once, also when a restore sets
+    the folder's mtime back, and a folder that changed a moment ago must not be recorded."""
+
+    @pytest.fixture
+    def settled(self, monkeypatch):
+        monkeypatch.setattr(jsonl_index, "SETTLED_NS", -10**12)  # record even a folder that just changed
+
+    def _record(self, home: Path) -> None:
+        store = LocalSessionStore(home)
+        store.list(PK)  # writes the index
+        store.list(PK)  # lists the folder, finds exactly the indexed files, records its state
+        assert jsonl_index.read_index(home / "projects" / PK, None).folder is not None
+
+    def test_not_recorded_while_the_folder_is_fresh(self, home):
+        populate(home, 2, 2)
+        store = LocalSessionStore(home)
+        store.list(PK)
+        store.list(PK)
+        assert jsonl_index.read_index(home / "projects" / PK, None).folder is None
+
+    def test_listing_skipped_while_unchanged(self, home, settled, monkeypatch):
+        keys = populate(home, 3, 2)
+        self._record(home)
+        before = summary(LocalSessionStore(home).list(PK))
+
+        def no_listing(*args, **kw):
+            raise AssertionError("the folder was listed")
+
+        monkeypatch.setattr(jsonl_index.os, "listdir", no_listing)
+        assert summary(LocalSessionStore(home).list(PK)) == before
+        # an append changes a file, not the folder: still no listing, and the new count shows
+        LocalSessionStore(home).append(keys[0], [message_entry(user("x"), ts=T0 + 9_999)])
+        metas = LocalSessionStore(home).list(PK)
+        assert (metas[0].id, metas[0].message_count) == (keys[0].session_id, 3)
+
+    def test_file_copied_in_with_the_folder_mtime_set_back(self, home, tmp_path, settled):
+        keys = populate(home, 2, 2)
+        self._record(home)
+        folder = home / "projects" / PK
+        st = folder.stat()
+        other = populate(tmp_path / "elsewhere", 1, 3)[0]
+        shutil.copy2(session_path(tmp_path / "elsewhere", other), folder)
+        os.utime(folder, ns=(st.st_atime_ns, st.st_mtime_ns))  # as rsync -a or a restore leaves it
+        assert folder.stat().st_mtime_ns == st.st_mtime_ns
+        got = {m.id: m.message_count for m in LocalSessionStore(home).list(PK)}
+        assert got == {keys[0].session_id: 2, keys[1].session_id: 2, other.session_id: 3}
+
+    def test_file_removed_or_renamed(self, home, settled):
+        keys = populate(home, 3, 2)
+        self._record(home)
+        session_path(home, keys[0]).unlink()
+        assert {m.id for m in LocalSessionStore(home).list(PK)} == {keys[1].session_id, keys[2].session_id}
+        self._record(home)
+        session_path(home, keys[1]).rename(home / "projects" / PK / "renamed-chat.jsonl")
+        assert {m.id for m in LocalSessionStore(home).list(PK)} == {"renamed-chat", keys[2].session_id}

@@ -119,9 +119,11 @@ class TestCompactIndex:
         store = LocalSessionStore(tmp_path / "h", fsync=False)
         keys = [_session(store, f"/work/{i % 3}", i + 1, 1000.0 + i * 10, title=f"T{i}") for i in range(12)]
         first = store.list(PK)
-        head, index, _scan = map(json.loads, (tmp_path / "h" / "projects" / PK / ".index.json").read_bytes().splitlines())
-        assert head["version"] == jsonl_index.INDEX_VERSION and sorted(index["cwds"]) == ["/work/0", "/work/1", "/work/2"]
-        assert index["ids"] == [m.id for m in first]  # written in list order
+        folder = tmp_path / "h" / "projects" / PK
+        assert (folder / ".index").read_bytes().startswith(b"anycode-index %d " % jsonl_index.INDEX_VERSION)
+        index = jsonl_index.read_index(folder, None)
+        assert sorted(index.cwds) == ["/work/0", "/work/1", "/work/2"]
+        assert index.ids == [m.id for m in first]  # written in list order
         again = LocalSessionStore(tmp_path / "h", fsync=False).list(PK)
         assert again == first
         assert {m.id: (m.cwd, m.title, m.message_count) for m in again} == {
@@ -131,13 +133,34 @@ class TestCompactIndex:
         assert LocalSessionStore(tmp_path / "h").list(PK)[0].id == keys[0].session_id
 
     def test_old_index_versions_are_rebuilt(self, tmp_path):
+        # An index left by an older anycode (.index.json, versions 2 to 5) is not read, and goes
+        # once the new one is written; an .index of another version is rebuilt.
         store = LocalSessionStore(tmp_path / "h", fsync=False)
         k = _session(store, "/w", 3, 1000.0)
-        idx = tmp_path / "h" / "projects" / PK / ".index.json"
-        idx.write_text(json.dumps({"version": 2, "files": {k.session_id: [1] * 15}}))
-        assert [m.message_count for m in LocalSessionStore(tmp_path / "h").list(PK)] == [3]
-        idx.write_text(json.dumps({"version": 3, "cwds": ["/x"], "files": {k.session_id: [0] * 10 + [7] + [0] * 4}}))
-        assert [m.cwd for m in LocalSessionStore(tmp_path / "h").list(PK)] == ["/w"]
+        folder = tmp_path / "h" / "projects" / PK
+        (folder / ".index").unlink(missing_ok=True)
+        old = folder / ".index.json"
+        old.write_text(json.dumps({"version": 4, "cwds": ["/x"], "files": {k.session_id: [0] * 10 + [7] + [0] * 6}}))
+        assert [(m.cwd, m.message_count) for m in LocalSessionStore(tmp_path / "h").list(PK)] == [("/w", 3)]
+        assert not old.exists() and (folder / ".index").is_file()
+        data = (folder / ".index").read_bytes()
+        (folder / ".index").write_bytes(data.replace(b"anycode-index %d " % jsonl_index.INDEX_VERSION,
+                                                     b"anycode-index 99 ", 1))
+        assert [(m.cwd, m.message_count) for m in LocalSessionStore(tmp_path / "h").list(PK)] == [("/w", 3)]
+        assert (folder / ".index").read_bytes().startswith(b"anycode-index %d " % jsonl_index.INDEX_VERSION)
+
+
+class TestHelperCount:
+    """A first index on a busy machine starts helper processes that only add their start-up time,
+    or one on an idle machine with several cores leaves them unused."""
+
+    @pytest.mark.parametrize("cores, load, helpers", [(2, 0.9, 1), (2, 1.5, 0), (2, 6.0, 0), (1, 0.0, 0),
+                                                      (8, 2.2, 5), (16, 0.0, 7)])
+    def test_helpers_follow_idle_cores(self, monkeypatch, cores, load, helpers):
+        monkeypatch.setattr(jsonl_index, "_cores", lambda: cores)
+        monkeypatch.setattr(jsonl_index.os, "cpu_count", lambda: cores)
+        monkeypatch.setattr(jsonl_index.os, "getloadavg", lambda: (load, load, load))
+        assert jsonl_index._helper_count() == helpers
 
 
 class TestHelperProcesses:
@@ -150,8 +173,8 @@ class TestHelperProcesses:
             _session(store, "/w", i % 7 + 1, 1000.0 + i, title=f"S{i}")
         expected = {(m.id, m.message_count, m.title, m.updated_at) for m in store.list(PK)}
         monkeypatch.setattr(jsonl_index, "POOL_MIN_FILES", 2)
-        monkeypatch.setattr(jsonl_index, "_cores", lambda: 3)
-        idx = tmp_path / "h" / "projects" / PK / ".index.json"
+        monkeypatch.setattr(jsonl_index, "_helper_count", lambda: 2)
+        idx = tmp_path / "h" / "projects" / PK / ".index"
         idx.unlink()
         got = {(m.id, m.message_count, m.title, m.updated_at) for m in LocalSessionStore(tmp_path / "h").list(PK)}
         assert got == expected

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 # isort: off
 from webui import offline  # noqa: F401  (sets the offline environment before Gradio is imported)
+from webui.error_text import describe
 # isort: on
 
 import html
@@ -21,8 +22,8 @@ import gradio as gr
 
 from core.errors import AnycodeError, SessionNotFound
 from webui import (approval_card, archived_chat, compaction_ui, handlers, i18n, i18n_ui, import_panel,
-                   memory_panel, narrow, project_move, render, search_panel, shortcuts, subagent_panel, theme_switch,
-                   title_push, versions)
+                   memory_panel, narrow, notice_place, project_move, render, search_panel, shortcuts, subagent_panel,
+                   theme_switch, title_push, versions)
 from webui.i18n import t
 from webui.i18n_ui import tr
 from webui import chat_text
@@ -258,7 +259,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                     gr.Markdown(banner_text or "", visible=bool(banner_text)))
 
         demo.load(on_load, None, [*view_outputs, tab, project, model, banner],
-                  api_visibility="private")
+                  api_visibility="private", js=i18n_ui.COOKIE_JS)  # the browser's language and zone first
         sid_box.change(None, sid_box, None, js=URL_SYNC_JS)
 
         # --- sending ---------------------------------------------------------------------------
@@ -425,7 +426,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
             try:
                 view = handlers.open_session(ctx, st["project"], sid)
             except AnycodeError as err:
-                view = handlers.reload(ctx, st, notice=str(err))
+                view = handlers.reload(ctx, st, notice=describe(err))
             return (*show(view, query, archived), idle_box())
 
         sessions.select(switching(on_pick), [tab, state, search, show_archived], **switch)
@@ -453,6 +454,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
         earlier_btn.click(on_earlier, [state, search, show_archived], view_outputs, api_visibility="private",
                           show_progress="minimal")
         demo.load(None, None, None, js=EARLIER_ON_SCROLL_JS)
+        notice_place.add(demo)  # toasts stay above the bars under the chat, never over their buttons
         narrow.attach(demo)  # narrow windows: the sidebar is a drawer (issue 18)
         shortcuts.attach(demo)
         demo.load(page_prefs_html, None, prefs, api_visibility="private", show_progress="hidden")  # in the tab's language
@@ -506,7 +508,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                 if view.session_id != st.get("session"):
                     gr.Info(t("branched_toast"), title="anycode")
             except (AnycodeError, IndexError) as err:
-                view = handlers.reload(ctx, st, notice=str(err))
+                view = handlers.reload(ctx, st, notice=describe(err))
             return (*show(view, query, archived), idle_box())
 
         # concurrency 1: a double-fired click is handled in order, and the repeat is ignored
@@ -523,7 +525,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
             try:
                 view = handlers.set_archived(ctx, st, not current.archived)
             except SessionNotFound as err:
-                view = handlers.reload(ctx, st, notice=str(err))
+                view = handlers.reload(ctx, st, notice=describe(err))
             if archived and current.archived and not view.archived:
                 # Unarchived from the archive list: back to the main list, where it now is.
                 return (*show(view, query, False), gr.Checkbox(value=False))
@@ -641,6 +643,8 @@ def launch_kwargs(*, host: str, port: int, auth: tuple[str, str] | None = None,
         footer_links=[], run_history=False, enable_monitoring=False, ssr_mode=False,
         show_error=False, quiet=quiet, theme=theme(), css="\n".join(asset_text(n) for n in CSS_FILES),
         i18n=i18n_ui.gradio_i18n(), head=i18n_ui.HEAD + theme_switch.HEAD_JS,
+        # an update of a button with an icon re-serves the icon: allow it from any working directory
+        allowed_paths=[asset_path("new-chat.svg")],
         favicon_path=asset_path("icon.svg"), pwa=False, mcp_server=False,
         auth_message="anycode: sign in with the --auth user and password.",
     )

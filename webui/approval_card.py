@@ -13,16 +13,23 @@ import logging
 from typing import Any, Callable
 
 from webui import approvals, handlers
+from webui.i18n import Msg, t
 
 log = logging.getLogger(__name__)
 
-CARD_TITLE = "**Approve this change?** The assistant wants to run `{tool}`; nothing changes until you answer."
-REASON_PLACEHOLDER = "Reason (optional; the assistant is told when you deny)"
+CARD_TITLE = Msg("approval_title")
+REASON_PLACEHOLDER = Msg("approval_reason")
+
+
+def _tr(key: str) -> Any:
+    from webui.i18n_ui import tr  # Gradio's i18n: this module itself never imports gradio
+
+    return tr(key)
 
 
 def add_switch(ctx: Any, gr: Any) -> Any:
     """The per-chat "Ask before changes" checkbox (placed where this is called)."""
-    return gr.Checkbox(label="Ask before changes in this chat", value=approvals.ap.approval_mode() == "ask",
+    return gr.Checkbox(label=_tr("approval_ask_switch"), value=approvals.ap.approval_mode() == "ask",
                        elem_id="ac-ask", interactive=True)
 
 
@@ -33,15 +40,15 @@ def add_card(ctx: Any, gr: Any) -> dict[str, Any]:
         head = gr.Markdown("", elem_id="ac-approval-head")
         diff = gr.Code("", language=None, interactive=False, show_label=False, lines=3, max_lines=24,
                        elem_id="ac-approval-diff", show_line_numbers=False, wrap_lines=True)
-        reason = gr.Textbox(placeholder=REASON_PLACEHOLDER, show_label=False, container=False, max_lines=3,
+        reason = gr.Textbox(placeholder=_tr(REASON_PLACEHOLDER.key), show_label=False, container=False, max_lines=3,
                             elem_id="ac-approval-reason")
         with gr.Row(elem_id="ac-approval-buttons"):
-            allow_once = gr.Button("Allow once", variant="primary", size="sm", elem_id="ac-allow-once")
-            allow_chat = gr.Button("Allow for this chat", size="sm", elem_id="ac-allow-chat")
-            deny = gr.Button("Deny", variant="stop", size="sm", elem_id="ac-deny")
+            allow_once = gr.Button(_tr("approval_allow_once"), variant="primary", size="sm", elem_id="ac-allow-once")
+            allow_chat = gr.Button(_tr("approval_allow_chat"), size="sm", elem_id="ac-allow-chat")
+            deny = gr.Button(_tr("approval_deny"), variant="stop", size="sm", elem_id="ac-deny")
     with gr.Row(visible=False, elem_id="ac-workspace", equal_height=True) as ws_row:
         ws_text = gr.Markdown("", elem_id="ac-workspace-text")
-        ws_btn = gr.Button("Use this folder anyway", size="sm", scale=0, min_width=190, elem_id="ac-workspace-use")
+        ws_btn = gr.Button(_tr("workspace_use_anyway"), size="sm", scale=0, min_width=190, elem_id="ac-workspace-use")
     call_id = gr.State(None)  # the call the card shows (answers name it, never "whatever is pending")
     return {"card": card, "head": head, "diff": diff, "reason": reason, "allow_once": allow_once,
             "allow_chat": allow_chat, "deny": deny, "ws_row": ws_row, "ws_text": ws_text, "ws_btn": ws_btn,
@@ -67,15 +74,15 @@ def wire(ctx: Any, gr: Any, parts: dict[str, Any], *, state: Any, tab: Any, box:
         problem = shown.workspace_problem
         return (
             gr.Column(visible=p is not None),
-            CARD_TITLE.format(tool=p.tool) if p else "",
+            t(CARD_TITLE, tool=p.tool) if p else "",
             p.preview if p else "",
             p.call_id if p else None,
             gr.Row(visible=bool(problem)),
-            f"**File tools are off.** {_escape_md(problem)}" if problem else "",
+            t("workspace_tools_off", problem=_escape_md(problem)) if problem else "",
             gr.Button(visible=shown.choosable),
             gr.Checkbox(value=shown.ask, interactive=bool((st or {}).get("session"))),
             # A waiting card keeps the turn open: Stop (which denies it) instead of Send.
-            gr.Textbox(submit_btn=False, stop_btn="Stop") if p else gr.skip(),
+            gr.Textbox(submit_btn=False, stop_btn=t("stop")) if p else gr.skip(),
         )
 
     common = {"api_visibility": "private", "show_progress": "hidden"}
@@ -94,7 +101,7 @@ def wire(ctx: Any, gr: Any, parts: dict[str, Any], *, state: Any, tab: Any, box:
             if run_id is None:
                 notify(handlers.BUSY_NOTICE)
                 return gr.skip(), gr.skip(), gr.skip(), None
-            return (gr.Column(visible=False), "", gr.Textbox(submit_btn=False, stop_btn="Stop"), run_id)
+            return (gr.Column(visible=False), "", gr.Textbox(submit_btn=False, stop_btn=t("stop")), run_id)
         run.__annotations__ = {"request": gr.Request}  # gr is a parameter here: name the type itself
         return run
 

@@ -17,15 +17,12 @@ import logging
 from typing import Any, Callable
 
 from core.errors import AnycodeError, StaleChange
+from webui.i18n import Msg
 
 log = logging.getLogger(__name__)
 
-BAR_TEXT = ("**This chat is archived.** It is hidden from your chats; send a message or press "
-            "Unarchive to bring it back.")
-UNARCHIVED_BY_SEND = "This chat was archived; your message brought it back to your chats."
-ARCHIVED_ELSEWHERE = ("This chat was archived in another tab or window and has been reloaded; your message "
-                      "was not sent and is back in the box \u2014 send it again to unarchive the chat and "
-                      "continue.")
+UNARCHIVED_BY_SEND = Msg("unarchived_by_send")  # "This chat was archived; your message brought it back …"
+ARCHIVED_ELSEWHERE = Msg("archived_elsewhere")  # "This chat was archived in another tab or window …"
 
 
 def refused_send(session: Any, state: dict[str, Any]) -> str | None:
@@ -54,9 +51,11 @@ def unarchive_for_send(ctx: Any, key: Any, session: Any) -> str | None:
 
 def add_bar(gr: Any) -> dict[str, Any]:
     """Create the bar (hidden) where this is called; returns its parts for :func:`wire`."""
+    from webui.i18n_ui import tr
+
     with gr.Row(visible=False, elem_id="ac-archived-bar", equal_height=True) as row:
-        gr.Markdown(BAR_TEXT, elem_id="ac-archived-text")
-        button = gr.Button("Unarchive", size="sm", scale=0, min_width=110, elem_id="ac-archived-unarchive")
+        gr.Markdown(tr("archived_bar"), elem_id="ac-archived-text")
+        button = gr.Button(tr("unarchive"), size="sm", scale=0, min_width=110, elem_id="ac-archived-unarchive")
     return {"row": row, "button": button}
 
 

@@ -138,12 +138,14 @@ _CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)[\s\S]+?(?<!`)\1(?!`)")
 
 def reply(text: str) -> str:
     """Chat content for Markdown ``text`` (a reply): Markdown rendered, raw HTML outside code shown
-    as text, remote images and media as links. Unchanged when it holds no ``<`` (only remote
-    images are rewritten then). Reversed by :func:`source` except for those image links."""
-    if not text or "<" not in text:
+    as text, remote images and media as links, a code fence's language named the way the page's
+    highlighter knows it (:func:`highlight_name`). Unchanged when it holds no ``<`` and no such
+    fence (only remote images are rewritten then). Reversed by :func:`source` except for those
+    image links."""
+    if not text or ("<" not in text and not _renamed_fence(text)):
         return image_links(text)
     lines = text.split("\n")
-    kinds = _kinds(text, len(lines))
+    kinds = _kinds(text, len(lines), lines)
     out: list[str] = []
     i = 0
     while i < len(lines):
@@ -161,9 +163,49 @@ def reply(text: str) -> str:
     return "\n".join(out)
 
 
-def _kinds(text: str, count: int) -> list[str]:
+# The languages the Chatbot's highlighter (Prism, bundled with Gradio's Markdown: its core
+# grammars plus the ones it loads on demand) knows by name. Fences naming another common name of
+# one of them are given that name, so ```py, ```sh or ```ts are highlighted too.
+HIGHLIGHTED = frozenset({"python", "latex", "bash", "c", "cpp", "json", "sql", "java", "go", "rust", "php",
+                         "yaml", "markup", "html", "xml", "svg", "css", "clike", "javascript", "js"})
+LANGUAGE_NAMES = {
+    "py": "python", "py3": "python", "python3": "python", "ipython": "python", "pycon": "python",
+    "sh": "bash", "shell": "bash", "zsh": "bash", "console": "bash", "shell-session": "bash",
+    "shellsession": "bash", "terminal": "bash",
+    "yml": "yaml", "rs": "rust", "golang": "go", "tex": "latex",
+    "c++": "cpp", "cc": "cpp", "cxx": "cpp", "hpp": "cpp", "h": "c",
+    "jsonc": "json", "json5": "json", "jsonl": "json", "ndjson": "json",
+    "mysql": "sql", "postgresql": "sql", "postgres": "sql", "sqlite": "sql", "psql": "sql", "plsql": "sql",
+    "ts": "javascript", "typescript": "javascript", "tsx": "javascript", "jsx": "javascript",
+    "mjs": "javascript", "cjs": "javascript", "node": "javascript",
+    "htm": "html", "xhtml": "html", "vue": "html", "svelte": "html",
+    "scss": "css", "less": "css", "sass": "css",
+    "kotlin": "clike", "kt": "clike", "csharp": "clike", "cs": "clike", "c#": "clike", "swift": "clike",
+    "scala": "clike", "dart": "clike", "groovy": "clike", "objc": "clike", "objective-c": "clike",
+}
+LANG_MARK = " ac-lang:"  # after the highlighter's name in a fence's info string: the name written
+_FENCE_INFO = re.compile(r"^[ \t>]*(?:(?:[-*+]|\d{1,9}[.)])[ \t]+)?(`{3,}|~{3,})[ \t]*([^\s`]+)", re.M)
+
+
+def highlight_name(lang: str) -> str | None:
+    """The name the page's highlighter knows for code fence language ``lang`` when it differs
+    (``py`` -> ``python``, ``sh`` -> ``bash``, ``Python`` -> ``python``); None when ``lang`` is
+    already its name or has no grammar there (shown plain)."""
+    low = lang.lower()
+    name = LANGUAGE_NAMES.get(low, low if low in HIGHLIGHTED else None)
+    return name if name and name != lang else None
+
+
+def _renamed_fence(text: str) -> bool:
+    return ("```" in text or "~~~" in text) and any(
+        highlight_name(m.group(2)) for m in _FENCE_INFO.finditer(text))
+
+
+def _kinds(text: str, count: int, lines: list[str] | None = None) -> list[str]:
     """Per line of ``text`` (``count`` lines): ``"code"`` (a fence or an indented code block, at
-    any depth), ``"block"`` (a top-level HTML block) or ``"prose"`` (CommonMark block structure)."""
+    any depth), ``"block"`` (a top-level HTML block) or ``"prose"`` (CommonMark block structure).
+    Given ``lines`` (``text`` split), a fence whose language the highlighter knows by another name
+    gets that name in its opening line there (the name written kept after :data:`LANG_MARK`)."""
     kinds = ["prose"] * count
     for tok in _parser().parse(text):
         if tok.map is None:
@@ -173,6 +215,14 @@ def _kinds(text: str, count: int) -> list[str]:
         if kind:
             for i in range(tok.map[0], min(tok.map[1], count)):
                 kinds[i] = kind
+        if lines is not None and tok.type == "fence" and tok.info.split():
+            lang = tok.info.split()[0]
+            name = highlight_name(lang)
+            line = lines[tok.map[0]]
+            at = line.find(tok.markup) + len(tok.markup)
+            start = at + len(line[at:]) - len(line[at:].lstrip(" \t"))
+            if name and line.startswith(lang, start):
+                lines[tok.map[0]] = line[:start] + name + LANG_MARK + line[start:]
     return kinds
 
 
@@ -226,23 +276,33 @@ def _prose(chunk: str) -> str:
                    for k, part in enumerate(re.split(r"(\n[ \t]*\n)", chunk)))
 
 
+_AUTOLINK = re.compile(r"<(?:[A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>]*|[^\s@<>\\]+@[^\s@<>\\]+)>")
+_STARTS_HTML = re.compile(r"<[A-Za-z/!?]")
+
+
 def _paragraph(text: str) -> str:
+    """One paragraph (or list, quote, table) of Markdown: each raw HTML construct outside code
+    spans as text, and any ``<`` that could still open one (``<!--`` never closed, ``<div`` cut
+    off while streaming) too; autolinks (``<https://…>``) stay links."""
     if "<" not in text:
         return image_links(text)
     out: list[str] = []
     pos = 0
     spans = [(m.start(), m.end()) for m in _CODE_SPAN.finditer(text)]
-    for m in _html_re().finditer(text):
-        start, end = m.span()
-        if any(s <= start < e for s, e in spans) or _escaped(text, start):
-            continue
-        if start < pos:
-            continue
-        out.append(image_links(text[pos:start]))
-        links = loading_links(m.group(0))
-        out.append(SPAN_OPEN + _entities(m.group(0)) + "</span>"
-                   + (f"{LINKS_OPEN} {links}</small>" if links else ""))
-        pos = end
+    at = text.find("<")
+    while at >= 0:
+        if at >= pos and not any(s <= at < e for s, e in spans) and not _escaped(text, at):
+            m = _html_re().match(text, at)
+            if m:
+                out.append(image_links(text[pos:at]))
+                links = loading_links(m.group(0))
+                out.append(SPAN_OPEN + _entities(m.group(0)) + "</span>"
+                           + (f"{LINKS_OPEN} {links}</small>" if links else ""))
+                pos = m.end()
+            elif _STARTS_HTML.match(text, at) and not _AUTOLINK.match(text, at):
+                out.append(image_links(text[pos:at]) + SPAN_OPEN + "&lt;</span>")
+                pos = at + 1
+        at = text.find("<", max(at + 1, pos))
     out.append(image_links(text[pos:]))
     return "".join(out)
 
@@ -260,6 +320,7 @@ _LINKS_RE = re.compile(r"(?:\n\n)?<small class=\"ac-links\">[\s\S]*?</small>")
 _PRE_RE = re.compile(r"<pre class=\"ac-lit(?: ac-block)?\">\n([\s\S]*?)</pre>")
 _SPAN_RE = re.compile(r"<span class=\"ac-lit\">([^<]*)</span>")
 _A_TAG = re.compile(r"</?a\b[^>]*>")
+_LANG_RE = re.compile(r"(?<=[`~])([ \t]*)[^\s`]+ ac-lang:(?=\S)")
 
 
 def source(content: str) -> str:
@@ -270,6 +331,7 @@ def source(content: str) -> str:
         return content
     content = _LINKS_RE.sub("", content)
     content = _PRE_RE.sub(lambda m: html.unescape(_A_TAG.sub("", m.group(1))), content)
+    content = _LANG_RE.sub(r"\1", content)
     return _SPAN_RE.sub(lambda m: html.unescape(m.group(1)), content)
 
 
@@ -286,6 +348,7 @@ CHAT_TEXT_JS = r"""
     return c.replace(/(?:\n\n)?<small class="ac-links">[\s\S]*?<\/small>/g, '')
       .replace(/<pre class="ac-lit(?: ac-block)?">\n([\s\S]*?)<\/pre>/g,
                (m, inner) => unescape(inner.replace(/<\/?a\b[^>]*>/g, '')))
+      .replace(/(?<=[`~])([ \t]*)[^\s`]+ ac-lang:(?=\S)/g, '$1')
       .replace(/<span class="ac-lit">([^<]*)<\/span>/g, (m, inner) => unescape(inner));
   };
   window.acSourceText = source;
@@ -312,10 +375,19 @@ CHAT_TEXT_JS = r"""
       box.dispatchEvent(new Event('input', {bubbles: true}));
     }
   };
-  new MutationObserver(() => {
-    document.querySelectorAll('textarea.edit-textarea:not([data-ac-fixed])').forEach((box) => {
-      requestAnimationFrame(() => fix(box));
+  // Screen readers: a message's aria-label is "user's message: <content>"; read the text written.
+  let queued = false;
+  const sweep = () => {
+    queued = false;
+    document.querySelectorAll('textarea.edit-textarea:not([data-ac-fixed])').forEach(fix);
+    document.querySelectorAll('[aria-label*="ac-l"]').forEach((el) => {
+      const label = el.getAttribute('aria-label');
+      const text = source(label);
+      if (text !== label) el.setAttribute('aria-label', text);
     });
-  }).observe(document.body, {childList: true, subtree: true});
+  };
+  new MutationObserver(() => {
+    if (!queued) { queued = true; requestAnimationFrame(sweep); }
+  }).observe(document.body, {childList: true, subtree: true, attributes: true, attributeFilter: ['aria-label']});
 }
 """

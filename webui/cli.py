@@ -394,6 +394,9 @@ def _dispatch_subcommand(argv: list[str]) -> int | None:
 def main(argv: list[str] | None = None) -> int:
     """Run the launcher; return the exit status (0 ok, 2 usage or configuration error)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    from webui import console
+
+    console.setup_stdio()  # titles and folder names print whatever the locale (issue 20)
     sub = _dispatch_subcommand(argv)
     if sub is not None:
         return sub
@@ -502,6 +505,9 @@ def _serve(args: argparse.Namespace, store: Any, project_path: str, data_dir: Pa
     model_line = describe_model(ctx.model_config())
     _no_proxy_for(args.host)
     demo = build_app(ctx)
+    from core.agent import language
+
+    language.warm_up()  # the first title's language detection does not wait for the model
     demo.queue(default_concurrency_limit=16)
     # Gradio builds its own URL from server_name: an IPv6 literal must be bracketed there.
     try:

@@ -14,12 +14,15 @@ from core import settings
 from core.errors import AnycodeError, ModelError
 from core.session.keys import SessionKey
 from webui import render
-from webui.i18n import Msg
+from babel.numbers import format_percent
+
+from webui import i18n
+from webui.i18n import Msg, t
 
 log = logging.getLogger(__name__)
 
 COMPACT_COMMAND = "/compact"
-PROGRESS_TITLE = "Summarising earlier messages…"
+PROGRESS_TITLE = Msg("compaction_progress_title")
 
 
 def is_compact_command(text: str | None) -> bool:
@@ -52,15 +55,15 @@ def meter_html(ctx: Any, state: dict[str, Any] | None, model: str | None, *, pro
         return ""
     threshold = settings.compact_at()
     warn = usage.fraction >= threshold
-    tip = (f"Context: about {usage.used:,} of {usage.window:,} tokens"
-           f" ({'server count' if usage.exact else 'estimated'}; window from {usage.source})."
-           f" Older messages are summarised at {threshold:.0%}.")
+    tip = t("meter_tip", used=usage.used, window=usage.window,
+            how=t("meter_server_count" if usage.exact else "meter_estimated"), source=usage.source,
+            threshold=format_percent(threshold, locale=i18n.babel_locale()))
     if usage.note:
         tip += " " + usage.note
     classes = "ac-meter" + (" ac-meter-warn" if warn else "") + (" ac-meter-note" if usage.note else "")
     bar = min(100, int(usage.fraction * 100))
     return (f'<div class="{classes}" title="{html.escape(tip)}" role="meter" aria-valuemin="0" '
-            f'aria-valuemax="{usage.window}" aria-valuenow="{usage.used}" aria-label="Context used">'
+            f'aria-valuemax="{usage.window}" aria-valuenow="{usage.used}" aria-label="{html.escape(t("meter_label"))}">'
             f'<span class="ac-meter-bar"><span style="width:{bar}%"></span></span>'
             f'<span class="ac-meter-text">{html.escape(usage.label())}</span>'
             f'{"<span class=ac-meter-bang>!</span>" if usage.note else ""}</div>'
@@ -72,10 +75,10 @@ def meter_html(ctx: Any, state: dict[str, Any] | None, model: str | None, *, pro
 
 def progress_row(chars: int = 0, piece: int = 1, pieces: int = 1) -> dict[str, Any]:
     """The pending chat row shown while the summary is written (a spinner and how far it got)."""
-    part = f" (part {piece} of {pieces})" if pieces > 1 else ""
-    body = f"Writing a summary{part}: {chars:,} characters so far." if chars else f"Asking the model for a summary{part}…"
-    return {"role": "assistant", "content": body + " Stop cancels it; nothing is changed then.",
-            "metadata": {"title": PROGRESS_TITLE, "status": "pending", "id": "compaction-progress"}}
+    part = t("compaction_part", piece=piece, pieces=pieces) if pieces > 1 else ""
+    body = t("compaction_writing", part=part, chars=chars) if chars else t("compaction_asking", part=part)
+    return {"role": "assistant", "content": body + " " + t("compaction_stop_hint"),
+            "metadata": {"title": t(PROGRESS_TITLE), "status": "pending", "id": "compaction-progress"}}
 
 
 def apply_event(rows: list[dict[str, Any]], event: Any) -> bool:
@@ -158,7 +161,7 @@ def compact_updates(ctx: Any, state: dict[str, Any], model: str | None, run: Any
         error = handlers.not_saved(err, "the summary was not saved.")
     view = handlers.settled(ctx, current.state)
     cancelled = run.cancel.is_set() and error is None and len(view.rows) == len(current.rows)
-    notice = "Compaction stopped; nothing was changed." if cancelled else None
+    notice = t("compaction_stopped") if cancelled else None
     out = view.rows + ([handlers._error_row(error)] if error else [])
     yield handlers.SendUpdate(view.state, out, view.title, notice=notice, done=True, error=error is not None,
                               label=view.label)
@@ -183,9 +186,9 @@ def add_compaction_controls(ctx: Any, gr: Any, *, state: Any, model: Any, meter:
 
         key = tab_key(request, tab_id)
         if ctx.busy(key):
-            gr.Warning(html.escape(handlers.BUSY_NOTICE), title="anycode")
+            gr.Warning(html.escape(t(handlers.BUSY_NOTICE)), title="anycode")
             return gr.skip(), gr.skip()
-        return gr.Textbox(submit_btn=False, stop_btn="Stop"), ctx.begin_run(key, COMPACT_COMMAND).id
+        return gr.Textbox(submit_btn=False, stop_btn=t("stop")), ctx.begin_run(key, COMPACT_COMMAND).id
 
     # This module does not import Gradio (handlers import it), so the string annotation above
     # cannot be resolved by Gradio: give it the real class, which makes it pass the request.

@@ -29,15 +29,14 @@ from core.errors import (
     SessionNotFound,
     StaleChange,
     StoreUnavailable,
-    is_disk_full,
-    os_error_message,
 )
 from core.agent.repair import INTERRUPTED_RESULT
 from core.session.keys import SessionKey
 from core.session.subagents import export_entries, subagent_records
 from webui.subagent_panel import LiveSubagents
+from webui.error_text import describe, os_text
 from core.session.text import clean_text, is_blank
-from webui import archived_chat, chat_text, compaction_ui, i18n, render
+from webui import archived_chat, chat_text, compaction_ui, i18n, project_move, render
 from webui.i18n import Msg
 from webui.export import write_exports
 from webui.timefmt import relative_time
@@ -53,6 +52,7 @@ TITLE_SHORTENED_NOTICE = Msg("title_shortened_notice")
 BUSY_NOTICE = Msg("busy_notice")
 NO_REPLY_NOTICE = Msg("no_reply_notice")
 CONFLICT_NOTICE = Msg("conflict_notice")
+CHAT_GONE_NOTICE = Msg("chat_gone")  # the open chat was deleted elsewhere (not "No session <uuid> was found")
 SWITCH_WAIT_SECONDS = 10.0  # a switch waits this long for a stopped reply to be stored
 DOUBLE_SUBMIT_SECONDS = 3.0  # the same text sent again this soon while it is pending: ignored
 QUEUE_WAIT_SECONDS = 30.0  # a message sent right after Stop waits this long for the stopped run
@@ -120,13 +120,20 @@ def view_of(session: Any, *, title_wait: float = 0.0, notice: str | None = None,
     state["compactions"] = len(session.compactions)  # a compaction changes the state: the meter refreshes
     return SessionView(
         state=state,
-        title=session.title or "",
+        title=shown_title(session),
         rows=render.chat_window(session.messages, start, session.compactions, session.reply_ends).rows,
         archived=bool(session.archived),
         notice=notice,
-        label=render.session_label(session.title, session.created_at),
+        label=render.session_label(session.title, session.created_at, session.title_source),
         needs_reply=_reply_lost(session, shown),
     )
+
+
+def shown_title(session: Any) -> str:
+    """The title field's text for a session: its title, or "" when it has none or only core's
+    English fallback (``title_source == "fallback"``): the field's placeholder then shows the
+    label in the tab's language (:func:`webui.timefmt.session_label`)."""
+    return "" if getattr(session, "title_source", None) == "fallback" else (session.title or "")
 
 
 def _reply_lost(session: Any, shown: list[dict[str, Any]]) -> bool:
@@ -198,11 +205,12 @@ def initial_view(ctx: Any, query_params: dict[str, str] | None) -> SessionView:
         return view_of(ctx.manager.get(ctx.manager.current_version(locate(ctx, wanted))))
     except (SessionNotFound, AmbiguousSessionId, InvalidSessionKey, StoreUnavailable) as err:
         log.info("cannot open session %r from the URL: %s", wanted, err)
-        return new_chat(ctx, notice=str(err))
+        return new_chat(ctx, notice=describe(err))
 
 
 def reload(ctx: Any, state: dict[str, Any], notice: str | None = None) -> SessionView:
-    """Re-read the tab's session from the store (a new chat stays a new chat); a session deleted
+    """Re-read the tab's session from the store (a new chat stays a new chat); a session moved
+    to another project elsewhere opens there (:func:`webui.project_move.relocated`), one deleted
     elsewhere turns into a new chat with a notice."""
     if not state.get("session"):
         return new_chat(ctx, state.get("project"), notice)
@@ -210,8 +218,9 @@ def reload(ctx: Any, state: dict[str, Any], notice: str | None = None) -> Sessio
         session = ctx.manager.get(_key(state))
         return view_of(session, title_wait=state.get("title_wait", 0.0), notice=notice,
                        start=shown_from(session, state))
-    except SessionNotFound as err:
-        return new_chat(ctx, state.get("project"), notice=str(err))
+    except SessionNotFound:
+        moved = project_move.relocated(ctx, state)
+        return moved if moved is not None else new_chat(ctx, state.get("project"), notice=CHAT_GONE_NOTICE)
 
 
 # --- sidebar ---------------------------------------------------------------------------------
@@ -229,7 +238,7 @@ def session_list_html(ctx: Any, project: str, *, query: str = "", archived: bool
             active = next((m.id for m in metas if active in m.versions), active)  # a version's row
     except (AnycodeError, OSError) as err:
         log.warning("cannot list sessions: %s", err)
-        text = str(err) if isinstance(err, AnycodeError) else f"{os_error_message(err)}."
+        text = describe(err) if isinstance(err, AnycodeError) else f"{os_text(err)}."
         return render.sidebar_html([], empty_text=text)
     query = clean_text(query or "")
     if limit is not None and active:
@@ -256,7 +265,7 @@ def earlier(ctx: Any, state: dict[str, Any]) -> SessionView:
     try:
         session = ctx.manager.get(_key(state))
     except SessionNotFound as err:
-        return new_chat(ctx, state.get("project"), notice=str(err))
+        return new_chat(ctx, state.get("project"), notice=describe(err))
     current = shown_from(session, state)
     start = render.window_start(session.messages[:current]) if current > 0 else 0
     return view_of(session, title_wait=state.get("title_wait", 0.0), start=start)
@@ -311,8 +320,9 @@ def rename(ctx: Any, state: dict[str, Any], title: str | None) -> SessionView:
     current = reload(ctx, state)
     text = clean_text((title or "").strip())  # a lone surrogate from the browser would kill the page
     if is_blank(text):
-        if not state.get("session") and not (title or ""):
-            return current  # leaving the empty title field of a new chat: nothing to refuse
+        if not (title or "") and not current.title:
+            # leaving the empty title field of a new or untitled chat: nothing to refuse
+            return current
         return replace(current, notice=i18n.t(EMPTY_TITLE_NOTICE))
     if text == current.title:
         return current
@@ -329,9 +339,9 @@ def rename(ctx: Any, state: dict[str, Any], title: str | None) -> SessionView:
             ctx.manager.rename(_key(state), text, **({"expected_title": shown} if isinstance(shown, str) else {}))
             view = reload(ctx, state)
     except StaleChange as err:
-        return replace(current, notice=str(err))
+        return replace(current, notice=describe(err))
     except InvalidTitle as err:
-        return replace(current, notice=str(err))
+        return replace(current, notice=describe(err))
     except (StoreUnavailable, OSError) as err:  # disk full, database down: the field keeps the text
         log.warning("rename failed: %s", err)
         return replace(current, title=text, notice=not_saved(err, i18n.t("not_saved_title")))
@@ -391,7 +401,7 @@ def set_archived(ctx: Any, state: dict[str, Any], archived: bool) -> SessionView
             (ctx.manager.archive if archived else ctx.manager.unarchive)(
                 _key(state), expected=shown if isinstance(shown, bool) else None)
         except StaleChange as err:  # another tab (un)archived it meanwhile: keep that
-            return reload(ctx, state, notice=str(err))
+            return reload(ctx, state, notice=describe(err))
         except (StoreUnavailable, OSError) as err:
             log.warning("archive failed: %s", err)
             what = i18n.t("not_saved_archived" if archived else "not_saved_unarchived")
@@ -441,6 +451,8 @@ def title_status(ctx: Any, state: dict[str, Any], now: float | None = None) -> t
     for meta in ctx.manager.list(state["project"], archived=False) + \
             ctx.manager.list(state["project"], archived=True):
         if meta.id == state["session"]:
+            if meta.title and meta.title_source == "fallback":
+                return None, False  # no title came: the field keeps showing the localised label
             if meta.title:
                 return meta.title, False
             break
@@ -751,7 +763,7 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
         if pending is not None:
             session = _store_pending(ctx, key, pending, state)
     except SessionNotFound as err:
-        view = new_chat(ctx, state["project"], notice=str(err))
+        view = new_chat(ctx, state["project"], notice=describe(err))
         yield SendUpdate(view.state, view.rows, notice=view.notice, restore_text=give_back, done=True)
         return
     except (StoreUnavailable, OSError) as err:
@@ -766,8 +778,8 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
         yield SendUpdate(view.state, view.rows, view.title, notice=refused, restore_text=give_back, done=True,
                          label=view.label)
         return
-    title = session.title or ""
-    label = render.session_label(session.title, session.created_at)
+    title = shown_title(session)
+    label = render.session_label(session.title, session.created_at, session.title_source)
     start = shown_from(session, state)
     state["from"] = start
     base = render.chat_window(session.messages, start, session.compactions, session.reply_ends).rows
@@ -818,10 +830,10 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
             error_row = _error_row(storage_notice(err, saved=True))
     except ModelError as err:
         log.warning("model error in %s: %s", key, err)
-        error_row = _error_row(str(err))
+        error_row = _error_row(describe(err))
     except AnycodeError as err:
         log.warning("error in %s: %s", key, err)
-        error_row = _error_row(str(err))
+        error_row = _error_row(describe(err))
     except Exception as err:  # noqa: BLE001 -- never a traceback in the chat; logged
         log.exception("unexpected failure while answering in %s", key)
         error_row = _error_row(i18n.t("error_unexpected", error=type(err).__name__))
@@ -872,7 +884,7 @@ def not_saved(err: BaseException, consequence: str) -> str:
     if isinstance(err, StoreUnavailable):  # str(err) is a sentence: the database, and what to do
         return i18n.t("not_saved_store", what=str(err).rstrip('.'), consequence=consequence[:1].upper() + consequence[1:])
     if isinstance(err, OSError):
-        return i18n.t("not_saved_os", what=i18n.t("disk_full") if is_disk_full(err) else os_error_message(err),
+        return i18n.t("not_saved_os", what=os_text(err),
                  consequence=consequence)
     return i18n.t("saving_failed", error=type(err).__name__, consequence=consequence)
 

@@ -136,7 +136,12 @@ def _cookies(request: Any) -> Mapping[str, str]:
         cookies = request.cookies
     except Exception:  # noqa: BLE001 -- a request without cookies (an API client)
         return {}
-    return cookies if isinstance(cookies, Mapping) else {}
+    if isinstance(cookies, Mapping):
+        return cookies
+    try:  # gr.Request hands dicts out as its own Obj (keys(), __getitem__), not a Mapping
+        return {str(k): str(cookies[k]) for k in cookies.keys()}
+    except Exception:  # noqa: BLE001
+        return {}
 
 
 def _header(request: Any, name: str) -> str:

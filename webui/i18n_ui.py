@@ -26,10 +26,10 @@ _MARKER = re.compile(r'__i18n__(\{[^{}]*\})')
 # Props of a component that may hold a translated static label.
 LABEL_PROPS = ("value", "label", "placeholder", "info")
 
-# Runs in the page before any event (Gradio adds ``head`` before it starts the app): tell the
-# server the browser's languages and time zone with every request, as cookies (no per-tab state).
-HEAD = """<script>
-(function () {
+# Tell the server the browser's languages and time zone with every request, as cookies (no
+# per-tab state). Run by the page's first load event before its request (COOKIE_JS: on a first
+# visit Gradio sends its load events before it adds ``head``), and by ``head`` on every page.
+_SET_COOKIES = """
   try {
     var tz = Intl.DateTimeFormat().resolvedOptions().timeZone || "";
     var langs = (navigator.languages && navigator.languages.length ? navigator.languages : [navigator.language]).join(",");
@@ -37,8 +37,9 @@ HEAD = """<script>
     document.cookie = "%(tz)s=" + encodeURIComponent(tz) + opts;
     document.cookie = "%(nav)s=" + encodeURIComponent(langs) + opts;
   } catch (e) { /* an old browser: the server falls back to Accept-Language and its own zone */ }
-})();
-</script>""" % {"tz": i18n.TZ_COOKIE, "nav": i18n.NAV_COOKIE}
+""" % {"tz": i18n.TZ_COOKIE, "nav": i18n.NAV_COOKIE}
+HEAD = "<script>(function () {" + _SET_COOKIES + "})();</script>"
+COOKIE_JS = "() => {" + _SET_COOKIES + "  return [];\n}"
 
 # The language setting: kept in a cookie (so every later request carries it), then the page
 # reloads in that language.

@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import AnycodeError
+from webui.i18n import Msg, t, tn
 from core.importers import chatgpt, claude_code, codex
 from core.importers.base import ImportReport, import_sessions
 
 log = logging.getLogger(__name__)
 
 FILE_TYPES = [".json", ".zip", ".jsonl"]
-UNKNOWN_FORMAT = ("This file is not a ChatGPT export, a Claude Code session or a Codex rollout; "
-                  "nothing was imported.")
+UNKNOWN_FORMAT = Msg("import_unknown_format")
 
 
 def detect_format(path: str | os.PathLike[str]) -> str | None:
@@ -56,27 +56,42 @@ def import_upload(ctx: Any, path: str | os.PathLike[str] | None, default_cwd: st
     report)``. Conversations whose source names no project (ChatGPT) go to ``default_cwd``; the
     uploaded copy is removed afterwards (it holds conversation text)."""
     if not path:
-        return "No file was uploaded.", None
+        return t("import_no_file"), None
     try:
         kind = detect_format(path)
         if kind is None:
-            return UNKNOWN_FORMAT, None
+            return t(UNKNOWN_FORMAT), None
         reader = {"chatgpt": chatgpt.read_export, "claude-code": claude_code.read_session,
                   "codex": codex.read_rollout}[kind]
         try:
             report = import_sessions(ctx.store, reader(path), default_cwd=default_cwd)
         except AnycodeError as err:
-            return f"The import stopped: {err}", None
+            return t("import_stopped", error=err), None
         if not (report.imported or report.skipped) and any(p.line == 0 for p in report.problems):
-            return f"Nothing was imported: {report.problems[0].reason}.", report
+            return t("import_nothing", reason=report.problems[0].reason), report
         if not (report.imported or report.skipped or report.failed):
-            return "The file holds no conversation to import.", report
-        return report.summary(), report
+            return t("import_empty"), report
+        return import_summary(report), report
     finally:
         try:
             Path(path).unlink()
         except OSError:
             pass
+
+
+def import_summary(report: Any) -> str:
+    """``core.importers`` ``ImportReport.summary()`` in the request's language, with plurals:
+    "Imported 1 conversation (3 messages); 0 already imported." """
+    details = [tn("import_messages", report.messages)]
+    if report.subagent_records:
+        details.append(tn("import_subagents", report.subagent_records))
+    text = t("import_summary", imported=tn("import_imported", len(report.imported)),
+             details=t("list_separator").join(details), already=tn("import_already", len(report.skipped)))
+    if report.failed:
+        text = t("sentence_join", first=text, second=tn("import_failed", len(report.failed)))
+    if report.problems:
+        text = t("sentence_join", first=text, second=tn("import_problems", len(report.problems)))
+    return text
 
 
 def add_import(ctx: Any, gr: Any, *, state: Any, search: Any, show_archived: Any, sessions: Any,
@@ -85,7 +100,9 @@ def add_import(ctx: Any, gr: Any, *, state: Any, search: Any, show_archived: Any
     the session list is refreshed and a toast gives the summary. Returns the button."""
     from webui import handlers
 
-    button = gr.UploadButton("Import…", file_types=FILE_TYPES, file_count="single", size="sm",
+    from webui.i18n_ui import tr
+
+    button = gr.UploadButton(tr("import_button"), file_types=FILE_TYPES, file_count="single", size="sm",
                              variant="secondary", elem_id="ac-import")
 
     def on_upload(file, st, query, archived):

@@ -20,6 +20,7 @@ from core.memory.model import Memory
 from core.memory.store import MemoryStore
 from core.session.keys import project_key
 from core.session.text import counted
+from webui import console
 from webui.transfer_cli import _run, _store_options
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,10 @@ def to_markdown(memories: list[Memory]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``anycode memory`` with ``argv`` (without the leading ``memory``); the exit status."""
+    console.setup_stdio()  # any memory prints, whatever the locale (issue 20)
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    if isinstance(getattr(args, "text", None), str):  # typed text: the UTF-8 the terminal sent
+        args.text = console.text_arg(args.text)
 
     def body(store: Any) -> int:
         memories = MemoryStore.for_store(store)
@@ -97,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "list":
             found = _selected(memories, args)
             if args.json:
-                print(json.dumps([m.to_dict() for m in found], ensure_ascii=False, indent=2))
+                print(console.json_text([m.to_dict() for m in found], indent=2))
             else:
                 print("\n".join(_line(m) for m in found) if found else "No memories.")
             return 0
@@ -122,8 +126,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"Removed {m.id}: {m.text}")
             return 0
         found = _selected(memories, args)
-        text = (json.dumps([m.to_dict() for m in found], ensure_ascii=False, indent=2) + "\n"
-                if args.format == "json" else to_markdown(found))
+        rows = [m.to_dict() for m in found]
+        # A file is UTF-8 (every character kept); a terminal gets escapes where it cannot show one.
+        text = ((json.dumps(rows, ensure_ascii=False, indent=2) if args.output else console.json_text(rows, indent=2))
+                + "\n" if args.format == "json" else to_markdown(found))
         if args.output:
             fd = os.open(args.output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as fh:

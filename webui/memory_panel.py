@@ -24,13 +24,16 @@ from core.errors import AnycodeError
 from core.memory.mode import env_mode, memory_mode, set_automatic
 from core.memory.model import Memory
 from core.memory.store import MemoryStore
+from webui.i18n import t, tn
+from webui.error_text import describe
+from webui.i18n_ui import tr
 from webui.timefmt import relative_time
 
 log = logging.getLogger(__name__)
 
 WATCH_SECONDS = 30.0  # how long after a reply the toast may still appear (the job is in flight)
 POLL_SECONDS = 1.5
-SCOPE_TITLES = {"project": "This project", "user": "You (every project)"}
+SCOPE_TITLES = {"project": "memory_scope_project", "user": "memory_scope_user"}  # catalogue keys
 
 # Clicks on an item's buttons become a ``select`` event carrying {"do", "id", "sid", "pk"} as JSON.
 PANEL_JS = """
@@ -39,7 +42,7 @@ element.addEventListener('click', (e) => {
   if (!btn) return;
   const item = btn.closest('[data-mid]');
   const d = {do: btn.dataset.do, id: item ? item.dataset.mid : '', sid: btn.dataset.sid || '', pk: btn.dataset.pk || ''};
-  if (d.do === 'delete' && !window.confirm('Delete this memory? It will not come back.')) return;
+  if (d.do === 'delete' && !window.confirm(btn.dataset.confirm || 'Delete?')) return;
   trigger('select', {index: 0, value: JSON.stringify(d)});
 });
 """
@@ -55,16 +58,18 @@ def memories_of(ctx: Any) -> MemoryStore:
 
 
 def _item_html(m: Memory, titles: dict[str, str], now: float) -> str:
-    meta = ["added by the assistant" if m.source == "model" else "added by you", relative_time(m.updated_at, now)]
+    meta = [t("memory_added_by_assistant") if m.source == "model" else t("memory_added_by_you"),
+            relative_time(m.updated_at, now)]
     link = ""
     if m.session_id:
-        name = titles.get(m.session_id) or "a conversation"
+        name = titles.get(m.session_id) or t("memory_a_conversation")
         link = (f' · <button class="ac-mem-link" data-do="open" data-sid="{html.escape(m.session_id)}" '
-                f'data-pk="{html.escape(m.session_project or m.project_key or "")}">from {html.escape(name)}</button>')
+                f'data-pk="{html.escape(m.session_project or m.project_key or "")}">{html.escape(t("memory_from", name=name))}</button>')
     return (f'<li class="ac-mem" data-mid="{html.escape(m.id)}"><div class="ac-mem-text">{html.escape(m.text)}</div>'
             f'<div class="ac-mem-meta">{" · ".join(html.escape(x) for x in meta)}{link}'
-            f'<span class="ac-mem-actions"><button data-do="edit">Edit</button>'
-            f'<button data-do="delete">Delete</button></span></div></li>')
+            f'<span class="ac-mem-actions"><button data-do="edit">{html.escape(t("edit"))}</button>'
+            f'<button data-do="delete" data-confirm="{html.escape(t("memory_delete_confirm"))}">'
+            f'{html.escape(t("delete"))}</button></span></div></li>')
 
 
 def panel_html(ctx: Any, project_key: str, now: float | None = None) -> str:
@@ -74,10 +79,9 @@ def panel_html(ctx: Any, project_key: str, now: float | None = None) -> str:
     try:
         memories = memories_of(ctx).list(project_key)
     except AnycodeError as err:
-        return f'<div class="ac-mem-empty">{html.escape(str(err))}</div>'
+        return f'<div class="ac-mem-empty">{html.escape(describe(err))}</div>'
     if not memories:
-        return ('<div class="ac-mem-empty">No memories yet. Tell the assistant "remember that …", add one '
-                'here, or let automatic memory pick up conventions and preferences.</div>')
+        return f'<div class="ac-mem-empty">{html.escape(t("memory_none"))}</div>'
     titles = {}
     try:
         for meta in ctx.manager.list(project_key) + ctx.manager.list(project_key, archived=True):
@@ -88,7 +92,7 @@ def panel_html(ctx: Any, project_key: str, now: float | None = None) -> str:
     for scope in ("project", "user"):
         group = [m for m in memories if m.scope == scope]
         if group:
-            out.append(f'<h4>{SCOPE_TITLES[scope]} <span>{len(group)}</span></h4><ul>'
+            out.append(f'<h4>{html.escape(t(SCOPE_TITLES[scope]))} <span>{len(group)}</span></h4><ul>'
                        + "".join(_item_html(m, titles, now) for m in group) + "</ul>")
     return "".join(out)
 
@@ -98,8 +102,8 @@ def add_memory(ctx: Any, project_key: str, text: str, scope: str) -> tuple[str, 
     try:
         m = memories_of(ctx).add(text, scope="user" if scope == "user" else "project", project_key=project_key)
     except AnycodeError as err:
-        return str(err), False
-    return f"Remembered: {m.text}", True
+        return describe(err), False
+    return t("memory_remembered", text=m.text), True
 
 
 def edit_memory(ctx: Any, project_key: str, memory_id: str, text: str) -> tuple[str, bool]:
@@ -107,8 +111,8 @@ def edit_memory(ctx: Any, project_key: str, memory_id: str, text: str) -> tuple[
     try:
         memories_of(ctx).update(memory_id, text, project_key=project_key)
     except AnycodeError as err:
-        return str(err), False
-    return "Memory updated.", True
+        return describe(err), False
+    return t("memory_updated_notice"), True
 
 
 def delete_memory(ctx: Any, project_key: str, memory_id: str) -> tuple[str, bool]:
@@ -116,8 +120,8 @@ def delete_memory(ctx: Any, project_key: str, memory_id: str) -> tuple[str, bool
     try:
         m = memories_of(ctx).remove(memory_id, project_key=project_key)
     except AnycodeError as err:
-        return str(err), False
-    return f"Deleted: {m.text}", True
+        return describe(err), False
+    return t("memory_deleted", text=m.text), True
 
 
 def new_model_memories(ctx: Any, session_id: str | None, project_key: str, since: float,
@@ -143,22 +147,26 @@ def undo(ctx: Any, project_key: str, ids: list[str]) -> str:
             done += 1
         except AnycodeError as err:
             log.info("undo of memory %s: %s", mid, err)
-    return f"Removed {done} memor{'y' if done == 1 else 'ies'}." if done else "Nothing to undo."
+    return tn("memory_removed", done) if done else t("memory_nothing_to_undo")
 
 
 def toast_markdown(memories: list[Memory]) -> str:
     """The toast's text: "Memory updated" and the facts (escaped)."""
     facts = "; ".join(html.escape(m.text) for m in memories)
-    return f"**Memory updated** · {facts}"
+    return t("memory_toast", facts=facts)
 
 
 def switch_state(ctx: Any) -> tuple[bool, bool, str]:
     """``(checked, interactive, info)`` of the Automatic memory switch."""
     if env_mode() == "off":
-        return False, False, "Memory is off (ANYCODE_MEMORY=off)."
+        return False, False, t("memory_off")
     mode = memory_mode(_data_dir(ctx))
-    return mode == "auto", True, ("Facts are picked up after each reply." if mode == "auto"
-                                  else "Only what you or the remember tool add is kept.")
+    return mode == "auto", True, t("memory_auto_info" if mode == "auto" else "memory_manual_info")
+
+
+def scope_choices() -> list[tuple[str, str]]:
+    """The scope picker's choices in the request's language."""
+    return [(t("memory_scope_project"), "project"), (t("memory_every_project"), "user")]
 
 
 def add_memory_panel(ctx: Any, gr: Any, *, button_slot: Any, panel_slot: Any, state: Any, search: Any,
@@ -169,29 +177,29 @@ def add_memory_panel(ctx: Any, gr: Any, *, button_slot: Any, panel_slot: Any, st
     ``switch`` and ``idle_box`` are the app's own, so an origin link opens the conversation as
     the sidebar does. Returns the panel's list component."""
     with button_slot:
-        open_btn = gr.Button("Memory", size="sm", variant="secondary", elem_id="ac-memory-open")
+        open_btn = gr.Button(tr("memory"), size="sm", variant="secondary", elem_id="ac-memory-open")
     with panel_slot:
         with gr.Row(equal_height=True):
-            gr.Markdown("### Memory", elem_id="ac-memory-title")
+            gr.Markdown(tr("memory_heading"), elem_id="ac-memory-title")
             checked, interactive, info = switch_state(ctx)
-            auto = gr.Checkbox(label="Automatic memory", value=checked, interactive=interactive, info=info,
+            auto = gr.Checkbox(label=tr("memory_automatic"), value=checked, interactive=interactive, info=info,
                                elem_id="ac-memory-auto", scale=0, min_width=220)
-            close_btn = gr.Button("Close", size="sm", scale=0, min_width=70, elem_id="ac-memory-close")
+            close_btn = gr.Button(tr("close"), size="sm", scale=0, min_width=70, elem_id="ac-memory-close")
         listing = gr.HTML("", js_on_load=PANEL_JS, elem_id="ac-memory-list")
         with gr.Row(equal_height=True):
-            new_text = gr.Textbox(placeholder="Add a memory, e.g. \"Tests run with pytest -q\"", show_label=False,
+            new_text = gr.Textbox(placeholder=tr("memory_add_placeholder"), show_label=False,
                                   container=False, scale=5, elem_id="ac-memory-new", max_lines=3)
-            scope = gr.Dropdown(choices=[("This project", "project"), ("Every project", "user")], value="project",
+            scope = gr.Dropdown(choices=scope_choices(), value="project",
                                 show_label=False, container=False, scale=1, min_width=140, elem_id="ac-memory-scope")
-            add_btn = gr.Button("Add", size="sm", variant="primary", scale=0, min_width=70, elem_id="ac-memory-add")
+            add_btn = gr.Button(tr("add"), size="sm", variant="primary", scale=0, min_width=70, elem_id="ac-memory-add")
         with gr.Row(visible=False, equal_height=True, elem_id="ac-memory-editor") as editor:
             edit_text = gr.Textbox(show_label=False, container=False, scale=5, elem_id="ac-memory-edit", max_lines=3)
-            save_btn = gr.Button("Save", size="sm", variant="primary", scale=0, min_width=70, elem_id="ac-memory-save")
-            cancel_btn = gr.Button("Cancel", size="sm", scale=0, min_width=70, elem_id="ac-memory-cancel")
+            save_btn = gr.Button(tr("save"), size="sm", variant="primary", scale=0, min_width=70, elem_id="ac-memory-save")
+            cancel_btn = gr.Button(tr("cancel"), size="sm", scale=0, min_width=70, elem_id="ac-memory-cancel")
         editing = gr.State(None)  # id of the memory being edited
     with gr.Row(visible=False, elem_id="ac-memory-toast") as toast:
         toast_text = gr.Markdown("", elem_id="ac-memory-toast-text")
-        undo_btn = gr.Button("Undo", size="sm", scale=0, min_width=70, elem_id="ac-memory-undo")
+        undo_btn = gr.Button(tr("undo"), size="sm", scale=0, min_width=70, elem_id="ac-memory-undo")
         dismiss_btn = gr.Button("✕", size="sm", scale=0, min_width=40, elem_id="ac-memory-dismiss")
     watch = gr.State(None)  # {"session", "since", "until", "seen": [...], "shown": [...]}
     timer = gr.Timer(POLL_SECONDS, active=False)
@@ -201,9 +209,9 @@ def add_memory_panel(ctx: Any, gr: Any, *, button_slot: Any, panel_slot: Any, st
 
     def on_open(st):
         return gr.Column(visible=True), panel_html(ctx, project_of(st)), gr.Checkbox(**dict(zip(
-            ("value", "interactive", "info"), switch_state(ctx))))
+            ("value", "interactive", "info"), switch_state(ctx)))), gr.Dropdown(choices=scope_choices())
 
-    open_btn.click(on_open, state, [panel_slot, listing, auto], api_visibility="private")
+    open_btn.click(on_open, state, [panel_slot, listing, auto, scope], api_visibility="private")
     close_btn.click(lambda: gr.Column(visible=False), None, panel_slot, api_visibility="private")
 
     def on_add(st, text, where):
@@ -218,7 +226,7 @@ def add_memory_panel(ctx: Any, gr: Any, *, button_slot: Any, panel_slot: Any, st
         try:
             set_automatic(bool(enabled), _data_dir(ctx))
         except OSError as err:
-            notify(f"The switch could not be saved: {err}")
+            notify(t("memory_switch_not_saved", error=err))
         checked_now, _, info_now = switch_state(ctx)
         return gr.Checkbox(value=checked_now, info=info_now)
 
@@ -231,7 +239,7 @@ def add_memory_panel(ctx: Any, gr: Any, *, button_slot: Any, panel_slot: Any, st
         except (TypeError, ValueError, KeyError):
             return tuple(gr.skip() for _ in switch["outputs"])
         except AnycodeError as err:
-            notify(f"That conversation is gone ({err}).")
+            notify(t("conversation_gone", error=err))
             return tuple(gr.skip() for _ in switch["outputs"])
         return (*show(view, query, archived), idle_box())
 
@@ -260,7 +268,7 @@ def add_memory_panel(ctx: Any, gr: Any, *, button_slot: Any, panel_slot: Any, st
             try:
                 m = memories_of(ctx).get(str(data.get("id")), project)
             except AnycodeError as err:
-                notify(str(err))
+                notify(describe(err))
                 return (*skip_view, panel_html(ctx, project), gr.skip(), gr.skip(), gr.skip())
             return (*skip_view, gr.skip(), gr.Row(visible=True), m.text, m.id)
         if data.get("do") == "delete":

@@ -21,10 +21,11 @@ from core.agent.workspace import check_workspace
 from core.errors import AnycodeError
 from core.session.entries import SessionState
 from core.session.keys import SessionKey
+from webui.i18n import t
+from webui.error_text import describe
 
 log = logging.getLogger(__name__)
 
-MOVED_NOTICE = "Moved this chat to {label}. Its file tools work in that folder now."
 
 
 @dataclass(frozen=True)
@@ -36,8 +37,8 @@ class MoveOffer:
 
     @property
     def button(self) -> str:
-        """The button's label: "Move this chat to <folder name>"."""
-        return f"Move this chat to {os.path.basename(self.target.rstrip('/')) or self.target}"
+        """The button's label: "Move this chat to <folder name>" (in the request's language)."""
+        return t("move_chat_to", name=os.path.basename(self.target.rstrip("/")) or self.target)
 
 
 def offer(ctx: Any, state: dict[str, Any] | None) -> MoveOffer | None:
@@ -68,19 +69,34 @@ def move_to_current(ctx: Any, state: dict[str, Any]) -> Any:
     from webui import handlers
 
     found = offer(ctx, state)
-    if found is None:  # moved already (by another tab: open it where it is now), or the folder is back
-        moved = SessionKey(ctx.project_key, state["session"]) if state.get("session") else None
-        key = SessionKey(state["project"], state["session"]) if moved else None
-        if moved and moved != key and not ctx.store.exists(key) and ctx.store.exists(moved):
-            return _opened(ctx, moved, ctx.project_path)
+    if found is None:  # moved already (reload opens it where it is now), or the folder is back
         return handlers.reload(ctx, state)
     try:
         report = move_conversation(ctx.store, SessionKey(state["project"], state["session"]), found.target)
     except (AnycodeError, OSError) as err:
         log.warning("moving %s failed: %s", state["session"], err)
-        text = str(err) if isinstance(err, AnycodeError) else None
-        return handlers.reload(ctx, state, notice=text or handlers.not_saved(err, "the chat was not moved."))
+        text = describe(err) if isinstance(err, AnycodeError) else None
+        return handlers.reload(ctx, state, notice=text or handlers.not_saved(err, t("not_saved_moved")))
     return _opened(ctx, report.key, found.target)
+
+
+def relocated(ctx: Any, state: dict[str, Any]) -> Any:
+    """The view of the tab's chat when it is gone from the tab's project because it was moved to
+    another one (in another tab, or by ``anycode sessions move``), saying so; None when it is
+    nowhere (deleted) or the store cannot tell."""
+    from webui import handlers
+
+    sid = (state or {}).get("session")
+    if not sid:
+        return None
+    try:
+        key = handlers.locate(ctx, sid, state.get("project"))
+        if key.project_key == state.get("project"):
+            return None
+        return _opened(ctx, key, ctx.manager.get(key).cwd or key.project_key)
+    except (AnycodeError, OSError) as err:
+        log.info("chat %s is not in another project either: %s", sid, err)
+        return None
 
 
 def _opened(ctx: Any, key: SessionKey, target: str) -> Any:
@@ -88,7 +104,7 @@ def _opened(ctx: Any, key: SessionKey, target: str) -> Any:
     from webui import handlers
 
     view = handlers.open_session(ctx, key.project_key, key.session_id)
-    view.notice, view.notice_level = MOVED_NOTICE.format(label=handlers.project_label(target)), "info"
+    view.notice, view.notice_level = t("moved_notice", label=handlers.project_label(target)), "info"
     return view
 
 
@@ -98,7 +114,7 @@ def wire(ctx: Any, gr: Any, parts: dict[str, Any], *, state: Any, search: Any, s
     shown while :func:`offer` offers a move; a click moves the chat and opens it in its new project
     (the project picker follows)."""
     with parts["ws_row"]:
-        button = gr.Button("Move this chat", visible=False, size="sm", scale=0, min_width=190,
+        button = gr.Button("", visible=False, size="sm", scale=0, min_width=190,
                            elem_id="ac-workspace-move")
     common = {"api_visibility": "private", "show_progress": "hidden"}
 

@@ -214,6 +214,13 @@ def _openable(url: str) -> bool:
     return scheme in ("http", "https", "")
 
 
+def _kind_label(kind: str, what: str) -> str:
+    """``↗ image: what`` with the kind in the request's language (webui/locales ``media_*``)."""
+    from webui.i18n import t
+
+    return t("media_link", mark=LINK_MARK, kind=t("media_" + kind.replace(" ", "_")), what=what)
+
+
 def _links_html(urls: list[str], kind: str, label: str = "") -> str:
     """HTML links (``↗ kind: label (host)``) to ``urls``, each once; a URL that is not http(s)
     is shown as text, never as a link."""
@@ -223,7 +230,7 @@ def _links_html(urls: list[str], kind: str, label: str = "") -> str:
             seen.append(url)
     out = []
     for url in seen:
-        text = f"{LINK_MARK} {kind}: " + (f"{label} ({_describe(url)})" if label else _describe(url))
+        text = _kind_label(kind, f"{label} ({_describe(url)})" if label else _describe(url))
         if _openable(url):
             out.append(f'<a href="{html.escape(url, quote=True)}" target="_blank" '
                        f'rel="noopener noreferrer nofollow" class="ac-remote" '
@@ -264,13 +271,13 @@ def _rewrite_md_images(text: str) -> str:
                 if dest.lower().startswith("data:"):
                     out.append(text[j:end])
                 else:
-                    label = f"{LINK_MARK} image: " + (f"{_plain(alt)} ({_describe(dest)})" if alt.strip()
-                                                       else _describe(dest))
+                    label = _kind_label("image", f"{_plain(alt)} ({_describe(dest)})" if alt.strip()
+                                        else _describe(dest))
                     out.append("[" + _MD_ESCAPE.sub(r"\\\1", label) + "]" + text[after:end])
                 i = end
                 continue
         # A reference image (``![alt][ref]``, ``![alt][]``, ``![alt]``): the same reference as a link.
-        out.append(f"{LINK_MARK} image: [{alt}]")
+        out.append(_kind_label("image", f"[{alt}]"))
         i = after
 
 

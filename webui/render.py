@@ -270,7 +270,7 @@ def page_sessions(metas: list[Any], *, query: str = "", limit: int | None = SIDE
     With 10,000 sessions the sidebar renders one page, so it stays fast (issue 17)."""
     needle = query.strip().casefold()
     if needle:
-        metas = [m for m in metas if needle in session_label(m.title, m.created_at).casefold()]
+        metas = [m for m in metas if needle in session_label(m.title, m.created_at, m.title_source).casefold()]
     return (list(metas) if limit is None else list(metas[:limit])), len(metas)
 
 
@@ -287,7 +287,7 @@ def group_sessions(metas: list[Any], *, query: str = "", active_id: str | None =
     needle = query.strip().casefold()
     grouped: dict[str, list[SidebarRow]] = {g: [] for g in GROUPS}
     for meta in sorted(metas, key=lambda m: m.updated_at, reverse=True):
-        title = session_label(meta.title, meta.created_at)
+        title = session_label(meta.title, meta.created_at, meta.title_source)
         if needle and needle not in title.casefold():
             continue
         grouped[group_key(meta.updated_at, now, tz)].append(SidebarRow(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
 import logging
 import os
 import sys
@@ -19,6 +18,7 @@ from core.search import open_search
 from core.session.export import session_label
 from core.session.keys import project_key
 from core.session.manager import SessionManager
+from webui import console
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ def run(mgr: SessionManager, args: argparse.Namespace) -> int:
     hits = open_search(mgr.store).search(args.query, project_keys=projects, archived=args.archived,
                                          limit=max(1, args.limit))
     if args.json:
-        sys.stdout.write(json.dumps([h.to_dict() for h in hits], ensure_ascii=False, indent=2) + "\n")
+        sys.stdout.write(console.json_text([h.to_dict() for h in hits], indent=2) + "\n")
         return 0
     if not hits:
         sys.stdout.write("No matches.\n")

@@ -23,6 +23,8 @@ from typing import Any, Callable
 from core.errors import AnycodeError
 from core.session.text import clean_text
 from core.search import SearchHit, open_search
+from webui.i18n import t
+from webui.error_text import describe
 from webui.timefmt import session_label
 from webui import handlers, render
 from webui.timefmt import relative_time
@@ -83,8 +85,8 @@ STYLE = """<style>
   transition: outline-color 1s; }
 </style>"""
 
-_ROLE_LABEL = {"user": "You", "assistant": "Assistant", "tool": "Tool", "compaction": "Summary",
-               "title": "Title"}
+_ROLE_LABEL = {"user": "role_user", "assistant": "role_assistant", "tool": "role_tool",
+               "compaction": "role_compaction", "title": "role_title"}  # catalogue keys
 
 
 # A summary that opens with its own "Summary:" heading (most models write one) would read
@@ -123,14 +125,15 @@ def render_hits(hits: list[SearchHit], *, query: str, now: float | None = None) 
         return ""
     hits = [h for h in hits if h.role != "title"]  # title matches are in the list below already
     if not hits:
-        return STYLE + '<div class="ac-hits"><div class="ac-hits-label">No message matches.</div></div>'
-    out = [STYLE, '<div class="ac-hits" role="list" aria-label="Messages found">',
-           f'<div class="ac-hits-label">In messages ({len(hits)})</div>']
+        return STYLE + f'<div class="ac-hits"><div class="ac-hits-label">{html.escape(t("search_no_match"))}</div></div>'
+    out = [STYLE, f'<div class="ac-hits" role="list" aria-label="{html.escape(t("search_found_label"))}">',
+           f'<div class="ac-hits-label">{html.escape(t("search_in_messages", n=len(hits)))}</div>']
     for h in hits:
         data = json.dumps({"sid": h.session_id, "pk": h.project_key, "role": h.role,
                            "idx": h.message_index if h.message_index is not None else -1})
-        badge = ' <span class="ac-badge">archived</span>' if h.archived else ""
-        who = _ROLE_LABEL.get(h.role, h.role) + (" (sub-agent)" if h.subpath else "")
+        badge = f' <span class="ac-badge">{html.escape(t("archived_badge"))}</span>' if h.archived else ""
+        who = t(_ROLE_LABEL[h.role]) if h.role in _ROLE_LABEL else h.role
+        who = t("role_subagent", role=who) if h.subpath else who
         when = relative_time(h.ts, now) if h.ts else ""
         out.append(
             f'<button type="button" class="ac-hit-row" role="listitem" data-hit="{html.escape(data)}" '
@@ -156,7 +159,7 @@ def results_html(ctx: Any, project: str, query: str, *, all_projects: bool = Fal
                                              archived=archived, limit=limit)
     except (AnycodeError, TypeError, OSError) as err:
         log.warning("search failed: %s", err)
-        return STYLE + f'<div class="ac-hits"><div class="ac-hits-label">{html.escape(str(err))}</div></div>'
+        return STYLE + f'<div class="ac-hits"><div class="ac-hits-label">{html.escape(describe(err))}</div></div>'
     return render_hits(hits, query=query, now=now)
 
 
@@ -238,7 +241,9 @@ def add_search(ctx: Any, gr: Any, *, state: Any, search: Any, show_archived: Any
     ``show(view, query, archived)``, ``switching(fn)``, ``switch`` (outputs of an open) and
     ``idle_box()`` are the app's own, so opening a result is exactly opening a session from the
     list. Returns the results component."""
-    all_projects = gr.Checkbox(label="All projects", value=False, elem_id="ac-search-all",
+    from webui.i18n_ui import tr
+
+    all_projects = gr.Checkbox(label=tr("search_all_projects"), value=False, elem_id="ac-search-all",
                                visible=True, container=False)
     results = gr.HTML("", js_on_load=RESULTS_JS, elem_id="ac-search-results")
     target = gr.Textbox(visible="hidden", elem_id="ac-search-target")
@@ -267,7 +272,7 @@ def add_search(ctx: Any, gr: Any, *, state: Any, search: Any, show_archived: Any
             log.warning("bad search result click %r: %s", evt.value, err)
             return (*show(handlers.reload(ctx, st), query, archived), idle_box(), gr.skip())
         except AnycodeError as err:  # deleted meanwhile
-            return (*show(handlers.reload(ctx, st, notice=str(err)), query, archived), idle_box(), gr.skip())
+            return (*show(handlers.reload(ctx, st, notice=describe(err)), query, archived), idle_box(), gr.skip())
         return (*show(view, query, archived), idle_box(),
                 json.dumps({"sid": sid, "row": row, "at": time.time()}))
 

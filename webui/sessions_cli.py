@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as _dt
-import json
 import logging
 import os
 import sys
@@ -28,7 +27,7 @@ from core.session.models import SessionMeta
 from core.session.text import counted
 from core.session.subagents import export_entries, subagent_records
 from core.stores.whole_file import place_whole
-from webui import move_cli, search_cli
+from webui import console, move_cli, search_cli
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +103,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``anycode sessions`` with ``argv`` (without the leading ``sessions``); return the exit status."""
+    console.setup_stdio()  # any title prints, whatever the locale (issue 20)
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    for name in ("title", "query"):  # typed text, not paths: read as the UTF-8 the terminal sent
+        if isinstance(getattr(args, name, None), str):
+            setattr(args, name, console.text_arg(getattr(args, name)))
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     store = None
@@ -188,7 +191,7 @@ def _cmd_list(mgr: SessionManager, args: argparse.Namespace) -> int:
         projects = [(_project(args), args.project or os.getcwd())]
     groups = [(pk, cwd, mgr.list(pk, archived=args.archived)) for pk, cwd in projects]
     if args.json:
-        _out(json.dumps([_meta_dict(m) for _, _, metas in groups for m in metas], ensure_ascii=False, indent=2))
+        _out(console.json_text([_meta_dict(m) for _, _, metas in groups for m in metas], indent=2))
         return 0
     lines: list[str] = []
     for pk, cwd, metas in groups:
@@ -225,7 +228,7 @@ def _cmd_show(mgr: SessionManager, args: argparse.Namespace) -> int:
             data["subagents"] = [{"subpath": r.key.subpath, "tool_call_id": r.tool_call_id,
                                   "description": r.description, "parent": r.parent,
                                   "messages": messages_of(r.entries)} for r in records]
-        _out(json.dumps(data, ensure_ascii=False, indent=2))
+        _out(console.json_text(data, indent=2))
     else:
         _out(session_to_markdown(session, records, version))
     return 0
@@ -300,7 +303,7 @@ def _cmd_versions(mgr: SessionManager, args: argparse.Namespace) -> int:
     members = mgr.family(key)
     current = mgr.current_version(key).session_id
     if args.json:
-        _out(json.dumps([_meta_dict(m) | {"current": m.id == current} for m in members], ensure_ascii=False, indent=2))
+        _out(console.json_text([_meta_dict(m) | {"current": m.id == current} for m in members], indent=2))
         return 0
     lines = [f"  {'#':>2}  {'ID':<8}  {'CREATED':<16}  {'MSGS':>4}  FROM"]
     for n, m in enumerate(members, 1):
@@ -380,7 +383,7 @@ def _cmd_migrate(mgr: SessionManager, args: argparse.Namespace) -> int:
         if callable(close):
             close()
     if args.json:
-        _out(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
+        _out(console.json_text(report.to_dict(), indent=2))
     else:
         _out(f"Migrated {report.records} records to {describe(args.to)}: {len(report.copied)} copied, "
              f"{len(report.extended)} extended, {len(report.identical)} already identical, "

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.errors import AnycodeError
+from webui import i18n
 from core.session.entries import messages_of
 from core.session.keys import SessionKey
 from core.session.subagents import find_record
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 
 TASK_TOOL = "task"
 LINK_PREFIX = "#ac-subagent="
-LINK_TEXT = "Open the sub-agent's transcript"
+LINK_TEXT = i18n.Msg("subagent_link")
 TOOL_ICON = "\u2699"  # ⚙, as render.TOOL_ICON
 PROGRESS_SEPARATOR = " \u00b7 "  # " · " between a running task step's title and its progress
 
@@ -55,7 +56,7 @@ PANEL_CSS = """<style>
 
 def transcript_link(call_id: str) -> str:
     """The Markdown link that opens the transcript of task call ``call_id``."""
-    return f"[{LINK_TEXT}]({LINK_PREFIX}{urllib.parse.quote(call_id, safe='')})"
+    return f"[{i18n.t(LINK_TEXT)}]({LINK_PREFIX}{urllib.parse.quote(call_id, safe='')})"
 
 
 def task_description(arguments: str) -> str:
@@ -71,7 +72,8 @@ def task_description(arguments: str) -> str:
 def task_step_title(arguments: str, is_error: bool = False) -> str:
     """The title of a task step: ``⚙ task: <description>``."""
     desc = task_description(arguments)
-    return f"{TOOL_ICON} task" + (f": {_inline(desc)}" if desc else "") + (" — failed" if is_error else "")
+    name = f"task: {_inline(desc)}" if desc else "task"
+    return f"{TOOL_ICON} " + (i18n.t("tool_failed", name=name) if is_error else name)
 
 
 def _step(step_id: str, parent_id: str | None, title: str, content: str, done: bool) -> dict[str, Any]:
@@ -103,7 +105,7 @@ class LiveSubagents:
             return  # finished: the title is the call's own again
         count, running = self._progress.get(task_id, (0, None))
         base = str(meta.get("title", "")).split(PROGRESS_SEPARATOR)[0]
-        note = f"{count} step{'s' if count != 1 else ''}" + (f", running {running}" if running else "")
+        note = i18n.tn("subagent_steps", count) + (i18n.t("subagent_running", name=running) if running else "")
         meta["title"] = base + PROGRESS_SEPARATOR + note
         rows[steps[task_id]] = {**row, "metadata": meta}
 
@@ -136,7 +138,7 @@ class LiveSubagents:
             return True
         if inner_kind == "ToolCallFinished":
             step_id = f"{task_id}/{inner.call_id}"
-            title = f"{TOOL_ICON} {_inline(inner.name)}" + (" — failed" if inner.is_error else "")
+            title = f"{TOOL_ICON} " + (i18n.t("tool_failed", name=_inline(inner.name)) if inner.is_error else _inline(inner.name))
             row = _step(step_id, task_id, title, _tool_body(self._args.get(step_id, ""), inner.result,
                                                            inner.is_error), True)
             if step_id in steps:
@@ -170,33 +172,35 @@ def transcript(ctx: Any, state: dict[str, Any] | None, call_id: str) -> Transcri
     from webui.render import chat_rows
 
     if not state or not state.get("session") or not call_id:
-        return Transcript(notice="This chat has no sub-agent runs yet.")
+        return Transcript(notice=i18n.t("subagent_none"))
     key = SessionKey(state["project"], state["session"])
     try:
         rec = find_record(ctx.store, key, call_id)
     except (AnycodeError, OSError) as err:
         log.warning("cannot read the sub-agent record of %s in %s: %s", call_id, key.session_id, err)
-        return Transcript(notice=f"The sub-agent's transcript cannot be read now ({err}).")
+        return Transcript(notice=i18n.t("subagent_unreadable", error=err))
     if rec is None:
-        return Transcript(notice="This sub-agent's transcript was not saved (it never started, or it was removed).")
+        return Transcript(notice=i18n.t("subagent_not_saved"))
     messages = messages_of(rec.entries)
     steps = sum(1 for m in messages if m.get("role") == "tool")
-    heading = (f"### Sub-agent: {_inline(rec.description)}\n\n"
-               f"Read-only · {steps} tool step{'s' if steps != 1 else ''} · record `{rec.key.subpath}`")
+    heading = (i18n.t("subagent_heading", description=_inline(rec.description)) + "\n\n"
+               + i18n.tn("subagent_meta", steps, record=rec.key.subpath))
     rows = chat_rows(messages).rows
     if rows and rows[0]["role"] == "user":
-        rows[0] = {"role": "user", "content": "**Task**\n\n" + rows[0]["content"]}
+        rows[0] = {"role": "user", "content": f"**{i18n.t('subagent_task')}**\n\n" + rows[0]["content"]}
     return Transcript(heading=heading, rows=rows)
 
 
 def add_transcript(ctx: Any, gr: Any, *, state: Any, notify: Any) -> Any:
     """Place the transcript panel (hidden until a link is clicked) and wire the link clicks.
     ``notify(sentence)`` shows a notice. Returns the panel's column."""
+    from webui.i18n_ui import tr
+
     links = gr.HTML(PANEL_CSS, js_on_load=LINKS_JS, elem_id="ac-subagent-links", padding=False)
     with gr.Column(visible=False, elem_id="ac-transcript") as panel:
         with gr.Row(equal_height=True):
             heading = gr.Markdown("", elem_id="ac-transcript-heading")
-            close = gr.Button("Close", size="sm", scale=0, min_width=80, elem_id="ac-transcript-close")
+            close = gr.Button(tr("close"), size="sm", scale=0, min_width=80, elem_id="ac-transcript-close")
         chat = gr.Chatbot(elem_id="ac-transcript-chat", show_label=False, height="calc(100vh - 120px)",
                           layout="bubble", buttons=["copy"], group_consecutive_messages=False)
 

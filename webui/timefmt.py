@@ -72,13 +72,14 @@ def short_datetime(ts: float, tz: ZoneInfo | None = None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M")
 
 
-def session_label(title: str | None, created_at: float | None) -> str:
+def session_label(title: str | None, created_at: float | None, source: str | None = None) -> str:
     """What the web UI calls a session: its title, else "Session YYYY-MM-DD HH:MM" in the
     request's language and the browser's time zone (the localised form of
     ``core.session.export.session_label``, which the CLI and exports keep in English), else
-    "New chat" when no time is known."""
+    "New chat" when no time is known. A title core stored as its fallback (``source ==
+    "fallback"``: the title model failed; it is that English label) counts as none."""
     title = (title or "").strip()
-    if title:
+    if title and source != "fallback":
         return title
     if not created_at:
         return i18n.t("new_chat")

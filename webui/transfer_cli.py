@@ -8,7 +8,6 @@ rest done) or the command failed (one sentence); 2 bad usage.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -16,6 +15,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from core.errors import AnycodeError, os_error_message
 from core.session.text import counted
+from webui import console
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,7 @@ def _close(store: Any) -> None:
 
 
 def _run(prog: str, args: argparse.Namespace, body: Callable[[Any], int]) -> int:
+    console.setup_stdio()  # titles and folder names print whatever the locale (issue 20)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     store = None
@@ -125,7 +126,7 @@ def import_main(argv: Sequence[str] | None = None) -> int:
             if bar is not None:
                 bar.close()
         if args.json:
-            print(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
+            print(console.json_text(report.to_dict(), indent=2))
         else:
             for problem in report.problems:
                 print(f"skipped {problem}", file=sys.stderr)
@@ -179,7 +180,7 @@ def restore_main(argv: Sequence[str] | None = None) -> int:
 
         report = restore_backup(args.file, store, progress=not args.no_progress and sys.stderr.isatty())
         if args.json:
-            print(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
+            print(console.json_text(report.to_dict(), indent=2))
             return 0 if report.ok else 1
         for key, why in report.conflicts:
             print(f"conflict: {key}: {why}", file=sys.stderr)

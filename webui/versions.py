@@ -15,6 +15,7 @@ import time
 from typing import Any, Callable
 
 from webui import offline  # noqa: F401  (sets the offline environment before Gradio is imported)
+from webui.error_text import describe
 
 import gradio as gr
 
@@ -329,7 +330,7 @@ def attach(ctx: Any, parts: dict[str, Any], *, chat: Any, state: Any, tab: Any, 
         try:
             view = switch(ctx, st, 1 if str(evt.value) == "1" else -1, index=int(evt.index))
         except (AnycodeError, TypeError, ValueError) as err:
-            view = handlers.reload(ctx, st, notice=str(err))
+            view = handlers.reload(ctx, st, notice=describe(err))
         return (*show(view, query, archived), gr.Textbox(submit_btn=True, stop_btn=False))
 
     carrier.select(switching(on_arrow), [tab, state, search, show_archived], [*view_outputs, box],
@@ -346,7 +347,7 @@ def attach(ctx: Any, parts: dict[str, Any], *, chat: Any, state: Any, tab: Any, 
         try:
             view, text = edit(ctx, st, int(index), value)
         except (AnycodeError, IndexError, ValueError) as err:
-            view, text = handlers.reload(ctx, st, notice=str(err)), None
+            view, text = handlers.reload(ctx, st, notice=describe(err)), None
         run_id = None
         if text is not None:
             run_id, notice = handlers.take(ctx, tab_key(request, tab_id), text)
@@ -364,7 +365,7 @@ def attach(ctx: Any, parts: dict[str, Any], *, chat: Any, state: Any, tab: Any, 
         try:
             view = regenerate(ctx, st, int(index))
         except (AnycodeError, IndexError, ValueError) as err:
-            view = handlers.reload(ctx, st, notice=str(err))
+            view = handlers.reload(ctx, st, notice=describe(err))
         if view is None:
             return tuple(gr.skip() for _ in range(skip))
         run_id = None
@@ -385,7 +386,7 @@ def attach(ctx: Any, parts: dict[str, Any], *, chat: Any, state: Any, tab: Any, 
             else:
                 view, run_id = regenerate_last(st, key, current)
         except (AnycodeError, IndexError, ValueError) as err:
-            view, run_id = handlers.reload(ctx, st, notice=str(err)), None
+            view, run_id = handlers.reload(ctx, st, notice=describe(err)), None
         if view is None:
             return tuple(gr.skip() for _ in range(skip))
         return (*show(view, query, archived), gr.Textbox(submit_btn=run_id is None, stop_btn=run_id is not None and i18n.t("stop")),

@@ -38,6 +38,7 @@ MIN_CONFIDENCE = 0.5      # py3langid's normalised probability within the script
 NON_LATIN_SHARE = 0.15    # of the units, for a non-Latin script to win over Latin words
 MAX_CHARS = 4_000         # of cleaned text looked at (newest messages first)
 MAX_CHARS_PER_MESSAGE = 1_000
+OWN_WORDS_MESSAGES = 8    # the newest user messages whose first/last lines are looked at
 MIN_LETTERS = 6           # fewer letters than this decide nothing
 
 
@@ -106,8 +107,13 @@ _INLINE = re.compile(r"`[^`\n]*`")
 # ASCII only: Chinese or Japanese text runs on without spaces right after a URL or a name.
 _URL = re.compile(r"\b(?:https?|ftp|file)://[!-~]+|\bwww\.[!-~]+")
 # Identifiers and paths: ASCII words joined by _ . / \ :: or digits (parse_line, core.jsonl_io, a/b.py).
-_IDENT_CHARS = r"[A-Za-z0-9_$./\\:-]"
-_IDENT = re.compile(_IDENT_CHARS + r"*(?:[_/\\]|\.[A-Za-z0-9]|::|[A-Za-z]\d|\d[A-Za-z])" + _IDENT_CHARS + "*")
+# Runs are found first and judged by a function: one pattern doing both backtracks quadratically.
+_IDENT_RUN = re.compile(r"[A-Za-z0-9_$./\\:-]+")
+_IDENT_MARK = re.compile(r"[_/\\$]|\.[A-Za-z0-9]|::|[A-Za-z]\d|\d[A-Za-z]")
+
+
+def _drop_identifier(match: re.Match) -> str:
+    return " " if _IDENT_MARK.search(match.group()) else match.group()
 
 
 def _script(ch: str) -> str | None:
@@ -135,7 +141,7 @@ def strip_code(text: str) -> str:
     text = _FENCED.sub(" ", text)
     text = _INLINE.sub(" ", text)
     text = _URL.sub(" ", text)
-    return _IDENT.sub(" ", text)
+    return _IDENT_RUN.sub(_drop_identifier, text)
 
 
 def _units(text: str) -> tuple[dict[str, int], dict[str, str]]:
@@ -191,6 +197,14 @@ def _langid() -> Any:
                 log.warning("language detection of Latin/Cyrillic/Arabic text is off: %s", err)
                 _identifier = False
         return _identifier or None
+
+
+def warm_up() -> threading.Thread:
+    """Load the py3langid model in a daemon thread (about half a second), so the first title of
+    a freshly started app is not held up by it; returns the thread."""
+    thread = threading.Thread(target=_langid, name="anycode-language-model", daemon=True)
+    thread.start()
+    return thread
 
 
 def _within_script(script: str, text: str) -> Language | None:
@@ -258,7 +272,8 @@ def _texts(messages: Iterable[Any], role: str) -> str:
     for m in reversed(list(messages)):
         if not isinstance(m, dict) or m.get("role") != role:
             continue
-        text = strip_code(message_text(m.get("content")))[:MAX_CHARS_PER_MESSAGE].strip()
+        # Cut before cleaning: a pasted megabyte is not read whole (its start tells as much).
+        text = strip_code(message_text(m.get("content"))[:2 * MAX_CHARS_PER_MESSAGE])[:MAX_CHARS_PER_MESSAGE].strip()
         if text:
             out.append(text)
             size += len(text)
@@ -267,11 +282,32 @@ def _texts(messages: Iterable[Any], role: str) -> str:
     return "\n".join(out)
 
 
+def _own_words(text: str) -> Language | None:
+    """The language of a message's first or last line when it is written in a non-Latin script
+    (at least 4 units, most of the line): the person's own words around a pasted English log or
+    listing, which would otherwise outweigh them."""
+    head = [line for line in strip_code(text[:MAX_CHARS_PER_MESSAGE]).splitlines() if line.strip()][:1]
+    tail = [line for line in strip_code(text[-MAX_CHARS_PER_MESSAGE:]).splitlines() if line.strip()][-1:]
+    for line in head + tail:
+        units, _ = _units(line)
+        other = sum(units.values()) - units.get("latin", 0)
+        if other >= 4 and other >= 0.5 * sum(units.values()):
+            return detect_language(line)
+    return None
+
+
 def conversation_language(messages: Iterable[Any]) -> Language | None:
-    """The language of a conversation (OpenAI-shaped ``messages``): its user messages' (newest
-    first, code left out), else its assistant messages'; None when neither tells. Never raises."""
+    """The language of a conversation (OpenAI-shaped ``messages``): the language of the newest
+    user message whose first or last line is in a non-Latin script (a question in Chinese above
+    a pasted English log), else of its user messages together (newest first, code left out),
+    else of its assistant messages; None when nothing tells. Never raises."""
     messages = list(messages or ())
     try:
+        users = [m for m in reversed(messages) if isinstance(m, dict) and m.get("role") == "user"]
+        for m in users[:OWN_WORDS_MESSAGES]:
+            found = _own_words(message_text(m.get("content")))
+            if found is not None:
+                return found
         for role in ("user", "assistant"):
             found = detect_language(_texts(messages, role))
             if found is not None:

@@ -160,10 +160,12 @@ def request_title(messages: list[dict], *, client: openai.OpenAI, model: str,
     return title or None
 
 
-def generate_title(messages: list[dict], *, client: openai.OpenAI, model: str, now: float | None = None) -> str:
+def generate_title(messages: list[dict], *, client: openai.OpenAI, model: str, now: float | None = None,
+                   compactions: list[dict] | None = None) -> str:
     """The seed's ``generateTitle``: a clean title, or :func:`fallback_title` (``now`` in Unix
-    seconds) when the model fails or answers nothing usable. Never raises."""
-    return request_title(messages, client=client, model=model) or fallback_title(now)
+    seconds) when the model fails or answers nothing usable. ``compactions``: the session's
+    (:func:`title_request_messages`). Never raises."""
+    return request_title(messages, client=client, model=model, compactions=compactions) or fallback_title(now)
 
 
 def start_title_generation(manager: "SessionManager", key: "SessionKey", messages: list[dict], *,

@@ -61,7 +61,7 @@ class Session:
         return self.key.project_key
 
 
-@dataclass
+@dataclass(slots=True)  # slots: a new process makes 10,000 of these per list(), faster and smaller
 class SessionMeta:
     """What the session list shows, read without loading messages.
 

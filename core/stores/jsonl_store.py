@@ -5,8 +5,8 @@ Layout under the base directory (``ANYCODE_HOME`` or the platformdirs user data 
     projects/<project_key>/<session_id>.jsonl            a session: one JSON entry per line
     projects/<project_key>/<session_id>/<subpath>.jsonl  sub-agent records of that session
     projects/<project_key>/archive/<session_id>.jsonl    an archived session (and archive/<id>/…)
-    projects/<project_key>/.index.json                   metadata index of the main list (a cache)
-    projects/<project_key>/archive/.index.json           the same for the archive
+    projects/<project_key>/.index                        metadata index of the main list (a cache)
+    projects/<project_key>/archive/.index                the same for the archive
     projects/<project_key>/.locks/<session_id>.lock      per-session lock (filelock)
 
 Entry shapes are documented in :mod:`core.session.entries`. Writes only ever append: each
@@ -29,9 +29,7 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Any
-
-import filelock
+from typing import TYPE_CHECKING, Any
 
 from core import settings
 from core.errors import (InvalidSessionKey, SessionConflict, SessionExists, SessionNotFound, StaleChange,
@@ -43,6 +41,9 @@ from core.stores.whole_file import fsync_dir, is_part, place_whole, sweep_stale
 from core.session.keys import SessionKey, _check_project_key
 from core.session.store import check_new_record
 from core.session.models import ProjectInfo, SessionMeta
+
+if TYPE_CHECKING:
+    import filelock
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +113,8 @@ class LocalSessionStore:
         # (to the session or any of its sub-agent records) exclude each other.
         lock_dir = self._project_dir(key.project_key) / ".locks"
         self._mkdirs(lock_dir)
+        import filelock  # here: a process that only lists (anycode sessions list) never locks
+
         # A short poll keeps several writers' appends quick (filelock's default polls every 50 ms).
         return filelock.FileLock(str(lock_dir / f"{key.session_id}.lock"), timeout=LOCK_TIMEOUT,
                                  poll_interval=0.005)
@@ -134,6 +137,8 @@ class LocalSessionStore:
                 pass
 
     def _locked(self, key: SessionKey):
+        import filelock
+
         lock = self._lock(key)
         try:
             lock.acquire()
@@ -290,12 +295,10 @@ class LocalSessionStore:
         index = read_index(d, self._index.get(d))
         self._index[d] = index
         try:
-            names = os.listdir(d)
+            unchanged, debris = index.check(d)
         except (FileNotFoundError, NotADirectoryError):
             return []
-        others = [n for n in names if not n.endswith(SUFFIX)]
-        debris = [n for n in others if is_part(n)]
-        if index.unchanged(d, len(names) - len(others)):
+        if unchanged:
             # The common case (nothing changed since the index was written, in list order): no
             # per-file Python work beyond the stat, no sort, no write.
             out = list(index.list_metas(project_key, archived))
@@ -351,7 +354,7 @@ class LocalSessionStore:
         possible), adding their new records to ``seen``."""
         fresh = [(sid, path, st) for sid, path, st, rec in changed if rec is None]
         if len(fresh) >= 2:
-            scans = scan_many([path for _, path, _ in fresh], sum(st.st_size for _, _, st in fresh))
+            scans = scan_many({path: st for _, path, st in fresh})
             for sid, path, _st in fresh:
                 scan = scans.get(path)
                 if scan is not None:
