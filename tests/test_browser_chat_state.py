@@ -12,9 +12,25 @@ import time
 import pytest
 
 from tests.test_browser_approval import browser  # noqa: F401 (one Chromium per module)
-from tests.test_browser_e2e import REPO, TIMEOUT_MS, Proc, _env, _free_port, expect, send
+from tests.test_browser_e2e import REPO, TIMEOUT_MS, Proc, _env, _free_port, send
+from tests.test_browser_e2e import expect as _expect
 
 pytestmark = pytest.mark.browser
+
+
+class _Patient:
+    """``expect(x)`` whose waits default to TIMEOUT_MS: each goes through the app's queue, which a
+    loaded 2-core machine can hold up for more than Playwright's default 5 s."""
+
+    def __init__(self, target):
+        self._assertions = _expect(target)
+
+    def __getattr__(self, name):
+        method = getattr(self._assertions, name)
+        return lambda *args, **kwargs: method(*args, **{"timeout": TIMEOUT_MS, **kwargs})
+
+
+expect = _Patient
 
 
 @pytest.fixture(scope="module")

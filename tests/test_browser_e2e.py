@@ -5,6 +5,7 @@ Saves ``assets/screenshot.png`` (the README's screenshot) at the end of the flow
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -109,6 +110,25 @@ def _seed(data: Path, proj: Path) -> None:
             message_entry({"role": "assistant", "content": "Sure."}, ts=ts + 5),
             title_entry(title, "llm", ts=ts + 6),
         ])
+
+
+@contextlib.contextmanager
+def running_app(tmp: Path, proj: Path, data: Path, **env: str):
+    """The fake OpenAI server and ``python -m webui`` on ``proj``/``data`` (both subprocesses, home
+    under ``tmp``), for a module-scoped fixture; yields ``{"url", "fake"}`` (the app's URL, the fake's
+    base URL without ``/v1``) and stops both after."""
+    fake = Proc([sys.executable, "-m", "tests.fake_openai", "--port", "0"], _env(tmp / "home"), REPO)
+    base_url = fake.wait_for("READY").split()[-1]
+    port = _free_port()
+    app = Proc([sys.executable, "-m", "webui", "--no-browser", "--port", str(port), "--project", str(proj),
+                "--data-dir", str(data)], _env(tmp / "home", OPENAI_API_KEY="sk-test", OPENAI_BASE_URL=base_url, **env),
+               tmp)
+    try:
+        app.wait_for("anycode is running at")
+        yield {"url": f"http://127.0.0.1:{port}/", "fake": base_url.removesuffix("/v1")}
+    finally:
+        app.stop()
+        fake.stop()
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ class TestOneNoticePerEvent:
         expect(page.locator("#ac-noreply")).to_be_hidden()
         page.wait_for_timeout(500)  # the final update has landed: still one notice
         expect(page.locator("#ac-noreply")).to_be_hidden()
-        page.get_by_role("button", name="Retry").click()
+        page.locator("#ac-chat button.option", has_text="Retry").click()  # the error row's own Retry
         expect(bot.last).to_contain_text("You said: are you there?", timeout=TIMEOUT_MS)
         expect(page.locator("[data-testid=user]")).to_have_count(1)
         expect(page.locator("#ac-noreply")).to_be_hidden()

@@ -176,3 +176,27 @@ class TestDatesInTheBrowsersZone:
     def test_unknown_zone_falls_back_to_the_server(self):
         with i18n.using("en", "Mars/Olympus_Mons"):
             assert i18n.zone() is None
+
+
+class TestCoreErrorsInTheUILanguage:
+    """Guards against core's English error sentences (model unreachable, changed elsewhere) in
+    the Chinese UI, and against a translated error losing what the English one said."""
+
+    def test_common_errors_translated_with_their_details(self):
+        from core import errors as E
+        from webui.error_text import describe
+
+        unreachable = E.ModelUnreachable("Could not reach the model server at http://127.0.0.1:9; check that "
+                                         "it is running and that OPENAI_BASE_URL is right.")
+        auth = E.ModelAuthError("The model server refused the API key (HTTP 401); check OPENAI_API_KEY.")
+        auth.status_code = 401
+        with i18n.using("zh-CN"):
+            assert describe(E.StaleChange("title", "a", "b")).startswith("这个对话的标题已在别处被修改")
+            assert "http://127.0.0.1:9" in describe(unreachable) and "无法连接模型服务器" in describe(unreachable)
+            assert "HTTP 401" in describe(auth) and "API 密钥" in describe(auth)
+            assert "abc123" in describe(E.SessionNotFound("abc123"))
+            assert describe(E.AnycodeError("an error of its own")) == "an error of its own"
+        with i18n.using("en"):
+            assert describe(unreachable) == str(unreachable)
+            assert describe(auth) == str(auth)
+            assert describe(E.StaleChange("title", "a", "b")) == str(E.StaleChange("title", "a", "b"))

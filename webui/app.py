@@ -8,6 +8,7 @@ from __future__ import annotations
 
 # isort: off
 from webui import offline  # noqa: F401  (sets the offline environment before Gradio is imported)
+from webui.error_text import describe
 # isort: on
 
 import html
@@ -425,7 +426,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
             try:
                 view = handlers.open_session(ctx, st["project"], sid)
             except AnycodeError as err:
-                view = handlers.reload(ctx, st, notice=str(err))
+                view = handlers.reload(ctx, st, notice=describe(err))
             return (*show(view, query, archived), idle_box())
 
         sessions.select(switching(on_pick), [tab, state, search, show_archived], **switch)
@@ -507,7 +508,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
                 if view.session_id != st.get("session"):
                     gr.Info(t("branched_toast"), title="anycode")
             except (AnycodeError, IndexError) as err:
-                view = handlers.reload(ctx, st, notice=str(err))
+                view = handlers.reload(ctx, st, notice=describe(err))
             return (*show(view, query, archived), idle_box())
 
         # concurrency 1: a double-fired click is handled in order, and the repeat is ignored
@@ -524,7 +525,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
             try:
                 view = handlers.set_archived(ctx, st, not current.archived)
             except SessionNotFound as err:
-                view = handlers.reload(ctx, st, notice=str(err))
+                view = handlers.reload(ctx, st, notice=describe(err))
             if archived and current.archived and not view.archived:
                 # Unarchived from the archive list: back to the main list, where it now is.
                 return (*show(view, query, False), gr.Checkbox(value=False))

@@ -19,6 +19,7 @@ from core.errors import AnycodeError, SessionNotFound
 from core.session.entries import SessionState, messages_of
 from core.session.keys import SessionKey, new_session_id
 from webui import i18n
+from webui.error_text import describe
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +98,7 @@ def decide(ctx: Any, state: dict[str, Any], call_id: str | None, *, allow: bool,
     try:
         waiting = {p.call_id for p in ap.ApprovalState.from_entries(ctx.store.load(key) or []).pending()}
     except SessionNotFound as err:
-        return str(err)
+        return describe(err)
     if call_id not in waiting:
         return ANSWERED_NOTICE
     reason = ap.clean_reason(reason) if not allow else None

@@ -29,13 +29,12 @@ from core.errors import (
     SessionNotFound,
     StaleChange,
     StoreUnavailable,
-    is_disk_full,
-    os_error_message,
 )
 from core.agent.repair import INTERRUPTED_RESULT
 from core.session.keys import SessionKey
 from core.session.subagents import export_entries, subagent_records
 from webui.subagent_panel import LiveSubagents
+from webui.error_text import describe, os_text
 from core.session.text import clean_text, is_blank
 from webui import archived_chat, chat_text, compaction_ui, i18n, project_move, render
 from webui.i18n import Msg
@@ -206,7 +205,7 @@ def initial_view(ctx: Any, query_params: dict[str, str] | None) -> SessionView:
         return view_of(ctx.manager.get(ctx.manager.current_version(locate(ctx, wanted))))
     except (SessionNotFound, AmbiguousSessionId, InvalidSessionKey, StoreUnavailable) as err:
         log.info("cannot open session %r from the URL: %s", wanted, err)
-        return new_chat(ctx, notice=str(err))
+        return new_chat(ctx, notice=describe(err))
 
 
 def reload(ctx: Any, state: dict[str, Any], notice: str | None = None) -> SessionView:
@@ -239,7 +238,7 @@ def session_list_html(ctx: Any, project: str, *, query: str = "", archived: bool
             active = next((m.id for m in metas if active in m.versions), active)  # a version's row
     except (AnycodeError, OSError) as err:
         log.warning("cannot list sessions: %s", err)
-        text = str(err) if isinstance(err, AnycodeError) else f"{os_error_message(err)}."
+        text = describe(err) if isinstance(err, AnycodeError) else f"{os_text(err)}."
         return render.sidebar_html([], empty_text=text)
     query = clean_text(query or "")
     if limit is not None and active:
@@ -266,7 +265,7 @@ def earlier(ctx: Any, state: dict[str, Any]) -> SessionView:
     try:
         session = ctx.manager.get(_key(state))
     except SessionNotFound as err:
-        return new_chat(ctx, state.get("project"), notice=str(err))
+        return new_chat(ctx, state.get("project"), notice=describe(err))
     current = shown_from(session, state)
     start = render.window_start(session.messages[:current]) if current > 0 else 0
     return view_of(session, title_wait=state.get("title_wait", 0.0), start=start)
@@ -340,9 +339,9 @@ def rename(ctx: Any, state: dict[str, Any], title: str | None) -> SessionView:
             ctx.manager.rename(_key(state), text, **({"expected_title": shown} if isinstance(shown, str) else {}))
             view = reload(ctx, state)
     except StaleChange as err:
-        return replace(current, notice=str(err))
+        return replace(current, notice=describe(err))
     except InvalidTitle as err:
-        return replace(current, notice=str(err))
+        return replace(current, notice=describe(err))
     except (StoreUnavailable, OSError) as err:  # disk full, database down: the field keeps the text
         log.warning("rename failed: %s", err)
         return replace(current, title=text, notice=not_saved(err, i18n.t("not_saved_title")))
@@ -402,7 +401,7 @@ def set_archived(ctx: Any, state: dict[str, Any], archived: bool) -> SessionView
             (ctx.manager.archive if archived else ctx.manager.unarchive)(
                 _key(state), expected=shown if isinstance(shown, bool) else None)
         except StaleChange as err:  # another tab (un)archived it meanwhile: keep that
-            return reload(ctx, state, notice=str(err))
+            return reload(ctx, state, notice=describe(err))
         except (StoreUnavailable, OSError) as err:
             log.warning("archive failed: %s", err)
             what = i18n.t("not_saved_archived" if archived else "not_saved_unarchived")
@@ -764,7 +763,7 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
         if pending is not None:
             session = _store_pending(ctx, key, pending, state)
     except SessionNotFound as err:
-        view = new_chat(ctx, state["project"], notice=str(err))
+        view = new_chat(ctx, state["project"], notice=describe(err))
         yield SendUpdate(view.state, view.rows, notice=view.notice, restore_text=give_back, done=True)
         return
     except (StoreUnavailable, OSError) as err:
@@ -831,10 +830,10 @@ def _send(ctx: Any, state: dict[str, Any], text: str | None, model: str | None, 
             error_row = _error_row(storage_notice(err, saved=True))
     except ModelError as err:
         log.warning("model error in %s: %s", key, err)
-        error_row = _error_row(str(err))
+        error_row = _error_row(describe(err))
     except AnycodeError as err:
         log.warning("error in %s: %s", key, err)
-        error_row = _error_row(str(err))
+        error_row = _error_row(describe(err))
     except Exception as err:  # noqa: BLE001 -- never a traceback in the chat; logged
         log.exception("unexpected failure while answering in %s", key)
         error_row = _error_row(i18n.t("error_unexpected", error=type(err).__name__))
@@ -885,7 +884,7 @@ def not_saved(err: BaseException, consequence: str) -> str:
     if isinstance(err, StoreUnavailable):  # str(err) is a sentence: the database, and what to do
         return i18n.t("not_saved_store", what=str(err).rstrip('.'), consequence=consequence[:1].upper() + consequence[1:])
     if isinstance(err, OSError):
-        return i18n.t("not_saved_os", what=i18n.t("disk_full") if is_disk_full(err) else os_error_message(err),
+        return i18n.t("not_saved_os", what=os_text(err),
                  consequence=consequence)
     return i18n.t("saving_failed", error=type(err).__name__, consequence=consequence)
 

@@ -25,6 +25,7 @@ from core.memory.mode import env_mode, memory_mode, set_automatic
 from core.memory.model import Memory
 from core.memory.store import MemoryStore
 from webui.i18n import t, tn
+from webui.error_text import describe
 from webui.i18n_ui import tr
 from webui.timefmt import relative_time
 
@@ -78,7 +79,7 @@ def panel_html(ctx: Any, project_key: str, now: float | None = None) -> str:
     try:
         memories = memories_of(ctx).list(project_key)
     except AnycodeError as err:
-        return f'<div class="ac-mem-empty">{html.escape(str(err))}</div>'
+        return f'<div class="ac-mem-empty">{html.escape(describe(err))}</div>'
     if not memories:
         return f'<div class="ac-mem-empty">{html.escape(t("memory_none"))}</div>'
     titles = {}
@@ -101,7 +102,7 @@ def add_memory(ctx: Any, project_key: str, text: str, scope: str) -> tuple[str, 
     try:
         m = memories_of(ctx).add(text, scope="user" if scope == "user" else "project", project_key=project_key)
     except AnycodeError as err:
-        return str(err), False
+        return describe(err), False
     return t("memory_remembered", text=m.text), True
 
 
@@ -110,7 +111,7 @@ def edit_memory(ctx: Any, project_key: str, memory_id: str, text: str) -> tuple[
     try:
         memories_of(ctx).update(memory_id, text, project_key=project_key)
     except AnycodeError as err:
-        return str(err), False
+        return describe(err), False
     return t("memory_updated_notice"), True
 
 
@@ -119,7 +120,7 @@ def delete_memory(ctx: Any, project_key: str, memory_id: str) -> tuple[str, bool
     try:
         m = memories_of(ctx).remove(memory_id, project_key=project_key)
     except AnycodeError as err:
-        return str(err), False
+        return describe(err), False
     return t("memory_deleted", text=m.text), True
 
 
@@ -267,7 +268,7 @@ def add_memory_panel(ctx: Any, gr: Any, *, button_slot: Any, panel_slot: Any, st
             try:
                 m = memories_of(ctx).get(str(data.get("id")), project)
             except AnycodeError as err:
-                notify(str(err))
+                notify(describe(err))
                 return (*skip_view, panel_html(ctx, project), gr.skip(), gr.skip(), gr.skip())
             return (*skip_view, gr.skip(), gr.Row(visible=True), m.text, m.id)
         if data.get("do") == "delete":

@@ -22,6 +22,7 @@ from core.errors import AnycodeError
 from core.session.entries import SessionState
 from core.session.keys import SessionKey
 from webui.i18n import t
+from webui.error_text import describe
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ def move_to_current(ctx: Any, state: dict[str, Any]) -> Any:
         report = move_conversation(ctx.store, SessionKey(state["project"], state["session"]), found.target)
     except (AnycodeError, OSError) as err:
         log.warning("moving %s failed: %s", state["session"], err)
-        text = str(err) if isinstance(err, AnycodeError) else None
+        text = describe(err) if isinstance(err, AnycodeError) else None
         return handlers.reload(ctx, state, notice=text or handlers.not_saved(err, t("not_saved_moved")))
     return _opened(ctx, report.key, found.target)
 

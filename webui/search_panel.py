@@ -24,6 +24,7 @@ from core.errors import AnycodeError
 from core.session.text import clean_text
 from core.search import SearchHit, open_search
 from webui.i18n import t
+from webui.error_text import describe
 from webui.timefmt import session_label
 from webui import handlers, render
 from webui.timefmt import relative_time
@@ -158,7 +159,7 @@ def results_html(ctx: Any, project: str, query: str, *, all_projects: bool = Fal
                                              archived=archived, limit=limit)
     except (AnycodeError, TypeError, OSError) as err:
         log.warning("search failed: %s", err)
-        return STYLE + f'<div class="ac-hits"><div class="ac-hits-label">{html.escape(str(err))}</div></div>'
+        return STYLE + f'<div class="ac-hits"><div class="ac-hits-label">{html.escape(describe(err))}</div></div>'
     return render_hits(hits, query=query, now=now)
 
 
@@ -271,7 +272,7 @@ def add_search(ctx: Any, gr: Any, *, state: Any, search: Any, show_archived: Any
             log.warning("bad search result click %r: %s", evt.value, err)
             return (*show(handlers.reload(ctx, st), query, archived), idle_box(), gr.skip())
         except AnycodeError as err:  # deleted meanwhile
-            return (*show(handlers.reload(ctx, st, notice=str(err)), query, archived), idle_box(), gr.skip())
+            return (*show(handlers.reload(ctx, st, notice=describe(err)), query, archived), idle_box(), gr.skip())
         return (*show(view, query, archived), idle_box(),
                 json.dumps({"sid": sid, "row": row, "at": time.time()}))
 

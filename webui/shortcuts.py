@@ -51,7 +51,7 @@ def help_html() -> str:
             f'<dialog id="ac-shortcuts" aria-labelledby="ac-shortcuts-title">'
             f'<h2 id="ac-shortcuts-title">{title}</h2>'
             f'<table>{"".join(rows)}</table>'
-            f'<form method="dialog"><button class="ac-shortcuts-close">{html.escape(t("shortcuts_close"))}</button>'
+            f'<form method="dialog"><button class="ac-shortcuts-close">{html.escape(t("close"))}</button>'
             f'</form></dialog>')
 
 
@@ -86,7 +86,7 @@ KEYS_JS = """
     const focus = () => {  // the editor replaces the bubble on the next render
       const t = document.querySelector('#ac-chat .message-row.user-row textarea');
       if (t) { t.focus(); t.setSelectionRange(t.value.length, t.value.length); return; }
-      if (Date.now() - started < 2000) setTimeout(focus, 30);
+      if (Date.now() - started < 8000) setTimeout(focus, 30);
     };
     focus();
     return true;
