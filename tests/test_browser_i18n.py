@@ -13,8 +13,9 @@ import pytest
 from core.session.entries import header_entry, message_entry, title_entry
 from core.session.keys import SessionKey, new_session_id, project_key
 from core.stores.jsonl_store import LocalSessionStore
-from tests.test_browser_e2e import (BROWSER_ARGS, CHROMIUM, REPO, TIMEOUT_MS, Proc, _env, _free_port, expect,
-                                    sync_api)
+from tests.test_browser_approval import browser  # noqa: F401  (one Chromium per module)
+from tests.test_browser_e2e import REPO, TIMEOUT_MS, Proc, _env, _free_port, _post, expect
+from tests.test_i18n import english_left
 from webui import i18n
 
 pytestmark = pytest.mark.browser
@@ -72,20 +73,11 @@ def app(tmp_path_factory):
                    "--data-dir", str(data)], dict(env, OPENAI_API_KEY="sk-test", OPENAI_BASE_URL=base_url), root)
     try:
         server.wait_for("anycode is running at")
-        yield {"url": f"http://127.0.0.1:{port}/", "server_zone": server_zone, "browser_zone": browser_zone}
+        yield {"url": f"http://127.0.0.1:{port}/", "server_zone": server_zone, "browser_zone": browser_zone,
+               "fake": base_url.removesuffix("/v1")}
     finally:
         server.stop()
         fake.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def open_page(browser, url: str, locale: str, zone: str):
@@ -93,7 +85,7 @@ def open_page(browser, url: str, locale: str, zone: str):
     page = context.new_page()
     page.set_default_timeout(TIMEOUT_MS)
     page.goto(url)
-    expect(page.locator("#ac-list .ac-session").first).to_be_visible()
+    expect(page.locator("#ac-list .ac-session").first).to_be_visible(timeout=TIMEOUT_MS)  # a loaded machine
     return context, page
 
 
@@ -103,35 +95,15 @@ def group_of(page, title: str) -> str:
         ".ac-group-label").inner_text()
 
 
-def english_fragments() -> list[tuple[str, str]]:
-    """``(key, fragment)``: the literal pieces of every English catalogue string that the
-    Chinese catalogue words differently, markdown and placeholders taken out; pieces shorter
-    than 4 letters are left out (they would match inside other words or names)."""
-    cats = i18n.catalogues()
-    out = []
-    for key, en in cats["en"].items():
-        zh = cats["zh-CN"][key]
-        for form in (en.values() if isinstance(en, dict) else [en]):
-            if form in (zh.values() if isinstance(zh, dict) else [zh]):
-                continue
-            text = re.sub(r"[*#`]", "", form)
-            for piece in re.split(r"\{[^}]*\}", text):
-                piece = piece.strip(" .,;:()…—-\n")
-                if sum(ch.isalpha() for ch in piece) >= 4:
-                    out.append((key, piece))
-    return out
-
-
-def english_left(text: str) -> list[tuple[str, str]]:
-    """The English catalogue pieces found in ``text`` (as whole words, case-sensitive)."""
-    return [(key, piece) for key, piece in english_fragments()
-            if re.search(r"(?<![A-Za-z])" + re.escape(piece) + r"(?![A-Za-z])", text)]
-
-
 def visible_text(page) -> str:
-    """What a reader sees: the page's rendered text plus input placeholders and values."""
+    """What a reader sees of the UI: the page's rendered text (without code blocks: tool arguments
+    and results are the conversation's content, not UI words) plus input placeholders and values."""
     return page.evaluate("""() => {
+      const code = [...document.querySelectorAll('pre')];
+      const before = code.map((el) => el.style.display);
+      code.forEach((el) => { el.style.display = 'none'; });
       const parts = [document.body.innerText];
+      code.forEach((el, i) => { el.style.display = before[i]; });
       for (const el of document.querySelectorAll('input, textarea')) {
         if (el.offsetParent === null) continue;
         if (el.placeholder) parts.push(el.placeholder);
@@ -178,6 +150,12 @@ class TestLanguageFollowsTheBrowser:
             # an open conversation, its delete confirmation
             page.locator("#ac-list .ac-session", has_text=NIGHT_CHAT).click()
             expect(page.locator("[data-testid=user]").first).to_contain_text("部署脚本")
+            # a message's menu (Branch from here)
+            page.locator("[data-testid=user]").first.hover()
+            page.locator("#ac-chat button[aria-label=Feedback]").first.click()
+            expect(page.get_by_role("button", name="从这里分支").first).to_be_visible()
+            seen["message menu"] = english_left(visible_text(page))
+            page.locator("#ac-title input").click()
             page.locator("#ac-delete").click()
             expect(page.locator("#ac-confirm")).to_be_visible()
             seen["open chat, delete bar"] = english_left(visible_text(page))
@@ -201,6 +179,31 @@ class TestLanguageFollowsTheBrowser:
         left = {stage: found for stage, found in seen.items() if found}
         assert not left, left
 
+    def test_no_english_left_around_a_tool_call_and_its_approval(self, app, browser):
+        _post(app["fake"] + "/_script", {"replies": [
+            {"tool_calls": [{"name": "write_file", "arguments": {"path": "说明.txt", "content": "内容\n"},
+                             "id": "call_zh"}]},
+            {"text": "好的，没有写入。"}]})
+        context, page = open_page(browser, app["url"], "zh-CN", app["browser_zone"])
+        seen: dict[str, list] = {}
+        try:
+            page.locator("#ac-new").click()
+            box = page.locator("#ac-input textarea")
+            box.fill("请写一个说明文件")
+            box.press("Enter")
+            expect(page.locator("#ac-approval")).to_be_visible(timeout=TIMEOUT_MS)
+            expect(page.locator("#ac-approval-head")).to_contain_text("批准这项更改吗")
+            seen["approval card"] = english_left(visible_text(page))
+            page.locator("#ac-deny").click()
+            expect(page.locator("[data-testid=bot]").last).to_contain_text("没有写入", timeout=TIMEOUT_MS)
+            page.locator("#ac-chat").get_by_text("write_file").first.click()  # open the tool step
+            expect(page.locator("#ac-chat")).to_contain_text("参数")  # its "Arguments" heading
+            seen["tool step"] = english_left(visible_text(page))
+        finally:
+            context.close()
+        left = {stage: found for stage, found in seen.items() if found}
+        assert not left, left
+
     def test_the_language_setting_overrides_the_browser(self, app, browser):
         context, page = open_page(browser, app["url"], "en-US", app["browser_zone"])
         try:
@@ -208,13 +211,13 @@ class TestLanguageFollowsTheBrowser:
             page.locator("#ac-lang input").click()
             with page.expect_navigation():
                 page.get_by_role("option", name="简体中文").click()
-            expect(page.locator("#ac-new")).to_contain_text("新对话")  # a static label, relabelled
+            expect(page.locator("#ac-new")).to_contain_text("新对话", timeout=TIMEOUT_MS)  # a static label, relabelled
             expect(page.locator("#ac-list")).to_contain_text("会话 " + UNTITLED_AT)  # server-rendered
             expect(page.locator("#ac-lang input")).to_have_value("简体中文")
             page.locator("#ac-lang input").click()
             with page.expect_navigation():
                 page.get_by_role("option", name=re.compile("自动")).click()
-            expect(page.locator("#ac-new")).to_contain_text("New chat")
+            expect(page.locator("#ac-new")).to_contain_text("New chat", timeout=TIMEOUT_MS)
         finally:
             context.close()
 

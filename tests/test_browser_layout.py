@@ -151,6 +151,17 @@ class TestNarrowWindow:
             assert no_horizontal_scroll(pg)
             assert reachable(pg, "#ac-input textarea")
 
+            # The delete confirmation: its sentence readable (it was squeezed to a word a line), its
+            # buttons in reach.
+            pg.locator("#ac-delete").click()
+            expect(pg.locator("#ac-confirm")).to_be_visible()
+            sentence = pg.locator("#ac-confirm p").first.bounding_box()
+            assert sentence["width"] >= 250 and sentence["height"] <= 60, sentence
+            assert reachable(pg, "#ac-confirm-delete") and reachable(pg, "#ac-cancel-delete")
+            assert no_horizontal_scroll(pg)
+            pg.locator("#ac-cancel-delete").click()
+            expect(pg.locator("#ac-confirm")).to_be_hidden()
+
             # The drawer: reachable from the menu button, wide enough for the list, closing on New chat.
             pg.locator("#ac-sidebar > .toggle-button").click()
             expect_drawer(pg, True)

@@ -505,6 +505,9 @@ def _serve(args: argparse.Namespace, store: Any, project_path: str, data_dir: Pa
     model_line = describe_model(ctx.model_config())
     _no_proxy_for(args.host)
     demo = build_app(ctx)
+    from core.agent import language
+
+    language.warm_up()  # the first title's language detection does not wait for the model
     demo.queue(default_concurrency_limit=16)
     # Gradio builds its own URL from server_name: an IPv6 literal must be bracketed there.
     try:

@@ -51,7 +51,7 @@ def help_html() -> str:
             f'<dialog id="ac-shortcuts" aria-labelledby="ac-shortcuts-title">'
             f'<h2 id="ac-shortcuts-title">{title}</h2>'
             f'<table>{"".join(rows)}</table>'
-            f'<form method="dialog"><button class="ac-shortcuts-close">{html.escape(t("shortcuts_close"))}</button>'
+            f'<form method="dialog"><button class="ac-shortcuts-close">{html.escape(t("close"))}</button>'
             f'</form></dialog>')
 
 

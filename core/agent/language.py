@@ -199,6 +199,14 @@ def _langid() -> Any:
         return _identifier or None
 
 
+def warm_up() -> threading.Thread:
+    """Load the py3langid model in a daemon thread (about half a second), so the first title of
+    a freshly started app is not held up by it; returns the thread."""
+    thread = threading.Thread(target=_langid, name="anycode-language-model", daemon=True)
+    thread.start()
+    return thread
+
+
 def _within_script(script: str, text: str) -> Language | None:
     identifier = _langid()
     if identifier is None:
