@@ -345,6 +345,7 @@ class TestDarkMode:
         pg = open_page(browser, world, 1280, 800, color_scheme="dark")
         try:
             assert is_dark(pg)
+            expect(pg.locator("#ac-prefs [data-ac-theme=system]")).to_have_attribute("aria-pressed", "true")
             for sel in ("#ac-sidebar", "#ac-input", "#ac-search textarea"):
                 assert luminance(pg, sel) < 0.2, f"{sel} stays light in dark mode"
             set_theme(pg, "light", click=True)
