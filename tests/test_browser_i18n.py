@@ -15,6 +15,7 @@ from core.session.keys import SessionKey, new_session_id, project_key
 from core.stores.jsonl_store import LocalSessionStore
 from tests.test_browser_approval import browser  # noqa: F401  (one Chromium per module)
 from tests.test_browser_e2e import REPO, TIMEOUT_MS, Proc, _env, _free_port, _post, expect
+from tests.test_i18n import english_left
 from webui import i18n
 
 pytestmark = pytest.mark.browser
@@ -84,7 +85,7 @@ def open_page(browser, url: str, locale: str, zone: str):
     page = context.new_page()
     page.set_default_timeout(TIMEOUT_MS)
     page.goto(url)
-    expect(page.locator("#ac-list .ac-session").first).to_be_visible()
+    expect(page.locator("#ac-list .ac-session").first).to_be_visible(timeout=TIMEOUT_MS)  # a loaded machine
     return context, page
 
 
@@ -92,31 +93,6 @@ def group_of(page, title: str) -> str:
     """The date group label above the sidebar row titled ``title``."""
     return page.locator(".ac-group", has=page.locator(".ac-session", has_text=title)).locator(
         ".ac-group-label").inner_text()
-
-
-def english_fragments() -> list[tuple[str, str]]:
-    """``(key, fragment)``: the literal pieces of every English catalogue string that the
-    Chinese catalogue words differently, markdown and placeholders taken out; pieces shorter
-    than 4 letters are left out (they would match inside other words or names)."""
-    cats = i18n.catalogues()
-    out = []
-    for key, en in cats["en"].items():
-        zh = cats["zh-CN"][key]
-        for form in (en.values() if isinstance(en, dict) else [en]):
-            if form in (zh.values() if isinstance(zh, dict) else [zh]):
-                continue
-            text = re.sub(r"[*#`]", "", form)
-            for piece in re.split(r"\{[^}]*\}", text):
-                piece = piece.strip(" .,;:()…—-\n")
-                if sum(ch.isalpha() for ch in piece) >= 4:
-                    out.append((key, piece))
-    return out
-
-
-def english_left(text: str) -> list[tuple[str, str]]:
-    """The English catalogue pieces found in ``text`` (as whole words, case-sensitive)."""
-    return [(key, piece) for key, piece in english_fragments()
-            if re.search(r"(?<![A-Za-z])" + re.escape(piece) + r"(?![A-Za-z])", text)]
 
 
 def visible_text(page) -> str:
@@ -215,11 +191,11 @@ class TestLanguageFollowsTheBrowser:
             box = page.locator("#ac-input textarea")
             box.fill("请写一个说明文件")
             box.press("Enter")
-            expect(page.locator("#ac-approval")).to_be_visible()
+            expect(page.locator("#ac-approval")).to_be_visible(timeout=TIMEOUT_MS)
             expect(page.locator("#ac-approval-head")).to_contain_text("批准这项更改吗")
             seen["approval card"] = english_left(visible_text(page))
             page.locator("#ac-deny").click()
-            expect(page.locator("[data-testid=bot]").last).to_contain_text("没有写入")
+            expect(page.locator("[data-testid=bot]").last).to_contain_text("没有写入", timeout=TIMEOUT_MS)
             page.locator("#ac-chat").get_by_text("write_file").first.click()  # open the tool step
             expect(page.locator("#ac-chat")).to_contain_text("参数")  # its "Arguments" heading
             seen["tool step"] = english_left(visible_text(page))
@@ -235,13 +211,13 @@ class TestLanguageFollowsTheBrowser:
             page.locator("#ac-lang input").click()
             with page.expect_navigation():
                 page.get_by_role("option", name="简体中文").click()
-            expect(page.locator("#ac-new")).to_contain_text("新对话")  # a static label, relabelled
+            expect(page.locator("#ac-new")).to_contain_text("新对话", timeout=TIMEOUT_MS)  # a static label, relabelled
             expect(page.locator("#ac-list")).to_contain_text("会话 " + UNTITLED_AT)  # server-rendered
             expect(page.locator("#ac-lang input")).to_have_value("简体中文")
             page.locator("#ac-lang input").click()
             with page.expect_navigation():
                 page.get_by_role("option", name=re.compile("自动")).click()
-            expect(page.locator("#ac-new")).to_contain_text("New chat")
+            expect(page.locator("#ac-new")).to_contain_text("New chat", timeout=TIMEOUT_MS)
         finally:
             context.close()
 

@@ -116,6 +116,15 @@ class TestVersionsInTheBrowser:
         page.reload()
         expect(page.locator("[data-testid=bot]").last).to_contain_text("Soares dos Reis.", timeout=TIMEOUT_MS)
 
+        # A regenerated reply that fails: its arrows sit under the error row, so the way back is there.
+        _post(world["fake"] + "/_script", {"replies": [{"error": 401, "message": "Incorrect API key provided"}]})
+        page.locator("[data-testid=bot]").last.hover()
+        page.locator("#ac-chat").get_by_role("button", name="Retry").last.click()
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("API key", timeout=TIMEOUT_MS)
+        _wait_arrows(page, [[0, "2 / 2"], [3, "3 / 3"]])
+        _click_arrow(page, 3, "Previous version")
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("Soares dos Reis.", timeout=TIMEOUT_MS)
+
 
 class TestTwoTabsInTheBrowser:
     """A second tab that re-saves its stale title on blur, or a branch inside a parallel tool

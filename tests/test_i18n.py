@@ -17,6 +17,31 @@ UTC = ZoneInfo("UTC")
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 
 
+def english_fragments() -> list[tuple[str, str]]:
+    """``(key, fragment)``: the literal pieces of every English catalogue string that the
+    Chinese catalogue words differently, markdown and placeholders taken out; pieces shorter
+    than 4 letters are left out (they would match inside other words or names)."""
+    cats = i18n.catalogues()
+    out = []
+    for key, en in cats["en"].items():
+        zh = cats["zh-CN"][key]
+        for form in (en.values() if isinstance(en, dict) else [en]):
+            if form in (zh.values() if isinstance(zh, dict) else [zh]):
+                continue
+            text = re.sub(r"[*#`]", "", form)
+            for piece in re.split(r"\{[^}]*\}", text):
+                piece = piece.strip(" .,;:()…—-\n")
+                if sum(ch.isalpha() for ch in piece) >= 4:
+                    out.append((key, piece))
+    return out
+
+
+def english_left(text: str) -> list[tuple[str, str]]:
+    """The English catalogue pieces found in ``text`` (as whole words, case-sensitive)."""
+    return [(key, piece) for key, piece in english_fragments()
+            if re.search(r"(?<![A-Za-z])" + re.escape(piece) + r"(?![A-Za-z])", text)]
+
+
 class _Request:
     """What webui.i18n reads of a gr.Request: cookies and headers."""
 
@@ -200,3 +225,42 @@ class TestCoreErrorsInTheUILanguage:
             assert describe(unreachable) == str(unreachable)
             assert describe(auth) == str(auth)
             assert describe(E.StaleChange("title", "a", "b")) == str(E.StaleChange("title", "a", "b"))
+
+
+class TestServerRenderedTextInChinese:
+    """Guards against English left in Chinese text the server renders for states a browser test
+    cannot reach cheaply (a summary divider, a cut-off reply, a failing mirror, compaction
+    progress, an import summary, the memory toast)."""
+
+    def test_no_english_catalogue_text(self):
+        from types import SimpleNamespace
+
+        from webui import compaction_ui, handlers, import_panel, memory_panel, render
+
+        now = 1_800_000_000.0
+        def shown(row) -> str:  # what a chat row shows: its text, step title, option labels
+            meta = row.get("metadata") or {}
+            return " ".join([row["content"], meta.get("title", ""), *(o["label"] for o in row.get("options", []))])
+
+        def text_of(markup: str) -> str:  # an HTML string's text, attributes left out
+            return re.sub(r"<[^>]+>", " ", markup)
+
+        with i18n.using("zh-CN", "Asia/Shanghai"):
+            pieces = {
+                "divider": shown(render.summary_divider({"trigger": "manual", "tokens_before": 5000,
+                                                       "tokens_after": 800, "summary": "总结"})),
+                "cut off": shown(render.cut_off_row("length", last=True)),
+                "tool step": shown(render.tool_step("c1", "write_file", "{}", "结果", is_error=True)),
+                "mirror": text_of(handlers.mirror_status_html({"state": "failing", "pending_entries": 3,
+                                                       "last_error": "连接被拒绝", "last_success_at": now - 300}, now)),
+                "mirror busy": text_of(handlers.mirror_status_html({"state": "catching_up", "pending_entries": 1}, now)),
+                "progress": shown(compaction_ui.progress_row(1200, 2, 3)),
+                "import": import_panel.import_summary(SimpleNamespace(
+                    imported=[1], messages=1, subagent_records=2, skipped=[], failed=[1], problems=[1, 2])),
+                "memory toast": memory_panel.toast_markdown([SimpleNamespace(text="用 pytest")]),
+                "sidebar": text_of(render.sidebar_html([("今天", [render.SidebarRow("a", "标题", "刚刚", archived=True)])],
+                                                       empty_text="", more=3)),
+            }
+        left = {name: english_left(text) for name, text in pieces.items()}
+        assert not {k: v for k, v in left.items() if v}, left
+        assert "用 pytest" in pieces["memory toast"] and "已归档" in pieces["sidebar"]

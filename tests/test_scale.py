@@ -150,6 +150,19 @@ class TestCompactIndex:
         assert (folder / ".index").read_bytes().startswith(b"anycode-index %d " % jsonl_index.INDEX_VERSION)
 
 
+class TestHelperCount:
+    """A first index on a busy machine starts helper processes that only add their start-up time,
+    or one on an idle machine with several cores leaves them unused."""
+
+    @pytest.mark.parametrize("cores, load, helpers", [(2, 0.9, 1), (2, 1.5, 0), (2, 6.0, 0), (1, 0.0, 0),
+                                                      (8, 2.2, 5), (16, 0.0, 7)])
+    def test_helpers_follow_idle_cores(self, monkeypatch, cores, load, helpers):
+        monkeypatch.setattr(jsonl_index, "_cores", lambda: cores)
+        monkeypatch.setattr(jsonl_index.os, "cpu_count", lambda: cores)
+        monkeypatch.setattr(jsonl_index.os, "getloadavg", lambda: (load, load, load))
+        assert jsonl_index._helper_count() == helpers
+
+
 class TestHelperProcesses:
     """A big first index built by helper processes differs from one built here, or a helper that
     fails loses sessions from the list."""
@@ -160,7 +173,7 @@ class TestHelperProcesses:
             _session(store, "/w", i % 7 + 1, 1000.0 + i, title=f"S{i}")
         expected = {(m.id, m.message_count, m.title, m.updated_at) for m in store.list(PK)}
         monkeypatch.setattr(jsonl_index, "POOL_MIN_FILES", 2)
-        monkeypatch.setattr(jsonl_index, "_cores", lambda: 3)
+        monkeypatch.setattr(jsonl_index, "_helper_count", lambda: 2)
         idx = tmp_path / "h" / "projects" / PK / ".index"
         idx.unlink()
         got = {(m.id, m.message_count, m.title, m.updated_at) for m in LocalSessionStore(tmp_path / "h").list(PK)}

@@ -2,6 +2,8 @@
 (no browser), against the fake OpenAI server over real HTTP."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from core import LocalSessionStore, SessionManager
@@ -109,6 +111,17 @@ class TestRegenerateAndSwitch:
         assert versions.regenerate(ctx, view.state, row, now=101.0) is None
         assert len(ctx.manager.family(s.key)) == 2
 
+    def test_a_doubled_event_with_the_old_state_is_one_version(self, ctx):
+        # Gradio can deliver one click twice, both with the page's state from before the click.
+        s = chat(ctx)
+        state = handlers.open_session(ctx, ctx.project_key, s.id).state
+        row = row_of(ctx, state, 3)
+        assert versions.regenerate(ctx, state, row) is not None
+        assert versions.repeated(state, row, ctx=ctx)
+        assert versions.regenerate(ctx, state, row) is None
+        assert len(ctx.manager.family(s.key)) == 2
+        assert not versions.repeated(state, row, now=time.time() + versions.REPEAT_SECONDS + 1, ctx=ctx)
+
 
 class TestArrowsAtEveryPoint:
     """Arrows only at the latest divergence (the rest unreachable), or a switch at an upper point
@@ -145,6 +158,14 @@ class TestArrowsAtEveryPoint:
         assert older.session_id == v1["session"]
         assert ctx.manager.current_version(s.key).session_id == v1["session"]  # reload lands here
         assert handlers.initial_view(ctx, {"session": s.id}).session_id == v1["session"]
+
+    def test_rows_nested_under_a_step_are_not_drawn_rows(self):
+        rows = [{"role": "user", "content": "go"},
+                {"role": "assistant", "content": "", "metadata": {"title": "task", "id": "t1"}},
+                {"role": "assistant", "content": "", "metadata": {"title": "read", "id": "s1", "parent_id": "t1"}},
+                {"role": "assistant", "content": "orphan", "metadata": {"parent_id": "gone"}},
+                {"role": "assistant", "content": "done"}]
+        assert versions.top_level_rows(rows) == [0, 1, 3, 4]  # as gr.Chatbot draws them
 
     def test_arrow_labels_follow_the_language(self, ctx):
         from webui import i18n

@@ -142,6 +142,20 @@ def reply(text: str) -> str:
     highlighter knows it (:func:`highlight_name`). Unchanged when it holds no ``<`` and no such
     fence (only remote images are rewritten then). Reversed by :func:`source` except for those
     image links."""
+    if len(text) <= CACHED_CHARS:  # a conversation is re-rendered after every send
+        return _reply_cached(text)
+    return _reply(text)
+
+
+CACHED_CHARS = 32_768
+
+
+@lru_cache(maxsize=512)
+def _reply_cached(text: str) -> str:
+    return _reply(text)
+
+
+def _reply(text: str) -> str:
     if not text or ("<" not in text and not _renamed_fence(text)):
         return image_links(text)
     lines = text.split("\n")

@@ -154,7 +154,17 @@ def _header(request: Any, name: str) -> str:
 def env_lang() -> str | None:
     """``ANYCODE_LANG`` matched to a catalogue (None when unset, ``auto`` or unknown)."""
     value = os.environ.get(ENV_VAR, "").strip()
-    return match(value) if value and value.lower() != "auto" else None
+    if not value or value.lower() == "auto":
+        return None
+    found = match(value)
+    if found is None:
+        _warn_unknown(value)
+    return found
+
+
+@lru_cache(maxsize=8)
+def _warn_unknown(value: str) -> None:
+    log.warning("%s=%r has no catalogue (have: %s); following the browser", ENV_VAR, value, ", ".join(languages()))
 
 
 def setting_lang(request: Any = None) -> str | None:

@@ -45,6 +45,8 @@ _CSS_SET = re.compile(r"""(?:-webkit-)?image-set\((?:[^()]|\([^()]*\))*\)""", re
 _CSS_STRING = re.compile(r"""["']([^"']+)["']""")
 _CSS_IMPORT = re.compile(r"""@import\s+(?:url\()?\s*["']?([^"')\s;]+)""", re.I)
 _TRIGGERS = re.compile(r"!\[|<|url\(|image-set|@import", re.I)
+_LOADS = re.compile(r"<style|[\s/](?:" + "|".join(re.escape(a) for a in URL_ATTRS)
+                    + r"|href|srcset|imagesrcset|style)\s*=", re.I)
 
 
 def safe_markdown(text: str) -> str:
@@ -114,7 +116,7 @@ def loading_links(fragment: str) -> str:
     if it were rendered — ``src``/``srcset``/``poster``… of its tags, CSS ``url()`` in ``style``
     attributes and ``<style>`` elements — in order; "" when there is none. For HTML shown as
     text (:mod:`webui.chat_text`): the user can still open what it names, by a click."""
-    if not _TRIGGERS.search(fragment):
+    if not _LOADS.search(fragment):  # no attribute or element that can name a URL
         return ""
     out = [_links_html(_css_urls(m.group(0)), "image") for m in _STYLE_EL.finditer(fragment)]
     for m in _TAG.finditer(_STYLE_EL.sub("", fragment)):

@@ -79,7 +79,7 @@ def regenerate(ctx: Any, state: dict[str, Any], row_index: int, now: float | Non
     same click (already done). Raises ``SessionNotFound``, ``IndexError``, ``ValueError`` (no user
     message before the row)."""
     now = time.time() if now is None else now
-    if repeated(state, row_index, now):
+    if repeated(state, row_index, now, ctx):
         log.info("ignoring a repeated regenerate event for row %d", row_index)
         return None
     session, index = _stored_index(ctx, state, row_index)
@@ -96,14 +96,28 @@ def regenerate(ctx: Any, state: dict[str, Any], row_index: int, now: float | Non
     return view
 
 
-def repeated(state: dict[str, Any] | None, row_index: int, now: float | None = None) -> bool:
+def repeated(state: dict[str, Any] | None, row_index: int, now: float | None = None,
+             ctx: Any = None) -> bool:
     """True when a Regenerate of ``row_index`` is the second delivery of the click that made the
     tab's version (within :data:`REPEAT_SECONDS`): it must neither fork again nor stop the reply
-    the first delivery started."""
+    the first delivery started. Gradio may deliver both with the page's old state (the first's
+    new state not applied yet), so with ``ctx`` the store is asked too: a version of the tab's
+    session cut where this one would be, made within that time, is that first delivery's."""
     guard = (state or {}).get("regen_guard")
     now = time.time() if now is None else now
-    return bool(guard and guard[0] == (state or {}).get("session") and guard[1] == row_index
-                and now - guard[2] < REPEAT_SECONDS)
+    if guard and guard[0] == (state or {}).get("session") and guard[1] == row_index \
+            and now - guard[2] < REPEAT_SECONDS:
+        return True
+    if ctx is None or not (state or {}).get("session"):
+        return False
+    try:
+        session, index = _stored_index(ctx, state, row_index)
+        cut = last_user_before(session.messages, index)
+        members = ctx.manager.family(_key(state))
+    except (AnycodeError, IndexError, OSError):
+        return False
+    return any(m.version_of and m.forked_from == {"session_id": state["session"], "message_index": cut}
+               and 0 <= now - m.created_at < REPEAT_SECONDS for m in members)
 
 
 def switcher(ctx: Any, state: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -345,7 +359,7 @@ def attach(ctx: Any, parts: dict[str, Any], *, chat: Any, state: Any, tab: Any, 
         # Skips leave ``pending`` alone: the first of a doubled event may still be handing its
         # run over to the send that follows it (a stale id there is ignored by claim_run).
         index = evt.index[0] if isinstance(evt.index, (list, tuple)) else evt.index
-        if evt.liked not in i18n.variants(REGENERATE_OPTION) or repeated(st, int(index)):  # Branch has its own listener
+        if evt.liked not in i18n.variants(REGENERATE_OPTION) or repeated(st, int(index), ctx=ctx):  # Branch: own listener
             return tuple(gr.skip() for _ in range(skip))
         handlers.leave(ctx, tab_key(request, tab_id))
         try:
@@ -379,6 +393,8 @@ def attach(ctx: Any, parts: dict[str, Any], *, chat: Any, state: Any, tab: Any, 
                 run_id)
 
     def regenerate_last(st, key, current):
+        if repeated(st, len(current.rows) - 1, ctx=ctx):  # the same click delivered twice
+            return None, None
         handlers.leave(ctx, key)
         view = regenerate(ctx, st, len(current.rows) - 1)
         return view, (handlers.take_retry(ctx, key) if view is not None and view.state.get("regen_guard") else None)

@@ -394,6 +394,18 @@ def _scan_batch(paths: list[str], stats: dict[str, os.stat_result] | None = None
     return out
 
 
+def _helper_count() -> int:
+    """How many helper processes to start: one per core this process may use beyond its own
+    (at most 7), and no more than the machine has idle (its core count minus the load average,
+    rounded down): on a busy machine a helper only adds its start-up time."""
+    cores = _cores()
+    try:
+        idle = (os.cpu_count() or cores) - os.getloadavg()[0]
+    except (AttributeError, OSError):  # no load average (Windows): assume idle
+        idle = cores
+    return max(0, min(cores - 1, 7, int(idle)))
+
+
 def _cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -405,8 +417,8 @@ def scan_many(stats: dict[str, os.stat_result]) -> dict[str, list[Any] | None]:
     """Fresh scans of many never-indexed files, given as ``path -> stat result``: ``path ->
     FileScan.to_list()``, None when unreadable.
 
-    With enough work (:data:`POOL_MIN_FILES` files or :data:`POOL_MIN_BYTES`) and more than one
-    core, other cores help: the files are shared between this process and ``cores - 1`` helper
+    With enough work (:data:`POOL_MIN_FILES` files or :data:`POOL_MIN_BYTES`) and idle cores
+    (:func:`_helper_count`), other cores help: the files are shared between this process and helper
     processes (``python -m core.stores.index_helper``, paths on stdin, records on stdout). They are
     plain subprocesses rather than a multiprocessing pool, so nothing of the caller is re-imported
     or forked (the web app runs threads). A helper that fails is not fatal: its files are scanned
@@ -415,7 +427,7 @@ def scan_many(stats: dict[str, os.stat_result]) -> dict[str, list[Any] | None]:
     import threading
 
     paths = list(stats)
-    helpers = min(_cores(), 8) - 1
+    helpers = _helper_count()
     if helpers < 1 or (len(paths) < POOL_MIN_FILES and sum(st.st_size for st in stats.values()) < POOL_MIN_BYTES):
         return dict(_scan_batch(paths, stats))
     shares = [paths[i::helpers + 1] for i in range(helpers + 1)]
