@@ -7,6 +7,7 @@ in the ways a user or another process would.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import struct
@@ -133,6 +134,19 @@ class TestNoNeedlessReads:
         spy.reset()
         LocalSessionStore(home).list(PK)  # the index on disk is up to date too
         assert spy.sessions_opened() == [] and spy.parsed == 0
+
+    def test_a_new_process_reads_only_the_appended_tail(self, home, monkeypatch, caplog):
+        # The part of the index that lets list() continue a file where it stopped is read back
+        # from disk by a new process (not only kept in memory by the one that wrote it).
+        keys = populate(home)
+        LocalSessionStore(home).list(PK)
+        LocalSessionStore(home).append(keys[2], [message_entry(user("new"), ts=T0 + 10_000)])
+        spy = Spy(monkeypatch)
+        with caplog.at_level(logging.WARNING):
+            metas = LocalSessionStore(home).list(PK)
+        assert (metas[0].id, metas[0].message_count) == (keys[2].session_id, 61)
+        assert spy.sessions_opened() == [keys[2].session_id] and spy.parsed == 1
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
     def test_torn_tail_is_read_again_once_finished(self, home):
         (key,) = populate(home, 1, 3)
