@@ -95,6 +95,15 @@ _SUMMARY_LEAD = re.compile(r"^\s*(?:#{1,6}\s*(?:\*\*|__)?summary\b(?:\*\*|__)?\s
                            r"|(?:\*\*|__)?summary\s*(?:\*\*|__)?\s*[:：](?:\*\*|__)?)\s*", re.IGNORECASE)
 
 
+# core's English fallback title (core.agent.titles.fallback_title); search hits carry no
+# title_source, so it is recognised by its shape and shown as the localised untitled label.
+_FALLBACK_TITLE = re.compile(r"Session \d{4}-\d{2}-\d{2} \d{2}:\d{2}")
+
+
+def _title_source(title: str | None) -> str | None:
+    return "fallback" if title and _FALLBACK_TITLE.fullmatch(title) else None
+
+
 def _snippet(hit: SearchHit) -> tuple[str, list[tuple[int, int]]]:
     """The hit's snippet and marks as shown: a compaction summary's own leading "Summary:" left
     out (unless the match is in it), the marks moved with the text."""
@@ -138,7 +147,7 @@ def render_hits(hits: list[SearchHit], *, query: str, now: float | None = None) 
         out.append(
             f'<button type="button" class="ac-hit-row" role="listitem" data-hit="{html.escape(data)}" '
             f'data-idx="{h.message_index if h.message_index is not None else -1}">'
-            f'<span class="ac-hit-head"><span class="ac-hit-title">{html.escape(session_label(h.title, h.created_at))}'
+            f'<span class="ac-hit-head"><span class="ac-hit-title">{html.escape(session_label(h.title, h.created_at, _title_source(h.title)))}'
             f'</span><span class="ac-hit-when">{html.escape(when)}</span></span>'
             f'<span class="ac-hit-snippet"><b>{html.escape(who)}:</b> {highlighted(*_snippet(h))}{badge}</span>'
             "</button>"
