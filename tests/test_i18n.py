@@ -120,6 +120,21 @@ class TestCatalogue:
             assert i18n.localize(msg) == i18n.catalogues()["zh-CN"]["no_reply_notice"]
 
 
+class TestBoldRendersInEveryLanguage:
+    """Guards against literal asterisks on screen: CommonMark does not close ``**`` after CJK
+    punctuation ("**已归档。**它…") when a letter follows directly, so a Chinese notice showed
+    ``**这个对话已归档。**`` instead of bold text."""
+
+    def test_no_catalogue_string_leaves_asterisks_in_the_rendered_page(self):
+        from markdown_it import MarkdownIt
+        md = MarkdownIt("commonmark")
+        for code, cat in i18n.catalogues().items():
+            for key, value in cat.items():
+                for form in (value.values() if isinstance(value, dict) else [value]):
+                    if "**" in form:
+                        assert "**" not in md.render(form), (code, key, form)
+
+
 class TestLanguageChoice:
     """Guards against the UI ignoring the browser's language, the page setting or ANYCODE_LANG,
     or picking them in the wrong order."""

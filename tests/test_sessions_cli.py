@@ -74,6 +74,7 @@ class TestReadCommands:
         assert {d["id"] for d in json.loads(out)} == {two[0].id, two[1].id, other.id}
         _, out, _ = run(capsys, "list", "--all-projects")
         assert str(tmp_path / "elsewhere") in out and str(proj) in out
+        assert "(1 session)" in out and "(2 sessions)" in out  # not "1 sessions"
 
     def test_show_by_prefix_from_another_folder(self, capsys, two, tmp_path, monkeypatch):
         monkeypatch.chdir(tmp_path)  # not the project: the id is looked up in every project

@@ -198,7 +198,8 @@ def _cmd_list(mgr: SessionManager, args: argparse.Namespace) -> int:
         if args.all_projects:
             if not metas:
                 continue
-            lines += ["", f"{cwd or pk}  ({len(metas)} {'archived ' if args.archived else ''}sessions)"]
+            noun = "archived session" if args.archived else "session"
+            lines += ["", f"{cwd or pk}  ({counted(len(metas), noun)})"]
         lines += _table(metas) if metas else ["No archived sessions." if args.archived else "No sessions yet."]
     if not lines:
         lines = ["No sessions in any project."]
