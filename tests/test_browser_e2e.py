@@ -381,8 +381,8 @@ class TestWithoutModel:
         entries = [json.loads(line) for line in Path(jl.value.path()).read_text().splitlines()]
         assert entries[0]["type"] == "header"
         assert {"role": "user", "content": "Is anyone there?"} in [e.get("message") for e in entries]
-        page.get_by_role("button", name="Archive").click()
-        expect(page.get_by_role("button", name="Unarchive")).to_be_visible()
+        page.get_by_role("button", name="Archive", exact=True).click()
+        expect(page.locator("#ac-archive")).to_have_text("Unarchive")
         expect(page.locator("#ac-list")).not_to_contain_text("Lonely chat")
         page.get_by_label("Show archived").check()
         expect(page.locator("#ac-list")).to_contain_text("Lonely chat")

@@ -152,15 +152,15 @@ class TestLostReply:
         # Unarchive from the archive list: back to the main list, the chat visible and selected
         sid = _session_param(page.url)
         expect(page.locator("#ac-list")).to_contain_text("Chat: are you still", timeout=TIMEOUT_MS)
-        page.get_by_role("button", name="Archive").click()
+        page.get_by_role("button", name="Archive", exact=True).click()
         expect(page.locator(f"#ac-list [data-sid='{sid}']")).to_have_count(0)
         page.get_by_label("Show archived").check()
         expect(page.locator(f"#ac-list [data-sid='{sid}']")).to_have_count(1)
-        page.get_by_role("button", name="Unarchive").click()
+        page.locator("#ac-archive").click()  # the top bar's (the archived bar has one too)
         expect(page.get_by_label("Show archived")).not_to_be_checked()
         expect(page.locator("#ac-list .ac-session.active")).to_have_attribute("data-sid", sid)
         expect(page.locator("#ac-list")).not_to_contain_text("No archived conversations")
-        expect(page.get_by_role("button", name="Archive")).to_be_visible()
+        expect(page.get_by_role("button", name="Archive", exact=True)).to_be_visible()
 
 
 def _sessions_on_disk(world) -> list[str]:
