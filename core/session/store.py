@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
+from core.errors import StaleChange
 from core.session.keys import SessionKey
 from core.session.models import ProjectInfo, SessionMeta
 
@@ -85,3 +86,13 @@ def check_new_record(key: SessionKey, entries: list[dict[str, Any]]) -> None:
         raise ValueError("A new session needs at least one entry.")
     if key.subpath is None and not (isinstance(entries[0], dict) and entries[0].get("type") == "header"):
         raise ValueError("A new session must start with its header entry.")
+
+
+def check_version(key: SessionKey, expected_version: str, current: str | None) -> None:
+    """The ``expected_version`` rule of :meth:`SessionStore.append`, which every store keeps under
+    its lock: ``current`` is the family root ``key``'s stored version pointer (the last
+    ``version`` entry's id; None: none, the root itself is in use). Raises
+    :class:`~core.errors.StaleChange` when the version in use is not ``expected_version``."""
+    in_use = current or key.session_id
+    if in_use != expected_version:
+        raise StaleChange("version", expected_version, in_use)

@@ -32,14 +32,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core import settings
-from core.errors import (InvalidSessionKey, SessionConflict, SessionExists, SessionNotFound, StaleChange,
-                         StoreUnavailable)
+from core.errors import InvalidSessionKey, SessionConflict, SessionExists, SessionNotFound, StoreUnavailable
 from core.session.entries import encode_entries
 from core.stores.jsonl_index import FolderIndex, read_index, scan_many, write_index
 from core.stores.jsonl_io import FileScan, read_entries, scan_file
 from core.stores.whole_file import fsync_dir, is_part, place_whole, sweep_stale
 from core.session.keys import SessionKey, _check_project_key
-from core.session.store import check_new_record
+from core.session.store import check_new_record, check_version
 from core.session.models import ProjectInfo, SessionMeta
 
 if TYPE_CHECKING:
@@ -176,9 +175,7 @@ class LocalSessionStore:
                 raise SessionConflict(expected_count, before)
             if expected_version is not None:
                 scan = self._scans.get(path)  # just brought up to date by _message_count
-                in_use = (scan.state.current if scan is not None else None) or key.session_id
-                if in_use != expected_version:
-                    raise StaleChange("version", expected_version, in_use)
+                check_version(key, expected_version, scan.state.current if scan is not None else None)
             if payload:
                 self._write(path, payload)
             return before + added

@@ -30,11 +30,11 @@ from typing import Any, Iterator
 
 from core import settings
 from core.session.entries import SessionState
-from core.errors import SessionConflict, SessionExists, SessionNotFound, StaleChange, StoreUnavailable
+from core.errors import SessionConflict, SessionExists, SessionNotFound, StoreUnavailable
 from core.session.entries import encode_entry as encode_entry_line
 from core.session.keys import SessionKey, _check_project_key
 from core.session.models import ProjectInfo, SessionMeta
-from core.session.store import check_new_record
+from core.session.store import check_new_record, check_version
 
 try:  # optional extra: anycode[sql]
     import sqlalchemy as sa
@@ -224,9 +224,7 @@ class SqlSessionStore:
         if expected_count is not None and before != expected_count:
             raise SessionConflict(expected_count, before)
         if expected_version is not None:
-            in_use = (row.current_version if row is not None else None) or key.session_id
-            if in_use != expected_version:
-                raise StaleChange("version", expected_version, in_use)
+            check_version(key, expected_version, row.current_version if row is not None else None)
         if first_seq is not None:
             if first_seq > have:
                 raise SessionConflict(first_seq, have)
