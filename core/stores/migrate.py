@@ -162,8 +162,8 @@ def _copy_record(source: Any, target: Any, key: SessionKey, report: MigrationRep
     if entries is None:
         return  # removed while migrating; the final check skips it too
     have = target.load(key)
-    compared = _without(entries, arrival)
-    if _without(have, arrival) == compared:
+    compared, theirs = _without(entries, arrival), _without(have, arrival)
+    if theirs == compared:
         report.identical.append(str(key))
         return
     if have is None:
@@ -171,11 +171,11 @@ def _copy_record(source: Any, target: Any, key: SessionKey, report: MigrationRep
             entries = [{**entries[0], **arrival}, *entries[1:]]
         target.create_whole(key, entries)  # a migration killed mid-record leaves it absent
         outcome = report.copied
-    elif len(have) < len(entries) and _without(entries[: len(have)], arrival) == _without(have, arrival):
+    elif len(have) < len(entries) and compared[: len(have)] == theirs:
         target.append(key, entries[len(have):])
         entries = have + entries[len(have):]
         outcome = report.extended
-    elif newer_ok and len(have) > len(entries) and _without(have[: len(entries)], arrival) == compared:
+    elif newer_ok and len(have) > len(entries) and theirs[: len(entries)] == compared:
         report.newer.append(str(key))
         return
     else:
