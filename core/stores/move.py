@@ -31,9 +31,11 @@ from typing import Any
 from core.errors import SessionExists, SessionNotFound
 from core.session.keys import SessionKey, normalize_path, project_key
 from core.session.manager import SessionManager
-from core.stores.migrate import subpaths_of
+from core.stores.migrate import _without, subpaths_of
 
 log = logging.getLogger(__name__)
+
+_MOVED = ("moved_from",)  # the header field a re-run of a move writes anew (its time)
 
 
 @dataclass
@@ -65,8 +67,7 @@ def _same_record(have: list[dict[str, Any]], want: list[dict[str, Any]]) -> bool
     """A record created by an earlier (killed) run of the same move: equal but for the time of the move."""
     if len(have) < len(want) or not have or not want:
         return False
-    strip = (lambda h: {k: v for k, v in h.items() if k != "moved_from"} if h.get("type") == "header" else h)
-    return [strip(e) for e in have[:1]] == [strip(e) for e in want[:1]] and have[1:len(want)] == want[1:]
+    return _without(have[:len(want)], _MOVED) == _without(want, _MOVED)
 
 
 def _place(store: Any, key: SessionKey, entries: list[dict[str, Any]]) -> None:
