@@ -36,7 +36,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from core.agent.tools import DEFAULT_TOOLS, ToolError, ToolRegistry, Workspace, cap_output, parse_arguments
+from core.agent.tools import (DEFAULT_TOOLS, ToolError, ToolRegistry, Workspace, apply_arguments, cap_output,
+                              parse_arguments)
 
 log = logging.getLogger(__name__)
 
@@ -258,11 +259,7 @@ def checked_preview(registry: ToolRegistry, name: str, raw_arguments: str | None
     if tool.preview is None:
         return json.dumps(args, indent=2, ensure_ascii=False)
     try:
-        return tool.preview(workspace, **args)
-    except TypeError as err:
-        if "argument" not in str(err):
-            raise
-        raise ToolError(f"Wrong arguments for {tool.name}: {err}.") from None
+        return apply_arguments(tool, tool.preview, workspace, args)
     except OSError as err:
         return f"(the change cannot be shown: {err})\n\n{raw_arguments or ''}"
 

@@ -527,15 +527,21 @@ def arguments_object(raw_arguments: str | None) -> dict:
     return args
 
 
+def apply_arguments(tool: Tool, fn: Callable[..., str], workspace: Workspace, args: dict) -> str:
+    """``fn(workspace, **args)``, where ``fn`` is ``tool``'s ``run`` or ``preview``; arguments
+    that do not fit its signature (a ``TypeError`` naming an argument) raise :class:`ToolError`
+    ("Wrong arguments for …"), any other ``TypeError`` passes through."""
+    try:
+        return fn(workspace, **args)
+    except TypeError as err:
+        if "argument" not in str(err):
+            raise
+        raise ToolError(f"Wrong arguments for {tool.name}: {err}.") from None
+
+
 def _call(tool: Tool, workspace: Workspace, args: dict) -> tuple[str, bool]:
     try:
-        try:
-            text = tool.run(workspace, **args)
-        except TypeError as err:
-            if "argument" not in str(err):
-                raise
-            raise ToolError(f"Wrong arguments for {tool.name}: {err}.") from None
-        return cap_output(text), False
+        return cap_output(apply_arguments(tool, tool.run, workspace, args)), False
     except ToolError as err:
         return cap_output(f"Error: {err}"), True
     except OSError as err:
