@@ -206,8 +206,8 @@ def extract_memories(memory: MemoryStore, project_key: str, session_id: str, mes
             exchange = messages[kept:]
             latest = latest_compaction(compactions or [], len(messages))
             summary = latest["summary"] if latest else None
-        view = model_view(messages, compactions or [])
-        language = conversation_language(exchange) or conversation_language(view[-200:])
+        language = (conversation_language(exchange)
+                    or conversation_language(model_view(messages, compactions or [])[-200:]))
         request = memory_request_messages(exchange, current, summary=summary, language=language)
         try:
             # The compatible reader (as titles): a model refusing `temperature` is asked again
