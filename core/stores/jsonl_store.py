@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from core import settings
 from core.errors import InvalidSessionKey, SessionConflict, SessionExists, SessionNotFound, StoreUnavailable
 from core.session.entries import encode_entries
-from core.stores.jsonl_index import FolderIndex, read_index, scan_many, write_index
+from core.stores.jsonl_index import SUFFIX, FolderIndex, read_index, scan_many, write_index
 from core.stores.jsonl_io import FileScan, read_entries, scan_file
 from core.stores.whole_file import fsync_dir, is_part, place_whole, sweep_stale
 from core.session.keys import SessionKey, _check_project_key
@@ -46,7 +46,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SUFFIX = ".jsonl"
 ARCHIVE_DIR = "archive"
 LOCK_TIMEOUT = 30.0  # seconds; an append holds the lock for milliseconds
 _ID_FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*\.jsonl\Z")
