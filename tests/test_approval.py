@@ -197,6 +197,19 @@ class TestPolicy:
         assert ap.ApprovalGate(chat.policy("s"), registry).check("c3", "deploy", "{}", ws).action == "run"
 
 
+    def test_a_preview_that_breaks_still_asks(self, tmp_path):
+        """A bug in a tool's preview (a TypeError that is not about its arguments) must not end
+        the agent run: the user is asked with a preview that says it cannot be shown."""
+        def broken(ws, **a):
+            return "x" + 1  # TypeError: can only concatenate str (not "int") to str
+
+        registry = ToolRegistry([Tool("deploy", "ship it", {"type": "object", "properties": {}},
+                                      lambda ws, **a: "shipped", side_effects=True, preview=broken)])
+        verdict = ap.ApprovalGate(ap.ApprovalPolicy(mode="ask"), registry).check("c1", "deploy", "{}",
+                                                                                  Workspace(tmp_path))
+        assert verdict.action == "ask" and verdict.pending.preview.startswith("(the change cannot be shown")
+
+
 class TestSubagentsCannotBypass:
     """Guards against a sub-agent (the ``task`` tool) writing files the main agent would have had
     to ask for: it runs in a worker and cannot pause the turn, so it is refused instead."""

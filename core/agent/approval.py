@@ -254,13 +254,14 @@ def checked_preview(registry: ToolRegistry, name: str, raw_arguments: str | None
     """The change call ``name(raw_arguments)`` would make, as text for the user (see
     :func:`preview_of`). Raises :class:`ToolError` with the tool's own sentence when the tool
     would refuse the call (bad arguments, a path outside the workspace, a folder as the file);
-    an :class:`OSError` reading the current file only says the change cannot be shown."""
+    an :class:`OSError` reading the current file, or a bug in the preview (any other
+    ``TypeError``), only says the change cannot be shown: the user still decides."""
     tool, args = parse_arguments(name, raw_arguments, registry)
     if tool.preview is None:
         return json.dumps(args, indent=2, ensure_ascii=False)
     try:
         return apply_arguments(tool, tool.preview, workspace, args)
-    except OSError as err:
+    except (OSError, TypeError) as err:
         return f"(the change cannot be shown: {err})\n\n{raw_arguments or ''}"
 
 
@@ -270,7 +271,7 @@ def preview_of(registry: ToolRegistry, name: str, raw_arguments: str | None, wor
     fails says why (the user still decides)."""
     try:
         return checked_preview(registry, name, raw_arguments, workspace)
-    except (ToolError, TypeError) as err:
+    except ToolError as err:
         return f"(the change cannot be shown: {err})\n\n{raw_arguments or ''}"
 
 
