@@ -34,7 +34,7 @@ import logging
 import re
 from functools import lru_cache
 
-from webui.remote_media import image_links, loading_links
+from webui.remote_media import _escaped, image_links, loading_links
 
 log = logging.getLogger(__name__)
 
@@ -319,13 +319,6 @@ def _paragraph(text: str) -> str:
         at = text.find("<", max(at + 1, pos))
     out.append(image_links(text[pos:]))
     return "".join(out)
-
-
-def _escaped(text: str, pos: int) -> bool:
-    n = 0
-    while pos - n - 1 >= 0 and text[pos - n - 1] == "\\":
-        n += 1
-    return n % 2 == 1
 
 
 # --- back to the text written --------------------------------------------------------------------

@@ -33,11 +33,12 @@ def is_compact_command(text: str | None) -> bool:
 # --- the meter ---------------------------------------------------------------------------------
 
 
-def meter_html(ctx: Any, state: dict[str, Any] | None, model: str | None, *, probe: bool = True) -> str:
+def meter_html(ctx: Any, state: dict[str, Any] | None, model: str | None, *, probe: bool = True,
+               session: Any = None) -> str:
     """The top bar's context meter for the tab's session: ``"42k / 128k"`` (``~`` when estimated),
     amber (class ``ac-meter-warn``) at or past ``ANYCODE_COMPACT_AT``; its tooltip says what the
     numbers are, and why the window is small when Ollama's ``num_ctx`` limits it. Never raises
-    (a store or server failure shows no numbers)."""
+    (a store or server failure shows no numbers). ``session``: the tab's session, already loaded."""
     from core.agent.context import Usage, context_usage, context_window, short_tokens
 
     state = state or {}
@@ -45,7 +46,8 @@ def meter_html(ctx: Any, state: dict[str, Any] | None, model: str | None, *, pro
     name = model or ctx.model_config().model
     try:
         if state.get("session"):
-            session = ctx.manager.get(SessionKey(state["project"], state["session"]))
+            if session is None:
+                session = ctx.manager.get(SessionKey(state["project"], state["session"]))
             usage = context_usage(session, client, name, probe=probe)
         else:
             window = context_window(client, name, probe=probe)
@@ -112,17 +114,18 @@ NO_MESSAGES = Msg("nothing_to_compact_empty")
 NOTHING_YET = Msg("nothing_to_compact_turn")  # the UI's words for core's NOTHING_TO_COMPACT
 
 
-def nothing_to_compact(ctx: Any, state: dict[str, Any] | None) -> str | None:
+def nothing_to_compact(ctx: Any, state: dict[str, Any] | None, *, session: Any = None) -> str | None:
     """Why the tab's chat has nothing to compact (one sentence), or None when Compact would
     summarise something (:func:`core.agent.compaction.can_compact`). The Compact button is
     disabled while this says something; ``/compact`` answers with it. A store failure is left
-    to the compaction itself to report (None)."""
+    to the compaction itself to report (None). ``session``: the tab's session, already loaded."""
     from core.agent.compaction import can_compact
 
     if not (state or {}).get("session"):
         return NO_MESSAGES
     try:
-        session = ctx.manager.get(SessionKey(state["project"], state["session"]))
+        if session is None:
+            session = ctx.manager.get(SessionKey(state["project"], state["session"]))
     except (AnycodeError, OSError):
         return None
     if not session.messages:
@@ -174,8 +177,16 @@ def add_compaction_controls(ctx: Any, gr: Any, *, state: Any, model: Any, meter:
     button (it runs like a message: the same streaming, the same Stop, the box's draft untouched)."""
 
     def on_meter(st, model_name):
+        # One load of the session for both (each loads, and reports a failure, itself when this fails).
+        session = None
+        if (st or {}).get("session"):
+            try:
+                session = ctx.manager.get(SessionKey(st["project"], st["session"]))
+            except (AnycodeError, OSError):
+                pass
         # Compact is offered only when there is something to summarise (an empty new chat has not).
-        return meter_html(ctx, st, model_name), gr.Button(interactive=nothing_to_compact(ctx, st) is None)
+        return (meter_html(ctx, st, model_name, session=session),
+                gr.Button(interactive=nothing_to_compact(ctx, st, session=session) is None))
 
     state.change(on_meter, [state, model], [meter, compact_btn], api_visibility="private", show_progress="hidden",
                  trigger_mode="always_last")

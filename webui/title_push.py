@@ -109,8 +109,9 @@ def attach(ctx: Any, gr: Any, *, state: Any, title: Any, sessions: Any, timer: A
         # Seen about once in four runs with another browser on the machine: the list rendered here
         # still lacked the title the field got. Until that race is understood, a list without the
         # title keeps the poll on for one tick, whose list has it (the field is not touched again
-        # unless the tick finds the title: see app.on_tick).
-        listed = text is None or html.escape(text, quote=False) in html_list or text in html_list
+        # unless the tick finds the title: see app.on_tick). The title is looked for escaped as
+        # render.sidebar_html writes it (quotes too: "What's new" is listed as What&#x27;s new).
+        listed = text is None or html.escape(text) in html_list
         return (text, html_list, gr.Timer(active=not listed), gr.DownloadButton(value=md),
                 gr.DownloadButton(value=jl))
 
