@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_browser_e2e import BROWSER_ARGS, CHROMIUM, TIMEOUT_MS, _post, expect, send, sync_api
-from tests.test_browser_write_faults import running_app
+from tests.test_browser_e2e import BROWSER_ARGS, CHROMIUM, TIMEOUT_MS, _post, expect, running_app, send, sync_api
 
 pytestmark = pytest.mark.browser
 
@@ -24,7 +23,7 @@ REPLY = ("Use <b>bold</b> here, and <script>alert(2)</script> too.\n\n"
 def app(tmp_path_factory):
     """The fake OpenAI server and ``python -m webui``, once for the module; yields (url, fake)."""
     tmp = tmp_path_factory.mktemp("chat-text")
-    with running_app(tmp, "--data-dir", str(tmp / "data")) as served:
+    with running_app(tmp, tmp / "proj", "--data-dir", str(tmp / "data")) as served:
         yield served["url"], served["fake"]
 
 
