@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import time
 
 import pytest
 
 from tests.test_browser_approval import browser  # noqa: F401 (one Chromium per module)
-from tests.test_browser_e2e import REPO, TIMEOUT_MS, Proc, _env, _free_port, send
+from tests.test_browser_e2e import TIMEOUT_MS, running_app, send
 from tests.test_browser_e2e import expect as _expect
 
 pytestmark = pytest.mark.browser
@@ -37,21 +36,8 @@ expect = _Patient
 def world(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("chat-state")
     proj, data = tmp / "shop-api", tmp / "data"
-    proj.mkdir()
-    env = _env(tmp / "home")
-    fake = Proc([sys.executable, "-m", "tests.fake_openai", "--port", "0"], env, REPO)
-    base_url = fake.wait_for("READY").split()[-1]
-    port = _free_port()
-    app = Proc([sys.executable, "-m", "webui", "--no-browser", "--port", str(port), "--project", str(proj),
-                "--data-dir", str(data)],
-               _env(tmp / "home", OPENAI_API_KEY="sk-test", OPENAI_BASE_URL=base_url), tmp)
-    try:
-        app.wait_for("anycode is running at")
-        yield {"url": f"http://127.0.0.1:{port}/", "app": app, "fake": base_url.removesuffix("/v1"),
-               "proj": proj, "data": data, "tmp": tmp}
-    finally:
-        app.stop()
-        fake.stop()
+    with running_app(tmp, proj, "--data-dir", str(data)) as served:
+        yield {**served, "proj": proj, "data": data, "tmp": tmp}
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_browser_e2e import BROWSER_ARGS, CHROMIUM, TIMEOUT_MS, _post, expect, send, sync_api
-from tests.test_browser_write_faults import running_app
+from tests.test_browser_approval import browser  # noqa: F401  (fixture: one Chromium per module)
+from tests.test_browser_e2e import TIMEOUT_MS, _post, expect, running_app, send
 
 pytestmark = pytest.mark.browser
 
@@ -24,32 +24,30 @@ REPLY = ("Use <b>bold</b> here, and <script>alert(2)</script> too.\n\n"
 def app(tmp_path_factory):
     """The fake OpenAI server and ``python -m webui``, once for the module; yields (url, fake)."""
     tmp = tmp_path_factory.mktemp("chat-text")
-    with running_app(tmp, "--data-dir", str(tmp / "data")) as served:
+    with running_app(tmp, tmp / "proj", "--data-dir", str(tmp / "data")) as served:
         yield served["url"], served["fake"]
 
 
 @pytest.fixture(scope="module")
-def tab(app):
+def tab(app, browser):
     """One Chromium tab allowed to read the clipboard, with the conversation of this module sent;
     collects the dialogs any script opened."""
     url, fake = app
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
-        context = browser.new_context(viewport={"width": 1360, "height": 900},
-                                      permissions=["clipboard-read", "clipboard-write"])
-        page = context.new_page()
-        page.set_default_timeout(TIMEOUT_MS)
-        dialogs: list[str] = []
-        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-        page.dialogs = dialogs
-        try:
-            page.goto(url)
-            _post(fake + "/_script", {"replies": [{"text": REPLY, "chunk": 40, "delay": 0.01}]})
-            send(page, USER)
-            expect(page.locator("[data-testid=bot]").last).to_contain_text("END", timeout=TIMEOUT_MS)
-            yield page
-        finally:
-            browser.close()
+    context = browser.new_context(viewport={"width": 1360, "height": 900},
+                                  permissions=["clipboard-read", "clipboard-write"])
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.dialogs = dialogs
+    try:
+        page.goto(url)
+        _post(fake + "/_script", {"replies": [{"text": REPLY, "chunk": 40, "delay": 0.01}]})
+        send(page, USER)
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("END", timeout=TIMEOUT_MS)
+        yield page
+    finally:
+        context.close()
 
 
 def _clipboard(page) -> str:

@@ -113,19 +113,21 @@ def _seed(data: Path, proj: Path) -> None:
 
 
 @contextlib.contextmanager
-def running_app(tmp: Path, proj: Path, data: Path, **env: str):
-    """The fake OpenAI server and ``python -m webui`` on ``proj``/``data`` (both subprocesses, home
-    under ``tmp``), for a module-scoped fixture; yields ``{"url", "fake"}`` (the app's URL, the fake's
-    base URL without ``/v1``) and stops both after."""
+def running_app(tmp: Path, proj: Path, *store_args: str, **env: str):
+    """The fake OpenAI server and ``python -m webui`` on ``proj`` (created if missing) with its store
+    from ``store_args`` (``"--data-dir", DIR`` or ``"--store", SPEC``), both subprocesses, home under
+    ``tmp``, ``env`` added to the app's environment; for a module-scoped fixture. Yields ``{"url",
+    "fake", "app"}`` (the app's URL, the fake's base URL without ``/v1``, the app's Proc) and stops
+    both after."""
+    proj.mkdir(parents=True, exist_ok=True)
     fake = Proc([sys.executable, "-m", "tests.fake_openai", "--port", "0"], _env(tmp / "home"), REPO)
     base_url = fake.wait_for("READY").split()[-1]
     port = _free_port()
     app = Proc([sys.executable, "-m", "webui", "--no-browser", "--port", str(port), "--project", str(proj),
-                "--data-dir", str(data)], _env(tmp / "home", OPENAI_API_KEY="sk-test", OPENAI_BASE_URL=base_url, **env),
-               tmp)
+                *store_args], _env(tmp / "home", OPENAI_API_KEY="sk-test", OPENAI_BASE_URL=base_url, **env), tmp)
     try:
         app.wait_for("anycode is running at")
-        yield {"url": f"http://127.0.0.1:{port}/", "fake": base_url.removesuffix("/v1")}
+        yield {"url": f"http://127.0.0.1:{port}/", "fake": base_url.removesuffix("/v1"), "app": app}
     finally:
         app.stop()
         fake.stop()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-import sys
 import time
 from zoneinfo import ZoneInfo
 
@@ -14,7 +13,7 @@ from core.session.entries import header_entry, message_entry, title_entry
 from core.session.keys import SessionKey, new_session_id, project_key
 from core.stores.jsonl_store import LocalSessionStore
 from tests.test_browser_approval import browser  # noqa: F401  (one Chromium per module)
-from tests.test_browser_e2e import REPO, TIMEOUT_MS, Proc, _env, _free_port, _post, expect
+from tests.test_browser_e2e import TIMEOUT_MS, _post, expect, running_app
 from tests.test_i18n import english_left
 from webui import i18n
 
@@ -64,20 +63,9 @@ def app(tmp_path_factory):
         store.append(key, entries)
         if archived:
             store.archive(key)
-    env = _env(root / "home", TZ=server_zone)
-    env.pop("ANYCODE_LANG", None)
-    fake = Proc([sys.executable, "-m", "tests.fake_openai", "--port", "0"], env, REPO)
-    base_url = fake.wait_for("READY").split()[-1]
-    port = _free_port()
-    server = Proc([sys.executable, "-m", "webui", "--no-browser", "--port", str(port), "--project", str(proj),
-                   "--data-dir", str(data)], dict(env, OPENAI_API_KEY="sk-test", OPENAI_BASE_URL=base_url), root)
-    try:
-        server.wait_for("anycode is running at")
-        yield {"url": f"http://127.0.0.1:{port}/", "server_zone": server_zone, "browser_zone": browser_zone,
-               "fake": base_url.removesuffix("/v1")}
-    finally:
-        server.stop()
-        fake.stop()
+    # ANYCODE_LANG "auto" (as unset) whatever the caller's environment: the browser's language decides
+    with running_app(root, proj, "--data-dir", str(data), TZ=server_zone, ANYCODE_LANG="auto") as served:
+        yield {"url": served["url"], "server_zone": server_zone, "browser_zone": browser_zone, "fake": served["fake"]}
 
 
 def open_page(browser, url: str, locale: str, zone: str):

@@ -21,7 +21,7 @@ def world(tmp_path_factory):
     proj.mkdir()
     (proj / "README.md").write_text("# shop-api\nA small REST API for the shop.\n")
     _seed(data, proj)
-    with running_app(tmp, proj, data) as app:
+    with running_app(tmp, proj, "--data-dir", str(data)) as app:
         yield {**app, "proj": proj, "data": data}
 
 

@@ -6,38 +6,13 @@ One app (``python -m webui`` as a subprocess) for the module, its data dir on a 
 """
 from __future__ import annotations
 
-import contextlib
-import sys
-from pathlib import Path
-
 import pytest
 
-from tests.test_browser_e2e import TIMEOUT_MS, Proc, _env, _free_port, expect
+from tests.test_browser_e2e import TIMEOUT_MS, expect, running_app
 from tests.test_browser_approval import browser  # noqa: F401  (fixture: one Chromium per module)
 from tests.tiny_disk import TinyDisk
 
 pytestmark = pytest.mark.browser
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-@contextlib.contextmanager
-def running_app(tmp: Path, *store_args: str):
-    """The fake model server and ``python -m webui`` (store chosen by ``store_args``) as
-    subprocesses; yields ``{"url", "fake"}`` and stops both afterwards."""
-    proj = tmp / "proj"
-    proj.mkdir()
-    fake = Proc([sys.executable, "-m", "tests.fake_openai", "--port", "0"], _env(tmp / "home"), REPO)
-    base_url = fake.wait_for("READY").split()[-1]
-    port = _free_port()
-    proc = Proc([sys.executable, "-m", "webui", "--no-browser", "--port", str(port), "--project", str(proj),
-                 *store_args], _env(tmp / "home", OPENAI_API_KEY="sk-test", OPENAI_BASE_URL=base_url), tmp)
-    try:
-        proc.wait_for("anycode is running at")
-        yield {"url": f"http://127.0.0.1:{port}/", "fake": base_url.removesuffix("/v1")}
-    finally:
-        proc.stop()
-        fake.stop()
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +20,7 @@ def app(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("faults")
     disk = TinyDisk(tmp / "data", size_kib=2048).mount()
     try:
-        with running_app(tmp, "--data-dir", str(disk.path)) as running:
+        with running_app(tmp, tmp / "proj", "--data-dir", str(disk.path)) as running:
             yield {**running, "disk": disk}
     finally:
         disk.unmount()
@@ -125,7 +100,8 @@ def pg_app(tmp_path_factory):
 
     server = own_server()
     try:
-        with running_app(tmp_path_factory.mktemp("pg-app"), "--store", server.url) as running:
+        tmp = tmp_path_factory.mktemp("pg-app")
+        with running_app(tmp, tmp / "proj", "--store", server.url) as running:
             yield {**running, "server": server}
     finally:
         server.stop()
