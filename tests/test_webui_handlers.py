@@ -157,7 +157,9 @@ class TestSend:
         stored = ctx.manager.get(key)
         assert [m["role"] for m in stored.messages] == ["system", "user", "assistant"]
         assert final.state["count"] == 3
-        assert final.state["title_wait"] > time.time()
+        # The title is awaited, unless the title thread already stored it before the reply ended
+        # (the fake titles at once; seen once in a full run): then the final view carries it.
+        assert final.title or final.state["title_wait"] > time.time()
 
     def test_generated_title_is_picked_up(self, ctx, fake_openai):
         # auto mode: the fake titles a chat "Chat: <first words>" (a queued title could be taken
