@@ -78,6 +78,14 @@ class TestUserMessageShownAsTyped:
 class TestReplyHtmlAsText:
     """A reply whose inline HTML is rendered or silently dropped (a <script>, a comment, a block)."""
 
+    def test_an_escaped_backtick_opens_no_code_span(self):
+        # CommonMark: "\\```" is a literal backtick and then a run of two, which the run of three
+        # later does not close, so <b> is raw HTML there (found by the property test below).
+        for text in ("\\```<b>bold?</b>```", "\\`<i>x</i>`"):
+            content = reply(text)
+            assert [p for p in _raw_html(content) if not _ours(p)] == [], content
+            assert source(content) == text
+
     def test_html_outside_code_is_text_and_markdown_stays(self):
         text = ("**Use** <b>bold</b> and <script>alert(2)</script>.\n\n<div class=\"box\">\nraw\n</div>\n\n"
                 "```html\n<b>fence</b>\n```\n\n    <i>indented</i>\n\nand `<u>span</u>` <!-- note -->")

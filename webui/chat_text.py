@@ -34,7 +34,7 @@ import logging
 import re
 from functools import lru_cache
 
-from webui.remote_media import _escaped, image_links, loading_links
+from webui.remote_media import _escaped, code_spans, image_links, loading_links
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +133,6 @@ def _html_re() -> re.Pattern:
     return re.compile(_RAW_TEXT_EL + "|" + HTML_TAG_RE.pattern, re.I)
 
 
-_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)[\s\S]+?(?<!`)\1(?!`)")
 
 
 def reply(text: str) -> str:
@@ -302,7 +301,7 @@ def _paragraph(text: str) -> str:
         return image_links(text)
     out: list[str] = []
     pos = 0
-    spans = [(m.start(), m.end()) for m in _CODE_SPAN.finditer(text)]
+    spans = code_spans(text)
     at = text.find("<")
     while at >= 0:
         if at >= pos and not any(s <= at < e for s, e in spans) and not _escaped(text, at):

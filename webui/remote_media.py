@@ -34,7 +34,7 @@ URL_ATTRS = ("src", "poster", "data", "background", "xlink:href", "lowsrc", "dyn
 HREF_TAGS = {"link", "image", "use", "feimage"}
 
 _FENCE_OPEN = re.compile(r"^( {0,3})(`{3,}|~{3,})", re.M)
-_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
+_BACKTICKS = re.compile(r"`+")
 _ATTR = r"""[^\s"'>/=]+(?:\s*=\s*(?:"[^"]*"|'[^']*'|[^\s"'=<>`]+))?"""
 _TAG = re.compile(r"<([A-Za-z][A-Za-z0-9:-]*)((?:[\s/]+" + _ATTR + r")*)[\s/]*>", re.S)
 _ATTR_RE = re.compile(r"""([^\s"'>/=]+)(?:\s*=\s*("[^"]*"|'[^']*'|[^\s"'=<>`]+))?""", re.S)
@@ -73,12 +73,34 @@ def _segments(text: str) -> list[tuple[str, bool]]:
             out.append((prose, True))
             continue
         last = 0
-        for m in _CODE_SPAN.finditer(prose):
-            out.append((prose[last:m.start()], False))
-            out.append((m.group(0), True))
-            last = m.end()
+        for start, end in code_spans(prose):
+            out.append((prose[last:start], False))
+            out.append((prose[start:end], True))
+            last = end
         out.append((prose[last:], False))
     return out
+
+
+def code_spans(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of each inline code span in ``text``, per CommonMark: a run of N backticks
+    opens one, closed by the next run of exactly N; a run with no such closer is literal text. A
+    backslash before the opening run escapes its first backtick (so ``\\```x``` `` opens with two);
+    inside a span backslashes are literal, so they never affect the closer."""
+    runs = [(m.start(), m.end()) for m in _BACKTICKS.finditer(text)]
+    spans: list[tuple[int, int]] = []
+    i = 0
+    while i < len(runs):
+        start, end = runs[i]
+        if _escaped(text, start):
+            start += 1
+        closer = next((j for j in range(i + 1, len(runs)) if runs[j][1] - runs[j][0] == end - start),
+                      None) if end > start else None
+        if closer is None:
+            i += 1
+            continue
+        spans.append((start, runs[closer][1]))
+        i = closer + 1
+    return spans
 
 
 def _fenced(text: str) -> list[tuple[str, bool]]:
