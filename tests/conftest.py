@@ -74,3 +74,22 @@ def session(store, tmp_path):
 
 
 from tests.fake_openai import _fake_openai_server, fake_openai  # noqa: F401  (issue 3: fake OpenAI server)
+
+
+@pytest.fixture(autouse=True)
+def patient_browser_waits(request):
+    """Browser tests: ``expect`` waits up to ``TIMEOUT_MS`` (30 s) instead of Playwright's 5 s.
+    Every wait goes through the app's queue, which a loaded 2-core machine (CI) can hold up for
+    more than 5 s; an approval card once missed it in a fresh-clone run. Only failures get slower."""
+    if request.node.get_closest_marker("browser") is None:
+        yield
+        return
+    from playwright.sync_api import expect
+
+    from tests.test_browser_e2e import TIMEOUT_MS
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    try:
+        yield
+    finally:
+        expect.set_options(timeout=5_000)

@@ -25,15 +25,6 @@ def world(tmp_path_factory):
         yield {**app, "proj": proj, "data": data}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def patient_expect():
-    """``expect`` waits up to TIMEOUT_MS in this module: its 5 s default is short for a reply on a
-    loaded 2-core machine."""
-    expect.set_options(timeout=TIMEOUT_MS)
-    yield
-    expect.set_options(timeout=5_000)
-
-
 def open_page(browser, world, width: int, height: int, **options):
     """A new page of ``width``×``height`` CSS pixels showing the app, its list loaded."""
     pg = browser.new_page(viewport={"width": width, "height": height}, **options)
