@@ -2,7 +2,7 @@
 # Start a throwaway PostgreSQL server for the tests and print the line that points them at it.
 # Installs nothing: needs Debian's postgresql (server binaries in /usr/lib/postgresql/*/bin).
 #   eval "$(.ci/pg-start.sh)"      # exports ANYCODE_TEST_PG_URL; prints how to stop on stderr
-# Not required: without ANYCODE_TEST_PG_URL the tests start their own server (tests/pg_server.py).
+# Not required: without ANYCODE_TEST_PG_URL the tests start their own server (tests/support/pg_server.py).
 # Runs the server as the 'postgres' user when invoked as root (PostgreSQL refuses root), on
 # 127.0.0.1 with a free port, trust auth for role 'anycode', fsync off (test data only).
 set -euo pipefail

@@ -10,9 +10,15 @@ subprocesses on 127.0.0.1 over a generated data dir, then measures:
 - send-to-first-token: from Enter until the first streamed token is on screen, minus the fake
   server's own time to first token;
 - the sidebar with 10,000 sessions: the server's render of the list and the page until it shows;
-- the app process's memory (RSS) after opening 50 long conversations.
+- the app process's memory (RSS) after opening 50 long conversations;
+- beside a bare Gradio 6 app (``benchmarks/bare_gradio_app.py``: a column of buttons and a
+  ``Chatbot`` showing 200 messages, Enter streaming from the same server), one interleaved run,
+  each app idle for a second before it is timed, medians of 5: page load, click a 1,000-message
+  chat, Enter → first token, rename and archive (against the bare app's click), each as a ratio,
+  and the Gradio events each action fires (issue 32).
 
-Prints Markdown tables; options: ``--quick`` (fewer runs), ``--keep`` (keep the data).
+Prints Markdown tables; options: ``--quick`` (fewer runs), ``--keep`` (keep the data),
+``--bare-only`` (only the comparison with the bare app).
 """
 from __future__ import annotations
 
@@ -41,16 +47,24 @@ TARGETS = {"click 1,000": 0.300, "latest 10,000": 1.0, "latest 100,000": 1.0, "f
            "sidebar": 0.200}
 
 
+def conversation(n: int) -> list[dict]:
+    """``n`` messages (after the system prompt) of the kind a coding chat has: a question, an
+    answer with inline code and a fenced block; shared with the bare Gradio app."""
+    out: list[dict] = []
+    i = 0
+    while len(out) < n:
+        out.append({"role": "user", "content": f"Question {i} about the parser, with a "
+                    f"little context so the bubble wraps once or twice."})
+        out.append({"role": "assistant", "content": f"Answer {i}: use `split()` "
+                    "without arguments; it also handles tabs and newlines.\n\n"
+                    "```python\nwords = text.split()\n```"})
+        i += 1
+    return out
+
+
 def _session_bytes(sid: str, pk: str, cwd: str, n: int, t0: float, title: str) -> bytes:
     entries = [header_entry(sid, pk, cwd, created_at=t0), message_entry({"role": "system", "content": "sys"}, ts=t0)]
-    i = 0
-    while len(entries) - 1 < n:
-        entries.append(message_entry({"role": "user", "content": f"Question {i} about the parser, with a "
-                                      f"little context so the bubble wraps once or twice."}, ts=t0 + i))
-        entries.append(message_entry({"role": "assistant", "content": f"Answer {i}: use `split()` "
-                                      "without arguments; it also handles tabs and newlines.\n\n"
-                                      "```python\nwords = text.split()\n```"}, ts=t0 + i + 0.5))
-        i += 1
+    entries += [message_entry(m, ts=t0 + i / 2) for i, m in enumerate(conversation(n))]
     entries.append(title_entry(title, "llm", ts=t0))
     return encode_entries(entries)
 
@@ -83,14 +97,231 @@ def make_data(base: Path, proj: Path, big_proj: Path, quick: bool) -> dict[str, 
     return ids
 
 
+class EventLog:
+    """The Gradio requests a page sends (``queue/join``: an event; ``run/predict``: an unqueued
+    one), timestamped, so an action's chain of events can be counted (issue 32); and the answers:
+    the event streams (``queue/data``) and unqueued replies, read once an action has settled for
+    their size and the server's own time per event (``duration`` of each completed event)."""
+
+    def __init__(self, page) -> None:
+        self.items: list[tuple[float, str, int]] = []
+        self.answers: list[tuple[float, object]] = []
+        page.on("request", self._on_request)
+        page.on("requestfinished", self._on_finished)
+
+    def _on_request(self, request) -> None:
+        url = request.url
+        if "/gradio_api/queue/join" in url or "/gradio_api/run/" in url:
+            self.items.append((time.perf_counter(), "queued" if "queue/join" in url else "direct",
+                               len(request.post_data or "")))
+
+    def _on_finished(self, request) -> None:
+        if "/gradio_api/queue/data" in request.url or "/gradio_api/run/" in request.url:
+            self.answers.append((time.perf_counter(), request))
+
+    def since(self, t: float) -> list[tuple[float, str, int]]:
+        return [item for item in self.items if item[0] >= t]
+
+    def answered_since(self, t: float) -> tuple[int, float]:
+        """``(bytes received, server ms)`` of the answers finished since ``t``: the event
+        streams' and unqueued replies' bodies, and the sum of the events' own durations."""
+        size, server = 0, 0.0
+        for when, request in self.answers:
+            if when < t:
+                continue
+            try:
+                body = request.response().body()
+            except Exception:  # noqa: BLE001 -- a stream cut by a page load has no body
+                continue
+            size += len(body)
+            for line in body.decode("utf-8", "replace").splitlines():
+                line = line.removeprefix("data: ").strip()
+                if not line.startswith("{"):
+                    continue
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    continue
+                out = msg.get("output") if isinstance(msg.get("output"), dict) else msg
+                if msg.get("msg") in (None, "process_completed") and isinstance(out.get("duration"), (int, float)):
+                    server += out["duration"] * 1000
+        return size, server
+
+
+# Main-thread time in tasks over 50 ms (the browser's "long tasks": script, style, layout),
+# kept by an observer that also reads the ones before it was installed (buffered).
+BUSY_JS = """() => { if (!window.__acTasks) { window.__acTasks = [];
+  new PerformanceObserver(l => { for (const e of l.getEntries()) window.__acTasks.push(e); })
+    .observe({type: 'longtask', buffered: true}); } return performance.now(); }"""
+BUSY_SINCE_JS = """(from) => (window.__acTasks || []).filter(e => e.startTime >= from)
+  .reduce((sum, e) => sum + e.duration, 0)"""
+
+
+def breakdown(page, log: EventLog, action, settle_s: float = 2.5) -> tuple[int, int, float, int, float, float]:
+    """Run ``action`` once and count what it sent in the next ``settle_s`` seconds: ``(events,
+    request bytes, ms until the last event left the page, response bytes, server ms, main-thread
+    ms in long tasks)``; the last is counted from the action on (after a page load: from the
+    load's first script on)."""
+    t = time.perf_counter()
+    url = page.url
+    start = page.evaluate(BUSY_JS)
+    action()
+    if page.url != url or start > page.evaluate("() => performance.now()"):  # a page load
+        start = 0.0
+    page.evaluate(BUSY_JS)
+    page.wait_for_timeout(int(settle_s * 1000))
+    items = log.since(t)
+    last = max((i[0] for i in items), default=t)
+    size, server = log.answered_since(t)
+    busy = page.evaluate(BUSY_SINCE_JS, start)
+    return len(items), sum(i[2] for i in items), (last - t) * 1000, size, server, busy
+
+
+def ratio_table(pairs: dict[str, tuple[list[float], list[float]]]) -> list[str]:
+    """Markdown rows: each action's median for anycode and the bare app, and their ratio."""
+    out = ["| what a person waits for | anycode | bare Gradio | ratio |", "|---|---:|---:|---:|"]
+    for name, (ours, bare) in pairs.items():
+        a, b = statistics.median(ours), statistics.median(bare)
+        out.append(f"| {name} | {a * 1000:.0f} ms | {b * 1000:.0f} ms | {a / b:.2f}× |")
+    return out
+
+
+def compare_with_bare(browser, url: str, bare_url: str, script, fake_ttft, runs: int) -> list[str]:
+    """Issue 32's table: anycode beside the bare Gradio app, one interleaved run (anycode, then
+    the bare app, each left idle for a second before it is timed), medians of ``runs``."""
+    big = "Conversation of 1,000 messages"
+    last = "Answer 499:"
+    ours = browser.new_page(viewport={"width": 1360, "height": 860})
+    bare = browser.new_page(viewport={"width": 1360, "height": 860})
+    for pg in (ours, bare):
+        pg.set_default_timeout(180_000)
+    pairs: dict[str, tuple[list[float], list[float]]] = {
+        "page load → sidebar shown": ([], []), "click a 1,000-message chat → its last message": ([], []),
+        "Enter → first token (less the server's own)": ([], []), "rename → sidebar shows it": ([], []),
+        "archive → the button says Unarchive": ([], [])}
+    keys = list(pairs)
+
+    def idle(pg) -> None:
+        pg.wait_for_timeout(1000)
+
+    for i in range(runs):
+        # page load
+        idle(ours)
+        t = time.perf_counter()
+        ours.goto(url)
+        ours.locator("#ac-list .ac-session").first.wait_for()
+        pairs[keys[0]][0].append(time.perf_counter() - t)
+        idle(bare)
+        t = time.perf_counter()
+        bare.goto(bare_url)
+        bare.locator(".bare-row").first.wait_for()
+        pairs[keys[0]][1].append(time.perf_counter() - t)
+        # click a 1,000-message chat (200 shown)
+        ours.locator("#ac-new").click()
+        ours.locator("[data-testid=bot]").first.wait_for(state="detached")
+        idle(ours)
+        t = time.perf_counter()
+        ours.locator("#ac-list .ac-session", has_text=big).first.click()
+        ours.locator("[data-testid=bot]", has_text=last).first.wait_for()
+        pairs[keys[1]][0].append(time.perf_counter() - t)
+        bare.locator(".bare-row", has_text="Conversation of 10 messages").click()
+        bare.locator("[data-testid=bot]", has_text=last).first.wait_for(state="detached")
+        idle(bare)
+        t = time.perf_counter()
+        bare.locator(".bare-row", has_text=big).click()
+        bare.locator("[data-testid=bot]", has_text=last).first.wait_for()
+        pairs[keys[1]][1].append(time.perf_counter() - t)
+        # Enter → first token, into that 200-message chat
+        for pg, box_sel, side in ((ours, "#ac-input textarea", 0), (bare, "#bare-input textarea", 1)):
+            direct = fake_ttft()
+            script(f"Token{i}x{side} and more text after it.")
+            box = pg.locator(box_sel)
+            box.fill(f"say token {i}")
+            idle(pg)
+            t = time.perf_counter()
+            box.press("Enter")
+            pg.locator("[data-testid=bot]", has_text=f"Token{i}x{side}").last.wait_for()
+            pairs[keys[2]][side].append(max(time.perf_counter() - t - direct, 1e-4))
+            pg.wait_for_timeout(500)  # the reply ends
+        # rename, archive (anycode) against the bare app's click
+        title = ours.locator("#ac-title input")
+        title.fill(f"Renamed {i}")
+        idle(ours)
+        t = time.perf_counter()
+        title.press("Enter")
+        ours.locator("#ac-list .ac-session", has_text=f"Renamed {i}").first.wait_for()
+        pairs[keys[3]][0].append(time.perf_counter() - t)
+        idle(ours)
+        t = time.perf_counter()
+        ours.locator("#ac-archive").click()
+        ours.locator("#ac-archive", has_text="Unarchive").wait_for()
+        pairs[keys[4]][0].append(time.perf_counter() - t)
+        ours.locator("#ac-archive").click()  # back
+        ours.locator("#ac-archive", has_text="Unarchive").wait_for(state="detached")
+        title.fill(big)
+        title.press("Enter")
+        ours.locator("#ac-list .ac-session", has_text=big).first.wait_for()
+        for side in (3, 4):  # the bare app's click is the floor of a rename and an archive
+            pairs[keys[side]][1].append(pairs[keys[1]][1][-1])
+    out = ratio_table(pairs)
+    # the events behind each action (one run each, after the timed ones)
+    log_ours = EventLog(ours)
+    ours.goto(url)
+    ours.locator("#ac-list .ac-session").first.wait_for()
+    ours.wait_for_timeout(2500)
+    log_ours.items.clear()
+    actions = {
+        "page load": lambda: (ours.goto(url), ours.locator("#ac-list .ac-session").first.wait_for()),
+        "open a chat": lambda: (ours.locator("#ac-list .ac-session", has_text=big).first.click(),
+                                ours.locator("[data-testid=bot]", has_text=last).first.wait_for()),
+        "send": lambda: (script("Breakdown reply."), ours.locator("#ac-input textarea").fill("one more"),
+                         ours.locator("#ac-input textarea").press("Enter"),
+                         ours.locator("[data-testid=bot]", has_text="Breakdown reply.").last.wait_for()),
+        "search": lambda: ours.locator("#ac-search textarea, #ac-search input").first.fill("parser"),
+        "new chat": lambda: ours.locator("#ac-new").click(),
+    }
+    out += ["", "Events per action (anycode, one run each; the page's once-a-second live check "
+            "included where it fell in the 2.5 s window; server time is the sum of the events' own "
+            "durations; main thread is the browser's time in tasks over 50 ms — script, style, "
+            "layout):", "",
+            "| action | Gradio events | request bytes | last event sent after | response bytes "
+            "| server time | browser main thread |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for name, action in actions.items():
+        n, nbytes, last_ms, size, server, busy = breakdown(ours, log_ours, action)
+        out.append(f"| {name} | {n} | {nbytes:,} | {last_ms:.0f} ms | {size:,} | {server:.0f} ms "
+                   f"| {busy:.0f} ms |")
+    # the bare app's own, for the same actions
+    log_bare = EventLog(bare)
+    bare.goto(bare_url)
+    bare.locator(".bare-row").first.wait_for()
+    bare.wait_for_timeout(2500)
+    bare_actions = {
+        "page load": lambda: (bare.goto(bare_url), bare.locator(".bare-row").first.wait_for()),
+        "open a chat": lambda: (bare.locator(".bare-row", has_text=big).click(),
+                                bare.locator("[data-testid=bot]", has_text=last).first.wait_for()),
+        "send": lambda: (script("Breakdown reply."), bare.locator("#bare-input textarea").fill("one more"),
+                         bare.locator("#bare-input textarea").press("Enter"),
+                         bare.locator("[data-testid=bot]", has_text="Breakdown reply.").last.wait_for()),
+    }
+    for name, action in bare_actions.items():
+        n, nbytes, last_ms, size, server, busy = breakdown(bare, log_bare, action)
+        out.append(f"| bare Gradio: {name} | {n} | {nbytes:,} | {last_ms:.0f} ms | {size:,} | {server:.0f} ms "
+                   f"| {busy:.0f} ms |")
+    ours.close()
+    bare.close()
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer runs, no 100,000-message conversation")
     ap.add_argument("--keep", action="store_true", help="keep the generated data")
+    ap.add_argument("--bare-only", action="store_true",
+                    help="only the comparison with a bare Gradio app (issue 32), 5 runs")
     args = ap.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
-    from tests.test_browser_e2e import BROWSER_ARGS, Proc, _env, _free_port
+    from tests.support.chromium import BROWSER_ARGS, Proc, _env, _free_port
 
     runs = 2 if args.quick else 5
     tmp = Path(tempfile.mkdtemp(prefix="anycode-bench-ui-", dir="/tmp"))
@@ -108,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
                    f"{os.cpu_count()} cores; medians of {runs} runs")
         out.append("")
         env = _env(tmp / "home")
-        fake = Proc([sys.executable, "-m", "tests.fake_openai", "--port", "0"], env, REPO)
+        fake = Proc([sys.executable, "-m", "tests.support.fake_openai", "--port", "0"], env, REPO)
         procs.append(fake)
         base_url = fake.wait_for("READY").split()[-1]
         port = _free_port()
@@ -118,12 +349,46 @@ def main(argv: list[str] | None = None) -> int:
         procs.append(app)
         app.wait_for("anycode is running at", timeout=300)
         url = f"http://127.0.0.1:{port}/"
+        bare_port = _free_port()
+        bare_app = Proc([sys.executable, "-m", "benchmarks.bare_gradio_app", "--port", str(bare_port),
+                         "--base-url", base_url], _env(tmp / "home"), REPO)
+        procs.append(bare_app)
+        bare_url = bare_app.wait_for("READY", timeout=300).split()[-1]
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
             page = browser.new_page(viewport={"width": 1360, "height": 860})
             page.set_default_timeout(180_000)
             page.goto(url)
             page.locator("#ac-list .ac-session").first.wait_for()
+            fake_base = base_url.removesuffix("/v1")
+
+            def script(text: str) -> None:
+                req = urllib.request.Request(fake_base + "/_script", method="POST", data=json.dumps(
+                    {"replies": [{"text": text, "chunk": 1000, "delay": 0.1}]}).encode(),
+                    headers={"Content-Type": "application/json"})
+                urllib.request.urlopen(req, timeout=10).read()
+
+            def fake_ttft() -> float:
+                """The fake server's own time to the first content chunk, over plain HTTP."""
+                script("Direct reply.")
+                body = json.dumps({"model": "gpt-4o-mini", "stream": True,
+                                   "messages": [{"role": "user", "content": "hi"}]}).encode()
+                req = urllib.request.Request(base_url + "/chat/completions", data=body, method="POST",
+                                             headers={"Content-Type": "application/json",
+                                                      "Authorization": "Bearer sk-test"})
+                t = time.perf_counter()
+                with urllib.request.urlopen(req, timeout=30) as resp:
+                    for line in resp:
+                        if re.search(rb'"content":\s*"[^"]', line):
+                            return time.perf_counter() - t
+                raise AssertionError("the fake server sent no content")
+
+            if args.bare_only:
+                out += ["## Beside a bare Gradio app", "",
+                        *compare_with_bare(browser, url, bare_url, script, fake_ttft, 5), ""]
+                print("\n".join(out), flush=True)
+                browser.close()
+                return 0
 
             # --- click to history ---
             rows = []
@@ -156,28 +421,6 @@ def main(argv: list[str] | None = None) -> int:
                     checks.append((f"latest messages of {n:,} visible < 1 s", by[n] < 1.0, f"{by[n] * 1000:.0f} ms"))
 
             # --- send to first token ---
-            fake_base = base_url.removesuffix("/v1")
-
-            def script(text: str) -> None:
-                req = urllib.request.Request(fake_base + "/_script", method="POST", data=json.dumps(
-                    {"replies": [{"text": text, "chunk": 1000, "delay": 0.1}]}).encode(),
-                    headers={"Content-Type": "application/json"})
-                urllib.request.urlopen(req, timeout=10).read()
-
-            def fake_ttft() -> float:
-                """The fake server's own time to the first content chunk, over plain HTTP."""
-                script("Direct reply.")
-                body = json.dumps({"model": "gpt-4o-mini", "stream": True,
-                                   "messages": [{"role": "user", "content": "hi"}]}).encode()
-                req = urllib.request.Request(base_url + "/chat/completions", data=body, method="POST",
-                                             headers={"Content-Type": "application/json",
-                                                      "Authorization": "Bearer sk-test"})
-                t = time.perf_counter()
-                with urllib.request.urlopen(req, timeout=30) as resp:
-                    for line in resp:
-                        if re.search(rb'"content":\s*"[^"]', line):
-                            return time.perf_counter() - t
-                raise AssertionError("the fake server sent no content")
 
             firsts, direct = [], []
             page.locator("#ac-new").click()
@@ -202,8 +445,8 @@ def main(argv: list[str] | None = None) -> int:
 
             # --- sidebar with 10,000 sessions ---
             from core import LocalSessionStore, SessionManager
-            from webui import handlers
-            from webui.context import WebContext
+            from webui.chat import handlers
+            from webui.chat.context import WebContext
 
             store = LocalSessionStore(data, fsync=False)
             ctx = WebContext(manager=SessionManager(store), store=store, project_path=str(big))
@@ -260,6 +503,9 @@ def main(argv: list[str] | None = None) -> int:
             out.append("|---:|---:|---:|")
             out.append(f"| {before / 2**20:.0f} MiB | {after / 2**20:.0f} MiB | {(after - before) / 2**20:.0f} MiB |")
             out.append("")
+            # --- beside a bare Gradio app (issue 32) ---
+            table = compare_with_bare(browser, url, bare_url, script, fake_ttft, max(runs, 5))
+            out[4:4] = ["## Beside a bare Gradio app", "", *table, ""]
             browser.close()
         out.append("## Targets")
         out.append("")

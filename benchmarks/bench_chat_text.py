@@ -24,8 +24,8 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from webui import chat_text  # noqa: E402
-from webui.chat_text import StreamedReply, literal, reply  # noqa: E402
+from webui.text import chat_text  # noqa: E402
+from webui.text.chat_text import StreamedReply, literal, reply  # noqa: E402
 
 PARAGRAPH = ("Here is `List<T>` and a <b>tag</b>, some **Markdown** and a [link](http://example.com).\n\n"
              "```python\nfor i in range(10):\n    if i < 5:\n        print(i)\n```\n\n"

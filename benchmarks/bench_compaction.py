@@ -3,7 +3,7 @@
 Run as ``python -m benchmarks.bench_compaction``. Options: ``--rounds 300``, ``--window 8000``
 (tokens; the fake server's limit, reported like vLLM), ``--quick`` (60 rounds, fewer load repeats).
 
-What it does: the fake OpenAI server (``tests/fake_openai.py``, real HTTP on 127.0.0.1) enforces
+What it does: the fake OpenAI server (``tests/support/fake_openai.py``, real HTTP on 127.0.0.1) enforces
 a context limit (HTTP 400 ``context_length_exceeded`` past it) and reports usage; each round is
 a user message, a tool call reading a ~3 KB file, its result and a text answer, run through
 ``core.agent.runner.run_session_stream`` on a JSONL store. Then ``load()`` + fold of a session
@@ -43,7 +43,7 @@ def run_rounds(rounds: int, window: int, home: Path) -> dict:
     from core.agent import context as ctx
     from core.agent.compaction import CompactionFinished, CompactionStarted
     from core.agent.runner import run_session_stream
-    from tests.fake_openai import FakeOpenAI, count_tokens
+    from tests.support.fake_openai import FakeOpenAI, count_tokens
 
     ctx.forget_windows()
     fake = FakeOpenAI().start()

@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 from sqlalchemy.engine import make_url
 
-                from tests import pg_server
+                from tests.support import pg_server
 
                 if args.pg_url:
                     server = pg_server.PgServer(args.pg_url)

@@ -39,6 +39,19 @@ class AmbiguousSessionId(AnycodeError, LookupError):
         self.candidates = list(candidates)
 
 
+class AmbiguousTitle(AnycodeError, LookupError):
+    """A title query (``anycode --resume "words"``, ``sessions show "words"``) matches several
+    conversations; ``candidates`` lists them as ``(session id, title)`` pairs, best first."""
+
+    def __init__(self, query: str, candidates: list[tuple[str, str]]):
+        super().__init__(
+            f"The title words {query!r} match {len(candidates)} conversations; give more words of "
+            "the title, or an id."
+        )
+        self.query = query
+        self.candidates = list(candidates)
+
+
 class SessionConflict(AnycodeError):
     """Someone appended to the session since the caller loaded it (another tab or process).
 
@@ -72,8 +85,18 @@ class SessionExists(AnycodeError):
     """A session with this key already exists where a new one was to be created."""
 
 
+class ForbiddenProjectFolder(AnycodeError, ValueError):
+    """A folder that can never be a project: anycode's data folder or one inside it (the file tools
+    would reach every stored conversation). The message is one sentence for people."""
+
+
 class InvalidTitle(AnycodeError, ValueError):
     """A title is empty or whitespace only."""
+
+
+class InvalidTag(AnycodeError, ValueError):
+    """A tag that is empty once cleaned, or holds a character tags cannot hold
+    (:func:`core.session.entries.clean_tag`), or one too many for a conversation."""
 
 
 class InvalidMemory(AnycodeError, ValueError):
@@ -197,3 +220,30 @@ def os_error_message(err: OSError, path: str | None = None) -> str:
         return f"The file name{shown[:120]} is too long"
     reason = err.strerror or type(err).__name__
     return f"{reason}{f' ({where})' if where else ''}"
+
+
+class RewindError(AnycodeError):
+    """A rewind (or its undo) cannot be done as asked: no such message, nothing to undo, no workspace.
+    The message is one sentence for the user (core.agent.checkpoints)."""
+
+
+# --- agent definitions (issue 30) -----------------------------------------------------------
+
+
+class InvalidAgentDefinition(AnycodeError, ValueError):
+    """An agent definition file (``.anycode/agents/*.md``, ``<data dir>/agents/*.md``,
+    ``.claude/agents/*.md``) cannot be used; ``str(err)`` names the file and why, in one sentence."""
+
+
+class AgentNotFound(AnycodeError, LookupError):
+    """No agent definition has this name (core.agent.definitions)."""
+
+
+class ExpertBusy(AnycodeError):
+    """An expert agent's session is answering another consultation (another chat, window or
+    process) and did not come free in time, or the caller stopped waiting (core.agent.experts)."""
+
+    def __init__(self, name: str, waited: float):
+        self.name, self.waited = name, waited
+        super().__init__(f"The expert {name!r} is answering another consultation (in another chat or "
+                         f"window); it did not come free within {waited:.0f} s. Ask again when it is done.")

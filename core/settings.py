@@ -12,6 +12,9 @@
   else 32,768.
 - ``ANYCODE_COMPACT_AT``: the fraction of the window at which the older messages are summarised
   before the next request (default 0.8; accepted 0.1 to 0.95).
+- ``ANYCODE_MIRROR_RETENTION_DAYS``: mirror copies idle for this many days are removed from the
+  mirror (``sessions cleanup --mirror``, and at start); default keep. Local cleanup and
+  auto-archive never touch the mirror's copy.
 - ``ANYCODE_FSYNC``: ``0``/``false``/``no``/``off`` turns off the fsync after each append
   (faster on slow disks, at the price of losing the last rounds on power loss; a killed
   process loses nothing either way, the kernel still has the data).
@@ -36,6 +39,20 @@ def data_dir() -> Path:
     if home:
         return Path(home).expanduser()
     return Path(platformdirs.user_data_dir("anycode", appauthor=False))
+
+
+def inside_data_dir(path: str | os.PathLike[str], folder: str | os.PathLike[str] | None = None) -> bool:
+    """Whether ``path`` is anycode's data folder (``folder``, default :func:`data_dir`) or inside it,
+    compared by absolute and by real path. Such a folder is never a project: its tools would reach
+    every stored conversation (issue 28)."""
+    homes = {os.path.abspath(os.path.expanduser(os.fspath(folder or data_dir())))}
+    homes |= {os.path.realpath(h) for h in homes}
+    given = os.path.abspath(os.path.expanduser(os.fspath(path)))
+    for p in {given, os.path.realpath(given)}:
+        for h in homes:
+            if p == h or p.startswith(h.rstrip(os.sep) + os.sep):
+                return True
+    return False
 
 
 def cleanup_days() -> float:
@@ -64,6 +81,23 @@ def archive_days() -> float:
     except ValueError:
         log.warning("ANYCODE_ARCHIVE_DAYS=%r is not a number; auto-archive stays off", raw)
         return 0.0
+
+
+def mirror_retention_days() -> float | None:
+    """``$ANYCODE_MIRROR_RETENTION_DAYS``: mirror copies (``ANYCODE_MIRROR``) idle for this many days
+    are removed by ``anycode sessions cleanup --mirror`` and at start; None (the default: unset, 0
+    or less, unparsable — logged) keeps them. The mirror's own rule, independent of the local
+    ``ANYCODE_CLEANUP_DAYS`` (the design article: the external copy is cleaned by its own
+    lifecycle policy), so a mirror can be the long-lived copy."""
+    raw = os.environ.get("ANYCODE_MIRROR_RETENTION_DAYS", "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        log.warning("ANYCODE_MIRROR_RETENTION_DAYS=%r is not a number; mirror copies are kept", raw)
+        return None
+    return value if value > 0 else None
 
 
 def fsync_enabled() -> bool:

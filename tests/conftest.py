@@ -1,7 +1,7 @@
 """Shared pytest fixtures.
 
 Store fixture: every :class:`core.session.store.SessionStore` implementation must pass the contract
-suite (``tests/test_store_contract.py``). Implementations are listed once, in
+suite (``tests/core/stores/test_store_contract.py``). Implementations are listed once, in
 ``STORE_FACTORIES``: name -> ``factory(tmp_path) -> store``. A factory may call ``pytest.skip``
 when its backend is unavailable (no database server); if the store it returns has a ``close()``
 method, it is called after the test.
@@ -28,7 +28,7 @@ def _sqlite_store(tmp_path: Path) -> Any:
 
 def _postgres_store(tmp_path: Path) -> Any:
     from core.stores.sql_store import SqlSessionStore
-    from tests.pg_server import fresh_database_url
+    from tests.support.pg_server import fresh_database_url
 
     return SqlSessionStore(fresh_database_url())  # skips with the reason when no server can start
 
@@ -38,6 +38,28 @@ STORE_FACTORIES: dict[str, Callable[[Path], Any]] = {
     "jsonl": _jsonl_store,
     "sqlite": _sqlite_store,
     "postgres": _postgres_store,
+}
+
+
+def _s3_store(tmp_path: Path) -> Any:
+    from core.stores.s3_store import S3SessionStore
+    from tests.support.s3_server import fresh_s3_url
+
+    return S3SessionStore(fresh_s3_url())  # skips with the reason when moto's server is missing
+
+
+def _redis_store(tmp_path: Path) -> Any:
+    from core.stores.redis_store import RedisSessionStore
+    from tests.support.redis_server import fresh_redis_url
+
+    return RedisSessionStore(fresh_redis_url())  # skips with the reason when redis-server is missing
+
+
+# Stores that are mirrors first (no search index, no local files): they pass the store contract
+# suite and the mirror suite, not every test written against a primary store.
+MIRROR_STORE_FACTORIES: dict[str, Callable[[Path], Any]] = {
+    "s3": _s3_store,
+    "redis": _redis_store,
 }
 
 
@@ -53,16 +75,21 @@ def anycode_home(tmp_path, monkeypatch):
     return home
 
 
-@pytest.fixture(params=sorted(STORE_FACTORIES))
-def store(request, tmp_path):
-    """A fresh, empty store of each kind in ``STORE_FACTORIES``."""
-    made = STORE_FACTORIES[request.param](tmp_path)
+def made_store(factory: Callable[[Path], Any], tmp_path: Path) -> Any:
+    """Yield the store ``factory`` makes in ``tmp_path``; close it afterwards when it can be closed."""
+    made = factory(tmp_path)
     try:
         yield made
     finally:
         close = getattr(made, "close", None)
         if callable(close):
             close()
+
+
+@pytest.fixture(params=sorted(STORE_FACTORIES))
+def store(request, tmp_path):
+    """A fresh, empty store of each kind in ``STORE_FACTORIES``."""
+    yield from made_store(STORE_FACTORIES[request.param], tmp_path)
 
 @pytest.fixture
 def session(store, tmp_path):
@@ -73,7 +100,7 @@ def session(store, tmp_path):
     return SessionManager(store).create(tmp_path / "ws")
 
 
-from tests.fake_openai import _fake_openai_server, fake_openai  # noqa: F401  (issue 3: fake OpenAI server)
+from tests.support.fake_openai import _fake_openai_server, fake_openai  # noqa: F401  (issue 3: fake OpenAI server)
 
 
 @pytest.fixture(autouse=True)
@@ -86,7 +113,7 @@ def patient_browser_waits(request):
         return
     from playwright.sync_api import expect
 
-    from tests.test_browser_e2e import TIMEOUT_MS
+    from tests.support.chromium import TIMEOUT_MS
 
     expect.set_options(timeout=TIMEOUT_MS)
     try:

@@ -1,4 +1,6 @@
-"""The layout of ``core/``: wings imported one way only (session ← stores ← memory ← agent ← webui).
+"""The layout of ``core/`` and ``webui/``: wings and layers imported one way only, no import circle.
+
+core: session ← stores ← memory ← agent ← webui; webui: i18n ← text ← render ← chat ← gui ← cli.
 
 Guards against a module quietly reaching "upwards" (a session module importing a store, a store
 importing the agent), which would make the wings a folder naming and nothing more.
@@ -6,6 +8,8 @@ importing the agent), which would make the wings a folder naming and nothing mor
 from __future__ import annotations
 
 import ast
+import functools
+import os
 import pathlib
 import subprocess
 import sys
@@ -67,7 +71,7 @@ class TestPublicNames:
     def test_import_core_stays_light_and_exports_the_public_names(self):
         code = (
             "import sys, core\n"
-            "heavy = [m for m in ('openai', 'sqlalchemy', 'gradio') if m in sys.modules]\n"
+            "heavy = [m for m in ('openai', 'sqlalchemy', 'gradio', 'boto3', 'redis') if m in sys.modules]\n"
             "assert not heavy, heavy\n"
             "names = ['SessionManager', 'LocalSessionStore', 'SessionKey', 'SessionStore', 'run_session',\n"
             "         'run_session_stream', 'generate_title', 'agent_loop', 'open_store', 'SqlSessionStore',\n"
@@ -78,3 +82,291 @@ class TestPublicNames:
         )
         out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
         assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+class TestAgentDefinitionsInTheAgentWing:
+    """Agent definitions (issue 30) read or parsed outside the agent wing: a second YAML reader
+    (or a hand-written parser) in the UI or a store, drifting from core/agent/definitions.py."""
+
+    def test_only_the_definitions_module_reads_yaml(self):
+        assert (ROOT / "core" / "agent" / "definitions.py").is_file()
+        readers = sorted(str(p.relative_to(ROOT)) for top in ("core", "webui") for p in (ROOT / top).rglob("*.py")
+                         if any(name == "yaml" or name.startswith("yaml.") for _, name in _imports(p)))
+        assert readers == ["core/agent/definitions.py"], readers
+
+    def test_definitions_are_loaded_through_the_agent_wing(self):
+        """Every caller of ``load_definitions`` imports it from core.agent.definitions (no copy)."""
+        defining = sorted(str(p.relative_to(ROOT)) for top in ("core", "webui") for p in (ROOT / top).rglob("*.py")
+                          if "def load_definitions(" in p.read_text(encoding="utf-8"))
+        assert defining == ["core/agent/definitions.py"], defining
+
+
+class TestTestsMirrorTheCode:
+    """The tests stand where the code they test stands (``tests/core/<wing>/``, ``tests/cli/``,
+    ``tests/browser/``, ``tests/support/`` for the fake servers and shared set-ups): a test module
+    dropped flat into ``tests/`` or into a folder named after no wing is found and moved."""
+
+    TESTS = ROOT / "tests"
+    FOLDERS = {"core", "webui", "cli", "browser", "support"}
+    # the top holds the shared conftest and the tests of the repository as a whole
+    TOP = {"__init__.py", "conftest.py", "test_layout.py", "test_docs.py"}
+
+    def test_only_whole_tree_tests_at_the_top(self):
+        flat = sorted(p.name for p in self.TESTS.glob("*.py") if p.name not in self.TOP)
+        assert not flat, f"put {flat} into the tests/ folder of what they test"
+        folders = {p.name for p in self.TESTS.iterdir() if p.is_dir() and p.name != "__pycache__"}
+        assert folders <= self.FOLDERS, folders - self.FOLDERS
+
+    @pytest.mark.parametrize("package", ["core", "webui"])
+    def test_test_folders_are_wings_and_layers(self, package):
+        """``tests/core/X/`` tests the wing ``core/X/``, ``tests/webui/X/`` the layer ``webui/X/``;
+        every folder is a package (one module name per file)."""
+        folders = [p for p in (self.TESTS / package).iterdir() if p.is_dir() and p.name != "__pycache__"]
+        assert folders
+        missing = [p.name for p in folders if not (ROOT / package / p.name / "__init__.py").is_file()]
+        assert not missing, f"tests/{package}/{missing} name no folder of {package}/"
+        no_init = [str(p.relative_to(ROOT)) for p in self.TESTS.rglob("*") if p.is_dir()
+                   and p.name != "__pycache__" and not (p / "__init__.py").is_file()]
+        assert not no_init, no_init
+
+    def test_browser_tests_are_in_the_browser_folder(self):
+        stray = [str(p.relative_to(ROOT)) for p in self.TESTS.rglob("test_browser_*.py")
+                 if p.parent != self.TESTS / "browser"]
+        assert not stray, stray
+        # and every test that drives Chromium lives there, whatever its file is called: a browser test
+        # among the plain ones is run outside the browser suite's lock and its one-at-a-time rule
+        marked = [str(p.relative_to(ROOT)) for p in self.TESTS.rglob("test_*.py")
+                  if p.parent != self.TESTS / "browser" and p.name != "test_layout.py"
+                  and "pytest.mark.browser" in p.read_text()]
+        assert not marked, f"browser-marked tests outside tests/browser/: {marked}"
+
+
+# --- webui: layers, imported downward only (issue 24) ------------------------------------------
+
+# layer -> the layers it may import besides itself. ``server`` sits beside ``text``; ``cli`` is
+# on top of everything. A layer is a folder of webui/ (``i18n`` is a package of one module).
+WEBUI_LAYERS = {
+    "webui.i18n": (),
+    "webui.text": ("webui.i18n",),
+    "webui.server": ("webui.i18n",),
+    "webui.render": ("webui.text", "webui.i18n"),
+    "webui.chat": ("webui.render", "webui.text", "webui.server", "webui.i18n"),
+    "webui.gui": ("webui.chat", "webui.render", "webui.text", "webui.server", "webui.i18n"),
+    "webui.cli": ("webui.gui", "webui.chat", "webui.render", "webui.text", "webui.server", "webui.i18n"),
+}
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules(*tops: str) -> dict[str, pathlib.Path]:
+    return {_module_name(p): p for top in tops for p in sorted((ROOT / top).rglob("*.py"))}
+
+
+def _layer(module: str) -> str | None:
+    return next((layer for layer in WEBUI_LAYERS if module == layer or module.startswith(layer + ".")), None)
+
+
+class TestWebuiLayers:
+    """webui/ in folders that show the rule: i18n ← text ← render ← chat ← gui, server beside
+    text, cli on top; only gui touches Gradio."""
+
+    def test_every_module_is_in_a_layer(self):
+        loose = [m for m in _modules("webui") if _layer(m) is None and m not in ("webui", "webui.__main__")]
+        assert not loose, f"webui modules outside the layer folders: {loose}"
+
+    @pytest.mark.parametrize("layer", sorted(WEBUI_LAYERS))
+    def test_imports_only_downward(self, layer):
+        allowed = (layer, *WEBUI_LAYERS[layer])
+        bad = []
+        for module, path in _modules("webui").items():
+            if _layer(module) != layer:
+                continue
+            for lineno, name in _imports(path):
+                target = _layer(name)
+                line = f"{path.relative_to(ROOT)}:{lineno} imports from {target} (above {layer})"
+                if name.startswith("webui.") and target is not None and target not in allowed and line not in bad:
+                    bad.append(line)
+        assert not bad, "\n".join(bad)
+
+    def test_only_webui_gui_imports_gradio(self):
+        bad = []
+        for module, path in _modules("core", "webui").items():
+            if _layer(module) == "webui.gui":
+                continue
+            bad += [f"{path.relative_to(ROOT)}:{lineno} imports {name}" for lineno, name in _imports(path)
+                    if name == "gradio" or name.startswith("gradio.")]
+        assert not bad, "\n".join(bad)
+
+    def test_no_gradio_parameter_or_annotation_patch(self):
+        """Feature code names Gradio's types itself: no ``gr`` handed in as a parameter (which
+        forced ``fn.__annotations__`` patches so Gradio could see ``gr.SelectData``)."""
+        bad = []
+        for path in _modules("webui").values():
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    if any(a.arg == "gr" for a in node.args.args + node.args.kwonlyargs):
+                        bad.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}(gr, …)")
+                if isinstance(node, ast.Assign) and any(
+                        isinstance(t, (ast.Attribute, ast.Subscript)) and "__annotations__" in ast.unparse(t)
+                        for t in node.targets):
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno} {ast.unparse(node.targets[0])} = …")
+        # The one wrapper that advertises the parameters of what it wraps (Page.switching).
+        bad = [b for b in bad if not b.startswith("webui/gui/app.py") or "run.__annotations__" not in b]
+        assert not bad, "\n".join(bad)
+
+    def test_what_follows_the_tab_state_is_one_event(self):
+        """Guards against a feature adding its own ``state.change`` listener: each one is a round
+        trip after every open, send and switch (eight of them made opening a chat fire ten events,
+        issue 32). Features hand theirs to ``listen`` (``webui.gui.state_hub``) instead; the title
+        push stays apart because it waits for the title thread and would hold the others up."""
+        allowed = {"webui/gui/state_hub.py", "webui/gui/titles.py"}
+        bad = []
+        for path in _modules("webui").values():
+            rel = str(path.relative_to(ROOT))
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "change"
+                        and "state" in ast.unparse(node.func.value) and rel not in allowed):
+                    bad.append(f"{rel}:{node.lineno} {ast.unparse(node.func)}(…)")
+        assert not bad, "\n".join(bad)
+
+    def test_webui_chat_runs_without_gradio(self, tmp_path):
+        """Every module below gui imports, and a chat is created, renamed, listed and exported,
+        with gradio made impossible to import."""
+        code = (
+            "import importlib, pathlib, pkgutil, sys\n"
+            "class NoGradio:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'gradio' or name.startswith('gradio.'):\n"
+            "            raise ImportError('gradio is blocked in this test')\n"
+            "sys.meta_path.insert(0, NoGradio())\n"
+            "import webui\n"
+            "for layer in ('i18n', 'text', 'server', 'render', 'chat'):\n"
+            "    pkg = importlib.import_module('webui.' + layer)\n"
+            "    for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + '.'):\n"
+            "        importlib.import_module(m.name)\n"
+            "from core import LocalSessionStore, SessionManager\n"
+            "from webui.chat import handlers\n"
+            "from webui.chat.context import WebContext\n"
+            "tmp = pathlib.Path(sys.argv[1]); proj = tmp / 'proj'; proj.mkdir()\n"
+            "store = LocalSessionStore(tmp / 'data')\n"
+            "ctx = WebContext(manager=SessionManager(store), store=store, project_path=str(proj),\n"
+            "                 export_dir=tmp / 'exports')\n"
+            "view = handlers.rename(ctx, handlers.new_chat(ctx).state, 'Layers')\n"
+            "assert view.session_id and view.title == 'Layers', view\n"
+            "assert 'Layers' in handlers.session_list_html(ctx, view.state['project'])\n"
+            "md, jl = handlers.exports(ctx, view.state)\n"
+            "assert md.exists() and jl.exists()\n"
+            "assert not any(m == 'gradio' or m.startswith('gradio.') for m in sys.modules)\n"
+            "print('ok')\n"
+        )
+        out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+                             timeout=120, env={**os.environ, "OPENAI_API_KEY": "", "OPENAI_BASE_URL": ""})
+        assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
+
+
+# --- no import circle in core/ or webui/ (issue 24) ------------------------------------------------
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    return ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+
+
+def _runtime_imports(path: pathlib.Path, modules: dict[str, pathlib.Path]) -> set[str]:
+    """The modules of ``modules`` that ``path`` imports when it runs, function-level (lazy)
+    imports included, ``if TYPE_CHECKING:`` blocks left out (never executed). ``from pkg import
+    name`` counts as an import of ``pkg.name`` when that is a module, else of ``pkg``."""
+    me = _module_name(path)
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child):
+                for sub in child.orelse:
+                    visit(sub)
+                continue
+            names: list[str] = []
+            if isinstance(child, ast.Import):
+                names = [a.name for a in child.names]
+            elif isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
+                names = [f"{child.module}.{a.name}" if f"{child.module}.{a.name}" in modules else child.module
+                         for a in child.names]
+            for name in names:
+                while name and name not in modules:
+                    name = name.rpartition(".")[0]
+                if name and name != me:
+                    found.add(name)
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
+    return found
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            nxt = next(edges, None)
+            if nxt is not None:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+@functools.lru_cache(maxsize=1)
+def _import_circles() -> tuple[list[str], ...]:
+    """The circles of the whole core + webui graph (parsed once for both tests)."""
+    modules = _modules("core", "webui")
+    return tuple(_circles({m: _runtime_imports(p, modules) for m, p in modules.items()}))
+
+
+class TestNoImportCircles:
+    """A circle closed by a function-local import is a layering bug waiting (the helper both
+    sides need belongs below both); the packages' own ``__init__`` facades are not modules of
+    the graph's cycles because ``from core import settings`` names the module ``core.settings``."""
+
+    @pytest.mark.parametrize("top", ["core", "webui"])
+    def test_no_circle(self, top):
+        circles = [c for c in _import_circles() if any(m == top or m.startswith(top + ".") for m in c)]
+        assert not circles, "import circles (strongly connected components): " + "; ".join(
+            " ↔ ".join(c) for c in circles)
+
+    def test_the_circle_finder_finds_one(self):
+        assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+        assert _circles({"a": {"b"}, "b": set()}) == []

@@ -1,5 +1,5 @@
 """``python -m webui``: the same as the ``anycode`` command."""
-from webui.cli import main
+from webui.cli.launcher import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -134,12 +134,18 @@ def cut_text(text: str, max_tokens: int) -> str:
     ``max_tokens`` estimated tokens, with a marker naming how much was cut; unchanged when it fits."""
     if ctx.estimate_text_tokens(text) <= max_tokens:
         return text
-    # Estimated tokens per char of this text (>= 1/3), so the cut lands close to the budget.
+    # Estimated tokens per char of this text (>= 1/3), so the cut lands close to the budget; the
+    # marker counts too, and a text whose head is denser than its average is cut again.
     per_char = ctx.estimate_text_tokens(text) / max(1, len(text))
-    keep = max(0, int(max_tokens / per_char) - 40)
-    head, tail = keep * 2 // 3, keep // 3
-    cut = len(text) - head - tail
-    return text[:head] + CUT_MARKER.format(n=cut) + (text[-tail:] if tail else "")
+    room = max_tokens - ctx.estimate_text_tokens(CUT_MARKER.format(n=len(text))) - 2
+    keep = max(0, int(room / per_char))
+    while True:
+        head, tail = keep * 2 // 3, keep // 3
+        cut = len(text) - head - tail
+        out = text[:head] + CUT_MARKER.format(n=cut) + (text[-tail:] if tail else "")
+        if keep == 0 or ctx.estimate_text_tokens(out) <= max_tokens:
+            return out
+        keep = int(keep * 0.9)
 
 
 def cut_message(message: dict, max_tokens: int) -> dict:
@@ -196,6 +202,46 @@ def summary_words(window: int) -> int:
     return max(150, min(1_500, int(window * 0.08 / 1.4)))
 
 
+def summary_cap(window: int) -> int:
+    """The most estimated tokens a summary may take, whatever the model wrote: 2.5 tokens per
+    allowed word (:func:`summary_words`; the estimate counts about 2 per English word), at most
+    15% of the window. A longer summary (a small model ignoring the limit, an imported one) is
+    cut to this when stored, re-sent or shown to the model (issue 27: no request past the window)."""
+    return max(96, min(int(summary_words(window) * 2.5), int(window * 0.15)))
+
+
+def cap_summary(text: str, window: int) -> str:
+    """``text`` cut (:func:`cut_text`, with a marker) to :func:`summary_cap` of ``window``."""
+    return cut_text(text, summary_cap(window))
+
+
+def fit_request(messages: list[dict], budget: int, tools: list[dict] | None = None,
+                floor: int = 160) -> list[dict]:
+    """``messages`` (a request's, not stored) with the largest texts cut until the request's
+    estimate (:func:`core.agent.context.estimate_tokens` with ``tools``) is at most ``budget``
+    tokens; no message is cut below ``floor`` tokens, none is dropped, their order and tool-call
+    pairing are kept. The last line of defence after compaction (issue 27): a request never
+    passes the window anycode believes in. Returns a new list (unchanged copies when it fits);
+    when even the floors do not fit, the smallest request it could make."""
+    out = list(messages)
+    total = ctx.estimate_tokens(out, tools)
+    for _ in range(4 * len(out) + 4):
+        if total <= budget:
+            break
+        sizes = [(ctx.estimate_message_tokens(m), i) for i, m in enumerate(out)
+                 if isinstance(m.get("content"), str) and ctx.estimate_message_tokens(m) > floor]
+        if not sizes:
+            break
+        size, i = max(sizes)
+        target = max(floor, size - (total - budget) - 16)
+        cut = cut_message(out[i], target)
+        if cut is out[i]:
+            break
+        out[i] = cut
+        total = ctx.estimate_tokens(out, tools)
+    return out
+
+
 def summary_prompt(words: int, language: Language | None = None) -> str:
     """The summary request's system message: :data:`SUMMARY_PROMPT` for ``words`` words and the
     sentence naming the conversation's language (issue 20; :mod:`core.agent.language`)."""
@@ -226,12 +272,21 @@ def summarize(messages: list[dict], previous: str | None, *, client: Any, model:
     if language is None:
         language = conversation_language(messages)
     overhead = ctx.estimate_text_tokens(summary_prompt(words, language)) + 2 * words + 64
-    budget = max(256, int(window * 0.75) - overhead - (ctx.estimate_text_tokens(previous or "") if previous else 0))
+    # The running summary is re-sent with every piece: it is counted at its cap (and cut to it),
+    # so a long previous summary, an imported one or a model that ignored the length limit can
+    # never push a summary request past the window (issue 27).
+    cap = summary_cap(window)
+    budget = max(256, int(window * 0.75) - overhead - cap)
     pieces = transcript_pieces(messages, budget)
-    summary = previous
-    for n, piece in enumerate(pieces, 1):
-        run = AgentRun(_summary_messages(summary, piece, words, language), client=client, model=model, tools=None,
-                       max_iterations=1, cancel=cancel)
+    summary = cap_summary(previous, window) if previous else previous
+    n = 0
+    while n < len(pieces):
+        piece = pieces[n]
+        n += 1
+        request = _summary_messages(summary, piece, words, language)
+        if ctx.estimate_tokens(request) > window - ctx.reply_reserve(window):
+            request = fit_request(request, window - ctx.reply_reserve(window))
+        run = AgentRun(request, client=client, model=model, tools=None, max_iterations=1, cancel=cancel)
         chars = 0
         text = ""
         try:
@@ -244,6 +299,16 @@ def summarize(messages: list[dict], previous: str | None, *, client: Any, model:
         except ModelEmptyReply as err:
             raise CompactionFailed(f"Summarising the earlier messages failed: the model sent an empty summary "
                                    f"({err}). Nothing was changed; your message is kept.") from err
+        except ModelContextExceeded as err:
+            # The server's window is smaller than believed: the piece is summarised in halves.
+            halves = _halves(piece)
+            if len(halves) < 2 or len(pieces) > 64:
+                raise CompactionFailed(f"Summarising the earlier messages failed: {err} Nothing was changed; "
+                                       "your message is kept.") from err
+            log.info("a summary request did not fit the server's window; summarising that part in halves")
+            n -= 1
+            pieces[n:n + 1] = halves
+            continue
         except ModelError as err:
             raise CompactionFailed(f"Summarising the earlier messages failed: {err} Nothing was changed; your "
                                    "message is kept.") from err
@@ -252,9 +317,19 @@ def summarize(messages: list[dict], previous: str | None, *, client: Any, model:
         if not text.strip():
             raise CompactionFailed("Summarising the earlier messages failed: the model sent an empty summary. "
                                    "Nothing was changed; your message is kept.")
-        summary = text.strip()
+        summary = cap_summary(text.strip(), window)
     if summary:
         yield summary
+
+
+def _halves(piece: str) -> list[str]:
+    """``piece`` split in two at the message boundary nearest its middle (or its middle)."""
+    if len(piece) < 200:
+        return [piece]
+    middle = len(piece) // 2
+    at = piece.rfind("\n\n", 0, middle)
+    at = at if at > len(piece) // 4 else middle
+    return [piece[:at], piece[at:].lstrip("\n")]
 
 
 # --- the guard the runner hands to the loop ---------------------------------------------------------
@@ -281,15 +356,36 @@ class ContextGuard:
     compact_at: float = field(default_factory=settings.compact_at)
     tracker: ctx.UsageTracker = field(default_factory=lambda: ctx.TRACKER)
     last_request_tokens: int = 0
+    # The system message as it goes out (the runner's: the memories current at each request).
+    system_refresh: Any = None
 
     def start(self, messages: list[dict]) -> int:
         """The index of the first message the model sees verbatim."""
         return view_start(messages, self.compactions)
 
+    def _model_view(self, messages: list[dict]) -> list[dict]:
+        """The model view with the latest summary cut to :func:`summary_cap` (an imported or
+        older summary may be longer than this window allows)."""
+        latest = latest_compaction(self.compactions, len(messages))
+        compactions = self.compactions
+        if latest is not None and ctx.estimate_text_tokens(str(latest["summary"])) > summary_cap(self.window):
+            compactions = [*self.compactions, {**latest, "summary": cap_summary(str(latest["summary"]), self.window)}]
+        return model_view(messages, compactions)
+
+    def budget(self) -> int:
+        """The most estimated tokens a request may hold: the window less the reply's reserve."""
+        return self.window - ctx.reply_reserve(self.window)
+
     def view(self, messages: list[dict]) -> list[dict]:
-        """The request's messages: the model view, each message cut to at most half the window."""
+        """The request's messages: the model view, each message cut to at most half the window,
+        then the largest ones cut further while the request's estimate passes :meth:`budget`
+        (:func:`fit_request`): no request is sent past the window anycode believes in."""
         limit = int(self.window * SINGLE_MESSAGE_FRACTION)
-        out = [cut_message(m, limit) for m in model_view(messages, self.compactions)]
+        out = [cut_message(m, limit) for m in self._model_view(messages)]
+        if self.system_refresh is not None and out and out[0].get("role") == "system":
+            out[0] = {**out[0], "content": self.system_refresh(out[0].get("content"))}
+        if ctx.estimate_tokens(out, self.tools) > self.budget():
+            out = fit_request(out, self.budget(), self.tools)
         self.last_request_tokens = ctx.estimate_tokens(out, self.tools)
         return out
 
@@ -309,9 +405,10 @@ class ContextGuard:
         return min(int(self.window * self.compact_at), self.window - ctx.reply_reserve(self.window))
 
     def before_request(self, messages: list[dict]) -> Iterator[CompactionEvent]:
-        """Compact (trigger ``auto``) when the next request would pass :meth:`limit`."""
+        """Compact (trigger ``auto``) when the next request would pass :meth:`limit` (by the
+        server's count where there is one), or its estimate would pass :meth:`budget`."""
         used, _ = self.used(messages)
-        if used <= self.limit():
+        if used <= self.limit() and ctx.estimate_tokens(self._model_view(messages), self.tools) <= self.budget():
             return
         yield from self.compact(messages, "auto", tokens_before=used)
 
@@ -337,13 +434,20 @@ class ContextGuard:
         nothing (and appends nothing) when there is nothing to summarise or it was cancelled.
         Raises :class:`CompactionFailed`."""
         start = self.start(messages)
-        cut = plan_cut(messages, start, int(self.window * keep_fraction))
+        # What stays in every request whatever is kept (system prompt, tools, the summary at its
+        # cap): the kept messages get at most half of the room left, so the view after the
+        # compaction fits with room to grow.
+        system = messages[:1] if messages and messages[0].get("role") == "system" else []
+        room = self.limit() - ctx.estimate_tokens(system, self.tools) - summary_cap(self.window)
+        keep = max(128, min(int(self.window * keep_fraction), room // 2))
+        cut = plan_cut(messages, start, keep)
         if cut is None:
             log.info("session %s: nothing to compact (%d messages since the last compaction)",
                      self.session_id, len(messages) - start)
             return
+        used, exact = self.used(messages)
         if tokens_before is None:
-            tokens_before, _ = self.used(messages)
+            tokens_before = used
         yield CompactionStarted(trigger, cut - start, tokens_before)
         previous = latest_compaction(self.compactions, len(messages))
         summary = None
@@ -362,7 +466,15 @@ class ContextGuard:
         entry = compaction_entry(summary, cut, tokens_before=tokens_before, tokens_after=None,
                                  model=self.model, trigger=trigger)
         trial = [*self.compactions, {**entry, "at": len(messages)}]
-        entry["tokens_after"] = ctx.estimate_tokens(model_view(messages, trial), self.tools)
+        after = ctx.estimate_tokens(model_view(messages, trial), self.tools)
+        # "after" is always anycode's estimate; "before" the server's count when it gave one. A
+        # server whose usage is wrong (or absent) could make the divider read backwards, so the
+        # two are then compared on the same footing: both estimated (issue 27, kind 6).
+        estimated = ["after"] if exact else ["before", "after"]
+        if after >= tokens_before:
+            tokens_before = max(tokens_before, ctx.estimate_tokens(self._model_view(messages), self.tools))
+            estimated = ["before", "after"]
+        entry.update(tokens_before=tokens_before, tokens_after=after, estimated=estimated)
         self.append(entry, len(messages))
         self.compactions.append({**entry, "at": len(messages)})
         log.info("session %s compacted (%s): messages %d..%d summarised, %s -> %s tokens", self.session_id,

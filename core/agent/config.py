@@ -45,6 +45,10 @@ PROBE_TIMEOUT = 0.5
 # Local servers ignore the key, but the openai client insists on having one.
 LOCAL_PLACEHOLDER_KEY = "not-needed"
 
+# A streamed reply whose connection broke (core.agent.loop retries it once when a background
+# request overlapped it on a one-request-at-a-time server).
+BROKEN_REPLY = "The connection to the model server broke in the middle of the reply; try again."
+
 NOT_CONFIGURED_MESSAGE = (
     "No model is configured: set OPENAI_API_KEY (and OPENAI_BASE_URL for a non-OpenAI server), "
     f"or start a local OpenAI-compatible server such as Ollama at {OLLAMA_URL.removesuffix('/v1')}."
@@ -209,8 +213,7 @@ def describe_api_error(exc: BaseException, *, mid_reply: bool = False) -> ModelE
         err: ModelError = ModelTimeout(
             "The model server did not answer in time; try again, or raise ANYCODE_TIMEOUT if the model is slow.")
     elif isinstance(exc, openai.APIConnectionError) and mid_reply:
-        err = ModelServerError(
-            "The connection to the model server broke in the middle of the reply; try again.")
+        err = ModelServerError(BROKEN_REPLY)
     elif isinstance(exc, openai.APIConnectionError):
         url = ""
         request = getattr(exc, "request", None)

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import threading
 from dataclasses import dataclass
@@ -42,6 +41,7 @@ from typing import Any
 
 from core import settings
 from core.errors import ModelContextExceeded
+from core.stores.whole_file import place_whole
 
 log = logging.getLogger(__name__)
 
@@ -125,11 +125,7 @@ def remember_window(base_url: Any, model: str, tokens: int) -> None:
         path = _windows_path()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(data, fh, indent=1, sort_keys=True)
-            os.replace(tmp, path)
+            place_whole(path, json.dumps(data, indent=1, sort_keys=True).encode(), replace=True)
         except OSError as err:
             log.warning("could not remember the context window in %s: %s", path, err)
 

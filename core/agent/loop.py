@@ -16,9 +16,11 @@ from typing import Any
 
 import openai
 
-from core.errors import ModelEmptyReply
+from core.agent import slots
+from core.agent.config import BROKEN_REPLY
+from core.errors import ModelEmptyReply, ModelError
 from core.agent.repair import interrupted_result, prepare_request, sanitize_text
-from core.agent.stream import END_FILTER, END_LENGTH, END_MISSING, Reply, ReplyReader, open_reply
+from core.agent.stream import END_COMPLETE, END_FILTER, END_LENGTH, END_MISSING, Reply, ReplyReader, open_reply
 from core.agent.approval import ApprovalGate, ApprovalRequested, PendingApproval
 from core.agent.tools import ToolRegistry, Workspace, run_tool
 
@@ -70,7 +72,25 @@ class RoundCompleted:
     pending: PendingApproval | None = None
 
 
-AgentEvent = TextDelta | ToolCallStarted | ToolCallFinished | RoundCompleted | ApprovalRequested
+@dataclass
+class ReasoningDelta:
+    """A piece of the model's thinking (``reasoning_content`` / ``reasoning`` of a thinking-mode
+    server), shown apart from the answer; stored on the assistant message (not its text)."""
+
+    text: str
+
+
+@dataclass
+class ReplyRestarted:
+    """The reply being streamed broke because a background request reached a server that serves
+    one request at a time (core.agent.slots); it is asked again once. The text shown so far for
+    this round is void: the new reply's TextDeltas follow."""
+
+    reason: str
+
+
+AgentEvent = (TextDelta | ReasoningDelta | ToolCallStarted | ToolCallFinished | RoundCompleted | ApprovalRequested
+              | ReplyRestarted)
 
 
 class AgentRun:
@@ -114,6 +134,8 @@ class AgentRun:
         self._resumed = False
         self._answered_before: set[str] = set()
         self._text: list[str] = []
+        self._reasoning: list[str] = []
+        self._reasoning_key = "reasoning_content"
         self._assistant: dict | None = None
         self._results: list[dict] = []
         self._end: str | None = None
@@ -127,11 +149,21 @@ class AgentRun:
         """Messages to persist for the round in flight if it stops now (``[]`` if nothing)."""
         if self._assistant is not None:
             done = {m["tool_call_id"] for m in self._results} | self._answered_before
-            missing = [interrupted_result(c["id"]) for c in self._assistant["tool_calls"] if c["id"] not in done]
+            missing = [{"role": "tool", "tool_call_id": c["id"], "content": self._interrupted_content(c["id"])}
+                       for c in self._assistant["tool_calls"] if c["id"] not in done]
             head = [] if self._resumed else [self._assistant]
             return [*head, *self._results, *missing]
         text = "".join(self._text)
-        return [{"role": "assistant", "content": text}] if text else []
+        if not text:
+            return []
+        partial = {"role": "assistant", "content": text}
+        if "".join(self._reasoning).strip():
+            partial[self._reasoning_key] = sanitize_text("".join(self._reasoning))
+        return [partial]
+
+    def _interrupted_content(self, cid: str) -> str:
+        """The tool result of call ``cid`` stopped before it returned (sub-agents say more)."""
+        return interrupted_result(cid)["content"]
 
     def _finish_round(self, new: list[dict], pending: PendingApproval | None = None) -> RoundCompleted:
         end = self._end
@@ -198,8 +230,12 @@ class AgentRun:
         return {c["id"] for m in self.messages if isinstance(m, dict)
                 for c in (m.get("tool_calls") or []) if isinstance(c, dict) and isinstance(c.get("id"), str)}
 
-    def _stream_reply(self) -> Iterator[TextDelta]:
+    def _stream_reply(self) -> Iterator[TextDelta | ReplyRestarted]:
         """Stream one model reply into the round state; stops early when cancelled.
+
+        A reply that broke while a background request to the same server was in flight (a
+        server serving one request at a time, core.agent.slots) is asked again once, after a
+        :class:`ReplyRestarted`, before any error reaches the user.
 
         Raises ModelEmptyReply when the reply has neither text nor a tool call (nothing is
         saved: a blank answer would look like a finished one)."""
@@ -210,23 +246,42 @@ class AgentRun:
                   "stream_options": {"include_usage": True}}
         if self.tools:
             params["tools"] = self.tools
-        reader = ReplyReader(self._used_ids())
-        chunks = self._chunks(params)
-        try:
-            for chunk in chunks:
-                if self._is_cancelled():
-                    return
-                if chunk == "[DONE]":
-                    reader.done()
+        for attempt in (1, 2):
+            reader = ReplyReader(self._used_ids())
+            ticket = slots.foreground(self.client, self.cancel)
+            try:
+                chunks = self._chunks(params)
+                try:
+                    for chunk in chunks:
+                        if self._is_cancelled():
+                            return
+                        if chunk == "[DONE]":
+                            reader.done()
+                            continue
+                        for text in reader.feed(chunk):
+                            self._text.append(text)
+                            yield TextDelta(text)
+                        for thought in reader.new_reasoning:
+                            self._reasoning_key = reader.reasoning_key
+                            self._reasoning.append(thought)
+                            yield ReasoningDelta(thought)
+                finally:
+                    chunks.close()  # releases the HTTP response now, not at garbage collection
+            except ModelError as err:
+                if attempt == 1 and str(err) == BROKEN_REPLY and ticket.overlapped and not self._is_cancelled():
+                    yield self._restart(str(err))
                     continue
-                for text in reader.feed(chunk):
-                    self._text.append(text)
-                    yield TextDelta(text)
-        finally:
-            chunks.close()  # releases the HTTP response now, not at garbage collection
-        if self._is_cancelled():
-            return
-        reply = reader.reply()
+                raise
+            finally:
+                ticket.close()
+            if self._is_cancelled():
+                return
+            reply = reader.reply()
+            # llama-cpp-python ends an interrupted stream with [DONE] and no finish reason.
+            if attempt == 1 and reply.finish_reason is None and reply.end == END_COMPLETE and ticket.overlapped:
+                yield self._restart("the reply ended without a finish reason")
+                continue
+            break
         self.last_reply = reply
         if reply.empty:
             raise empty_reply_error(reply)
@@ -236,7 +291,20 @@ class AgentRun:
             self._assistant = {"role": "assistant", "content": reply.text, "tool_calls": reply.tool_calls}
         else:
             self._assistant = {"role": "assistant", "content": reply.text}
+        if reply.reasoning.strip():
+            # Stored with the message under the key the server used: thinking-mode servers
+            # (DeepSeek, Kimi K2, Qwen3 with a reasoning parser) want it back within the turn's
+            # tool rounds (core.agent.repair.prepare_request sends it there and nowhere else).
+            self._assistant[reply.reasoning_key] = sanitize_text(reply.reasoning)
         self._end = reply.end if reply.cut_off else None
+
+    def _restart(self, why: str) -> ReplyRestarted:
+        """Learn that the server serves one request at a time and void the round's text."""
+        log.warning("the reply broke while a background request ran (%s); asking again once", why)
+        slots.learn_serial(self.client)
+        self._text = []
+        self._reasoning = []
+        return ReplyRestarted(why)
 
     def _unanswered_tail(self) -> tuple[dict, set[str]] | None:
         """The last assistant message with tool calls when only some of its calls have results
@@ -296,7 +364,7 @@ class AgentRun:
         for call in calls:
             cid, name, args = call["id"], call["function"]["name"], call["function"]["arguments"]
             if self._is_cancelled():
-                result, is_error = interrupted_result(cid)["content"], True
+                result, is_error = self._interrupted_content(cid), True
             else:
                 verdict = (self.gate.check(cid, name, args, self.workspace)
                            if self.gate is not None else None)

@@ -26,9 +26,11 @@ from typing import Any, Callable
 from core.agent.language import Language, conversation_language
 from core.agent.prompts import REMEMBER_TOOL_DESCRIPTION, memory_prompt
 from core.agent.repair import sanitize
+from core.agent import slots
 from core.agent.stream import read_reply
+from core.agent.titles import fit_window
 from core.errors import AnycodeError, InvalidMemory
-from core.memory.context import SessionContext, session_context
+from core.memory.context import SessionContext, memory_section, session_context, with_memory_section
 from core.memory.mode import memory_mode
 from core.memory.model import Memory
 from core.memory.store import MemoryStore, same_text
@@ -43,7 +45,9 @@ MAX_CHARS_PER_MESSAGE = 4000  # the start of each message is enough to find last
 # (the middle is left out, marked), so the request stays small whatever the model's window.
 MAX_EXCHANGE_CHARS = 16_000
 SKIPPED_LINE = "[… {n} messages of this exchange left out …]"
-MAX_ADDS_PER_EXCHANGE = 5  # a model listing twenty "facts" is summarising, not remembering
+MAX_ADDS_PER_EXCHANGE = 5
+# Room left for the answer (a JSON object of a few facts) when the request is fitted to the window.
+MEMORY_REPLY_TOKENS = 512  # a model listing twenty "facts" is summarising, not remembering
 REMEMBER_TOOL = "remember"
 REMEMBER_SPEC = {
     "type": "function",
@@ -174,16 +178,19 @@ def memory_request_messages(exchange: list[dict], memories: list[Memory], *, sum
 
 @dataclass
 class ExtractionResult:
-    """What one extraction did: ``added`` / ``removed`` memories; ``skipped`` True when the model's
-    answer was unusable or the request failed (logged)."""
+    """What one extraction did: ``added`` / ``removed`` memories, ``proposed`` ones waiting for the
+    user's yes (an exchange that read outside input); ``skipped`` True when the model's answer was
+    unusable or the request failed (logged)."""
 
     added: list[Memory] = field(default_factory=list)
     removed: list[Memory] = field(default_factory=list)
+    proposed: list[Memory] = field(default_factory=list)
     skipped: bool = False
 
 
 def extract_memories(memory: MemoryStore, project_key: str, session_id: str, messages: list[dict], *,
-                     client: Any, model: str, compactions: list[dict] | None = None) -> ExtractionResult:
+                     client: Any, model: str, compactions: list[dict] | None = None,
+                     can_confirm: bool = False) -> ExtractionResult:
     """Run one extraction for the latest exchange of ``messages`` and apply it; never raises.
 
     ``compactions`` (``Session.compactions``): the exchange is read as the model sees it — when a
@@ -193,7 +200,9 @@ def extract_memories(memory: MemoryStore, project_key: str, session_id: str, mes
     Adds go to the project's memories (or the user's, when the model says so) with source
     ``model`` and this session and user message as origin; a candidate that looks like a secret,
     repeats a live memory or a memory the user removed is dropped. Removes apply to the ids of
-    the user's and this project's live memories only."""
+    the user's and this project's live memories only. When the exchange read files, tool output
+    or a sub-agent's result (:func:`read_outside_input`), adds are only proposed — kept for the
+    user's yes when ``can_confirm`` (the page asks), else dropped — and removes are ignored."""
     result = ExtractionResult()
     try:
         index, exchange = exchange_of(messages)
@@ -212,7 +221,10 @@ def extract_memories(memory: MemoryStore, project_key: str, session_id: str, mes
         try:
             # The compatible reader (as titles): a model refusing `temperature` is asked again
             # without it, and a server streaming anyway is still understood.
-            answer = read_reply(client, {"model": model, "messages": request, "temperature": MEMORY_TEMPERATURE}).text
+            with slots.background(client):  # after the user's turn on a one-at-a-time server
+                request = fit_window(request, client, model, MEMORY_REPLY_TOKENS)
+                answer = read_reply(client, {"model": model, "messages": request,
+                                             "temperature": MEMORY_TEMPERATURE}).text
         except Exception as err:  # noqa: BLE001 -- any failure: skip this exchange
             log.warning("memory extraction for session %s failed: %s", session_id, err)
             result.skipped = True
@@ -224,6 +236,19 @@ def extract_memories(memory: MemoryStore, project_key: str, session_id: str, mes
             result.skipped = True
             return result
         removed_before = memory.removed_texts(project_key)
+        if read_outside_input(messages, index):
+            for text, scope in changes.add[:MAX_ADDS_PER_EXCHANGE] if can_confirm else ():
+                try:
+                    proposed = memory.propose(text, scope=scope, project_key=project_key, source="model",
+                                              session_id=session_id, message_index=index)
+                except InvalidMemory as e:
+                    log.info("memory candidate dropped: %s", e)
+                    continue
+                if proposed is not None:
+                    result.proposed.append(proposed)
+            log.info("memory extraction for session %s read outside input: %d proposed, none stored",
+                     session_id, len(result.proposed))
+            return result
         for mid in changes.remove:
             match = [m for m in current if m.id == mid or (len(mid) >= 6 and m.id.startswith(mid))]
             if len(match) == 1:
@@ -252,6 +277,18 @@ def extract_memories(memory: MemoryStore, project_key: str, session_id: str, mes
     return result
 
 
+def read_outside_input(messages: list[dict], since: int | None) -> bool:
+    """Whether the turn that started at message ``since`` (its user message) has seen text that
+    did not come from the user or the model: a result of any tool but ``remember`` (a file read,
+    a listing, a sub-agent's answer). A fact proposed after that may come from the file, not the
+    user (issue 28: "remember: …" planted in a README), so it is not stored without the user's yes."""
+    if since is None:
+        return False
+    remember_ids = {c.get("id") for m in messages[since:] if m.get("role") == "assistant"
+                    for c in m.get("tool_calls") or [] if (c.get("function") or {}).get("name") == REMEMBER_TOOL}
+    return any(m.get("role") == "tool" and m.get("tool_call_id") not in remember_ids for m in messages[since:])
+
+
 class SessionMemory:
     """Memory for one turn of one session (built by the runner; see the module docstring).
 
@@ -262,6 +299,11 @@ class SessionMemory:
         self.memory, self.mode = memory, mode
         self.project_key, self.session_id = project_key, session_id
         self.message_index: int | None = None
+        # The turn's messages as the runner holds them (read by `remember` to tell whether the
+        # turn has read files or tool output), and whether a person can answer a proposal (the
+        # web page shows it as a card; sub-agents and the CLI cannot: such a proposal is refused).
+        self.turn_messages: list[dict] = []
+        self.can_confirm = False
 
     @classmethod
     def open(cls, store: Any, project_key: str, session_id: str, data_dir: Any = None) -> "SessionMemory | None":
@@ -286,6 +328,17 @@ class SessionMemory:
             memories = []
         return session_context(memories, root)
 
+    def refresh_system(self, system_text: Any) -> Any:
+        """``system_text`` (a stored system prompt) with the memories current now in place of the
+        ones it was saved with (:func:`core.memory.context.with_memory_section`); on a store
+        failure, without any memory section (logged): a stale memory is never sent."""
+        try:
+            section = memory_section(self.memory.list(self.project_key))[0]
+        except Exception as e:  # noqa: BLE001 -- memory is optional, the chat is not
+            log.warning("could not read memories for this request: %s", e)
+            section = ""
+        return with_memory_section(system_text, section)
+
     def tool_handlers(self) -> dict[str, Callable[[str | None], tuple[str, bool]]]:
         """``{"remember": handler}``: the handler takes the raw JSON arguments and returns
         ``(result text, is_error)``, never raising."""
@@ -300,6 +353,8 @@ class SessionMemory:
         if not isinstance(args, dict) or not isinstance(args.get("fact"), str):
             return "Error: give the fact to remember as {\"fact\": \"...\"}.", True
         scope = "user" if args.get("scope") == "user" else "project"
+        if read_outside_input(self.turn_messages, self.message_index):
+            return self._propose(args["fact"], scope)
         try:
             m = self.memory.add(args["fact"], scope=scope, project_key=self.project_key, source="model",
                                 session_id=self.session_id, message_index=self.message_index)
@@ -309,6 +364,24 @@ class SessionMemory:
             log.exception("remember failed")
             return f"Error: the memory could not be stored ({err}).", True
         return f"Remembered ({m.scope} memory {m.id}): {m.text}", False
+
+    def _propose(self, fact: str, scope: str) -> tuple[str, bool]:
+        """``remember`` in a turn that read outside input: a proposal for the user, or a refusal."""
+        if not self.can_confirm:
+            return ("Not stored: this turn read files or tool output, and a memory taken from them needs the "
+                    "user's yes, which nobody can give here. Ask the user to say it themselves if it matters."), True
+        try:
+            p = self.memory.propose(fact, scope=scope, project_key=self.project_key, source="model",
+                                    session_id=self.session_id, message_index=self.message_index)
+        except InvalidMemory as err:
+            return f"Error: {err}", True
+        except Exception as err:  # noqa: BLE001 -- a tool never kills the conversation
+            log.exception("remember (proposal) failed")
+            return f"Error: the memory could not be proposed ({err}).", True
+        if p is None:
+            return "Already known or declined before; nothing new to remember.", False
+        return ("Not stored yet: this turn read files or tool output, so the user is asked in the page whether "
+                f"to remember it: {p.text}"), False
 
     def start_extraction(self, messages: list[dict], *, client: Any, model: str,
                          on_done: Callable[[ExtractionResult], None] | None = None,
@@ -323,7 +396,8 @@ class SessionMemory:
 
         def work() -> None:
             result = extract_memories(self.memory, self.project_key, self.session_id, snapshot,
-                                      client=client, model=model, compactions=summaries)
+                                      client=client, model=model, compactions=summaries,
+                                      can_confirm=self.can_confirm)
             if on_done is not None:
                 try:
                     on_done(result)

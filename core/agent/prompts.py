@@ -35,7 +35,7 @@ def system_prompt(workspace_path: str) -> str:
     )
 
 
-# The fake test server recognises sub-agent requests by this start (tests/fake_openai.py).
+# The fake test server recognises sub-agent requests by this start (tests/support/fake_openai.py).
 SUBAGENT_PROMPT_START = "You are a sub-agent of anycode"
 
 

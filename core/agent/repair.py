@@ -20,6 +20,7 @@ import json
 import logging
 from typing import Any
 
+from core.session.entries import REASONING_KEYS
 from core.session.text import clean_text
 
 log = logging.getLogger(__name__)
@@ -109,12 +110,17 @@ def _content_ok(content: Any) -> bool:
                                         and all(isinstance(p, dict) and "type" in p for p in content))
 
 
-def _clean_message(msg: Any) -> dict | None:
-    """The message with only API keys, or None when it cannot be sent at all."""
+
+
+def _clean_message(msg: Any, reasoning: bool = False) -> dict | None:
+    """The message with only API keys (and, with ``reasoning``, an assistant message's reasoning
+    field), or None when it cannot be sent at all."""
     if not isinstance(msg, dict) or msg.get("role") not in _ALLOWED_KEYS:
         return None
     role = msg["role"]
     out = {k: msg[k] for k in _ALLOWED_KEYS[role] if k in msg and msg[k] is not None}
+    if reasoning and role == "assistant":
+        out.update({k: msg[k] for k in REASONING_KEYS if isinstance(msg.get(k), str) and msg[k]})
     if role == "assistant":
         calls = _clean_tool_calls(msg.get("tool_calls"))
         if calls:
@@ -152,8 +158,16 @@ def prepare_request(messages: list[dict]) -> list[dict]:
     call in the middle of the history), and drops tool messages that answer nothing (orphans).
     Strings are sanitized (:func:`sanitize`). The input is not modified; the stored file is never
     touched.
+
+    Reasoning (``reasoning_content`` / ``reasoning``, stored on an assistant message when a
+    thinking-mode server sent it) goes back only on the assistant messages after the last user
+    message — the current turn's tool rounds — as DeepSeek's thinking mode and Kimi K2 require
+    (HTTP 400 without it there) and never elsewhere (deepseek-reasoner refuses it from earlier
+    turns; other servers do not know the key).
     """
-    cleaned = [m for m in (_clean_message(x) for x in messages) if m is not None]
+    last_user = max((i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "user"),
+                    default=-1)
+    cleaned = [m for m in (_clean_message(x, i > last_user) for i, x in enumerate(messages)) if m is not None]
     out: list[dict] = []
     i = 0
     dropped = added = 0

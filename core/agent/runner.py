@@ -18,9 +18,10 @@ import openai
 from core.agent.compaction import CompactionEvent, CompactionFinished, make_guard, overflow_of
 from core.agent.loop import AgentEvent, RoundCompleted
 from core.agent.memory_job import REMEMBER_SPEC, SessionMemory
+from core.agent.definitions import Definitions, addressed_agent, agent_system_prompt, load_definitions
 from core.agent.subagents import TaskAgentRun, default_tools
 from core.agent.persist import store_messages
-from core.memory.context import session_context
+from core.memory.context import session_context, with_memory_section
 from core.agent.config import NOT_CONFIGURED_MESSAGE
 from core.errors import ModelContextExceeded, ModelError, ModelNotConfigured, SessionConflict
 from core.session.keys import SessionKey
@@ -33,6 +34,8 @@ from core.session.store import SessionStore
 from core.agent.titles import start_title_generation
 from core.agent.tools import ToolError, Workspace
 from core.agent import approval as approvals
+from core.agent import checkpoints
+from core.agent import slots
 from core.agent.workspace import check_workspace
 from core.session.entries import message_entry
 
@@ -65,7 +68,34 @@ class MemoryStarted:
     thread: threading.Thread
 
 
-RunnerEvent = AgentEvent | CompactionEvent | UserMessageSaved | TitleStarted | MemoryStarted
+@dataclass
+class ReplyKeptAsVersion:
+    """Someone else (another tab, process or machine) wrote in the session while this reply was
+    being written, so its round could not land where the reply started: it was stored as a
+    version of the conversation instead (issue 25; :meth:`SessionManager.keep_as_version`), and
+    the rest of this turn is stored there too. Yielded just before that round's RoundCompleted.
+
+    ``key``: the version now holding the reply; ``of``: the session it was written for;
+    ``number``/``count``: it is version ``number`` of the conversation's ``count`` versions."""
+
+    key: SessionKey
+    of: SessionKey
+    number: int
+    count: int
+
+
+@dataclass
+class AgentAnswering:
+    """The message this turn answers starts with ``@name`` (issue 30): the defined agent ``name``
+    answers it, with ``model``; its replies are stored with ``"agent": name``. Yielded after
+    UserMessageSaved, before the loop's events."""
+
+    name: str
+    model: str
+
+
+RunnerEvent = (AgentEvent | CompactionEvent | UserMessageSaved | TitleStarted | MemoryStarted
+               | ReplyKeptAsVersion | AgentAnswering)
 
 
 def _open_workspace(cwd: str | None) -> Workspace | None:
@@ -78,7 +108,16 @@ def _open_workspace(cwd: str | None) -> Workspace | None:
         return None
 
 
-def run_session_stream(
+def run_session_stream(key: SessionKey, store: SessionStore, user_input: str | None, *,
+                       client: openai.OpenAI | None, **kwargs) -> Iterator[RunnerEvent]:
+    """:func:`_run_session_stream` (the turn itself; arguments, events and errors documented
+    there) while holding the turn on the model server (core.agent.slots): on a server serving
+    one request at a time, background requests wait until the turn's last round."""
+    return slots.holding_turn(_run_session_stream(key, store, user_input, client=client, **kwargs), client,
+                              until=lambda event: isinstance(event, (MemoryStarted, TitleStarted)))
+
+
+def _run_session_stream(
     key: SessionKey,
     store: SessionStore,
     user_input: str | None,
@@ -94,8 +133,14 @@ def run_session_stream(
     max_iterations: int = 20,
     on_title: Callable[[str, str, bool], None] | None = None,
     approval: approvals.ApprovalPolicy | None = None,
+    confirm_memories: bool = False,
+    agents: Definitions | None = None,
 ) -> Iterator[RunnerEvent]:
     """Run one user turn on the stored session ``key``, yielding events as they happen.
+
+    ``confirm_memories``: a person can answer memory proposals (the web page): a fact the model
+    wants to remember after the turn read files or tool output is kept as a proposal for them;
+    without one (the CLI, scripts) it is refused (core.agent.memory_job, issue 28).
 
     Order: a system message first if the session has no messages (instructions + workspace
     path + the user's and project's memories + AGENTS.md/CLAUDE.md, see core.memory.context;
@@ -103,7 +148,11 @@ def run_session_stream(
     rewritten); then the user message — all in ONE append, checked against ``expected_count``
     (the message count the caller loaded; SessionConflict if someone appended since) — then
     ``UserMessageSaved``. Then the agent loop's events (see core.agent.loop); each RoundCompleted is
-    stored before it is yielded. Then, in ``auto`` memory mode, ``MemoryStarted`` (the memory
+    stored before it is yielded, checked against the history it continues: when someone else
+    appended meanwhile (another tab, process or machine), the round is kept as a version of the
+    conversation (:meth:`SessionManager.keep_as_version`) and :class:`ReplyKeptAsVersion` is
+    yielded first — never a SessionConflict, never a round stored after another writer's
+    messages; the rest of the turn goes to that version. Then, in ``auto`` memory mode, ``MemoryStarted`` (the memory
     extraction job, core.agent.memory_job). Last, if the session has no title yet, ``TitleStarted``.
     Unless ``ANYCODE_MEMORY=off``, the model also gets the ``remember`` tool.
 
@@ -113,6 +162,8 @@ def run_session_stream(
     again). ``tools`` defaults to TOOL_SPECS plus the ``task``
     tool (sub-agents, :mod:`core.agent.subagents`); ``workspace`` to the session's project folder when
     :func:`core.agent.workspace.check_workspace` accepts it (else the tools are off and say why).
+    ``agents``: the agent definitions the ``task`` tool names (default: those of the workspace
+    and the user, :func:`core.agent.definitions.load_definitions`; issue 30).
     ``approval`` (default ``ApprovalPolicy.from_env()``): side-effect tools pause the turn on an
     approval request stored with the round (see :mod:`core.agent.approval`). A new message while
     an approval waits denies it.
@@ -131,7 +182,7 @@ def run_session_stream(
     messages = list(session.messages)
     workspace_problem = None
     if workspace is None:
-        checked = check_workspace(key, session.cwd)
+        checked = check_workspace(key, session.cwd, origin=session.origin)
         workspace, workspace_problem = checked.workspace, checked.problem
         if workspace_problem:
             log.warning("session %s: %s", key.session_id, workspace_problem)
@@ -160,11 +211,20 @@ def run_session_stream(
     if user_input is not None:
         prefix.append({"role": "user", "content": sanitize_text(user_input)})
     if prefix:
+        check = expected_count
+        if check is None and (closing or prefix_entries):
+            # Results closing the stored tail's calls belong right after it: never after
+            # someone else's messages, where they would be orphans.
+            check = len(messages)
         if prefix_entries:  # approval answers and messages in one append
             count = store.append(key, [*prefix_entries, *(message_entry(m) for m in prefix)],
-                                 expected_count=expected_count)
+                                 expected_count=check)
         else:
-            count = store_messages(manager, key, prefix, saved_count=len(messages), expected_count=expected_count)
+            count = store_messages(manager, key, prefix, saved_count=len(messages), expected_count=check)
+        if count != len(messages) + len(prefix):
+            # Unchecked (no expected_count), and someone appended between our load and our
+            # append: the stored history up to our message is what the reply answers.
+            messages = manager.get(key).messages[:count - len(prefix)]
     elif expected_count is not None and expected_count != len(messages):
         raise SessionConflict(expected_count, len(messages))
     else:
@@ -172,43 +232,73 @@ def run_session_stream(
     messages += prefix
     if memory is not None:
         memory.message_index = len(messages) - 1
+        memory.turn_messages = messages  # the live list: `remember` sees what the turn has read
+        memory.can_confirm = confirm_memories
     if user_input is not None:
         yield UserMessageSaved(count)
     if client is None:
         raise ModelNotConfigured(NOT_CONFIGURED_MESSAGE)
 
-    tools = default_tools() if tools is None else tools
+    # Issue 30: the project's and the user's agent definitions, named by the task tool.
+    agents = _agents_of(workspace) if agents is None else agents
+    tools = default_tools(agents=agents) if tools is None else tools
+    # "@name ..." at the start of the message this turn answers: that agent answers, with its own
+    # system prompt, model and tools, on the same messages (a retry or Regenerate of it too).
+    speaker = addressed_agent(_last_user_text(messages), agents)
+    chat_model = model
+    if speaker is not None:
+        model = speaker.model or model
+        tools = speaker.filter_tools(tools)
+        yield AgentAnswering(speaker.name, model)
     handlers = None
-    if memory is not None and key.subpath is None:
+    if memory is not None and key.subpath is None and (speaker is None or speaker.allows("remember")):
+        # (an agent whose definition lists its tools gets `remember` only when it lists it)
         tools, handlers = [*tools, REMEMBER_SPEC], memory.tool_handlers()
     # Issue 9: keeps every request inside the model's window (compacts first when needed).
     guard = make_guard(session, client=client, model=model, tools=tools, cancel=cancel,
                        append=lambda entry, count: manager.add_compaction(key, entry, count))
+    # Memories reach the model as they are at each request, not as the saved prompt has them
+    # (a removed memory is never sent again; with memory off, none is; issue 28).
+    guard.system_refresh = memory.refresh_system if memory is not None else (
+        lambda text: with_memory_section(text, ""))
+    if speaker is not None:
+        refresh = guard.system_refresh
+        guard.system_refresh = lambda text: agent_system_prompt(speaker, refresh(text))
+    speaker_name = speaker.name if speaker is not None else None
     rounds = 0
     recovered = False
+    # Issue 29: write_file reports each change; each stored round's changes become its checkpoint.
+    recorder = checkpoints.attach(workspace, store)
     while True:
         # TaskAgentRun: `task` calls run sub-agents recorded under this session (core.agent.subagents).
         run = TaskAgentRun(messages, key=key, store=store, client=client, model=model, tools=tools,
                            max_iterations=max_iterations - rounds, cancel=cancel, workspace=workspace,
-                           tool_handlers=handlers, context=guard,
+                           tool_handlers=handlers, context=guard, agents=agents,
                            gate=approvals.ApprovalGate(approval), workspace_problem=workspace_problem)
         try:
             for event in run.events():
                 if isinstance(event, RoundCompleted):
-                    # The first round is checked too: a retry (no prefix) or a reply racing another
-                    # tab's must not land after someone else's answer (SessionConflict instead).
-                    first = len(messages) if rounds == 0 and expected_count is not None else None
+                    # Every round is checked against the history it continues: a round racing
+                    # another writer's never lands after their messages; it is kept as a version.
                     # A store that fails (database killed, disk full) is retried and checked; if it
                     # gives up, the error carries the unsaved round (core.agent.persist).
                     if event.messages:
-                        store_messages(manager, key, event.messages, saved_count=len(messages),
-                                       expected_count=first, end=event.end)
+                        kept = _store_round(manager, key, event.messages, saved=len(messages), end=event.end,
+                                            agent=speaker_name)
+                        if kept is not None:
+                            key = kept.key  # the rest of the turn (and its title) goes there
+                            run.key = key  # sub-agent records of later task calls too
+                            yield kept
+                    if recorder is not None:
+                        recorder.flush(store, key, at=len(messages) + len(event.messages))
                     if event.pending is not None and event.pending.call_id not in waiting:
                         # The waiting call's request, stored after its round (a restart shows it
                         # again; killed in between, the call is closed as interrupted like any other).
                         store.append(key, [event.pending.entry()])
                     if run.last_reply is not None:
                         guard.record(len(messages), messages, run.last_reply.usage)
+                    if event.messages:
+                        _store_usage(store, key, messages, event.messages, run.last_reply, chat_model)
                     messages.extend(event.messages)
                     rounds += 1
                 yield event
@@ -218,7 +308,8 @@ def run_session_stream(
             # adding anything (the user message is stored once). Never a loop.
             overflow = None if recovered or run.interrupted_round() else overflow_of(err, guard)
             if overflow is False or overflow is None:
-                _keep_partial(run, manager, key, messages, err)
+                _keep_partial(run, manager, key, messages, err, speaker_name)
+                _flush_quietly(recorder, store, getattr(getattr(err, "kept_as", None), "key", key))
                 raise
             recovered = True
             log.warning("session %s: the request did not fit the model's window (%s); compacting and retrying once",
@@ -231,30 +322,95 @@ def run_session_stream(
                 raise
         except BaseException as original:
             # Generator closed (Stop), KeyboardInterrupt, a store failure: keep what the user saw.
-            _keep_partial(run, manager, key, messages, original)
+            _keep_partial(run, manager, key, messages, original, speaker_name)
+            _flush_quietly(recorder, store, getattr(getattr(original, "kept_as", None), "key", key))
             raise
 
     if rounds and memory is not None and key.subpath is None and not run.cancelled:
-        job = memory.start_extraction(messages, client=title_client or client, model=title_model or model,
+        job = memory.start_extraction(messages, client=title_client or client, model=title_model or chat_model,
                                       compactions=guard.compactions)
         if job is not None:
             yield MemoryStarted(job)
     if rounds and session.title_source is None:
         thread = start_title_generation(manager, key, messages, client=title_client or client,
-                                        model=title_model or model, on_done=on_title,
+                                        model=title_model or chat_model, on_done=on_title,
                                         compactions=guard.compactions)
         yield TitleStarted(thread)
 
 
+def _last_user_text(messages: list[dict]) -> str | None:
+    """The text of the last user message of ``messages`` (None when there is none or it is not
+    plain text)."""
+    for m in reversed(messages):
+        if isinstance(m, dict) and m.get("role") == "user":
+            return m.get("content") if isinstance(m.get("content"), str) else None
+    return None
+
+
+def _agents_of(workspace: Workspace | None) -> Definitions:
+    """The agent definitions for a turn in ``workspace`` (:func:`core.agent.definitions.load_definitions`;
+    without a workspace the user's only)."""
+    return load_definitions(workspace.root if workspace is not None else None)
+
+
+def _store_round(manager: SessionManager, key: SessionKey, new: list[dict], *, saved: int,
+                 end: str | None = None, agent: str | None = None) -> ReplyKeptAsVersion | None:
+    """Append a finished round after the ``saved`` messages it continues (its replies marked
+    with ``agent``, the defined agent answering, issue 30); when someone else appended since
+    (:class:`SessionConflict`), keep it as a version instead and say so (the event). Raises the
+    store's errors (with ``unsaved``, :func:`store_messages`)."""
+    try:
+        store_messages(manager, key, new, saved_count=saved, expected_count=saved, end=end, agent=agent)
+        return None
+    except SessionConflict as err:
+        log.warning("session %s: %s; keeping the reply as a version", key.session_id, err)
+    version = manager.keep_as_version(key, saved, new, end=end, agent=agent)
+    number, count, _ = manager.version_number(version.key)
+    return ReplyKeptAsVersion(version.key, key, number, count)
+
+
+def _store_usage(store: Any, key: Any, before: list[dict], new: list[dict], reply: Any, model: str) -> None:
+    """Append the round's usage entry (core.session.usage): the server's ``usage`` of the reply,
+    else an estimate marked so. Never fails the turn (a usage figure is not worth a lost reply)."""
+    from core.agent.context import estimate_tokens
+    from core.session.usage import usage_entry
+
+    usage = getattr(reply, "usage", None) if reply is not None else None
+    try:
+        if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
+            entry = usage_entry(len(before) + len(new), model, usage["prompt_tokens"],
+                                int(usage.get("completion_tokens") or 0), estimated=False)
+        else:
+            entry = usage_entry(len(before) + len(new), model, estimate_tokens(before), estimate_tokens(new[:1]),
+                                estimated=True)
+        store.append(key, [entry])
+    except Exception as err:  # noqa: BLE001 -- see the docstring
+        log.warning("session %s: could not store the reply's usage (%s)", getattr(key, "session_id", key), err)
+
+
+def _flush_quietly(recorder: checkpoints.Recorder | None, store: SessionStore, key: SessionKey) -> None:
+    """The checkpoint of files changed in a round that was cut short (after its partial round)."""
+    if recorder is None:
+        return
+    try:
+        recorder.flush(store, key)
+    except Exception as err:  # noqa: BLE001 -- the original error matters more
+        log.warning("could not store the checkpoint of %s's interrupted round: %s", key.session_id, err)
+
+
 def _keep_partial(run: TaskAgentRun, manager: SessionManager, key: SessionKey, messages: list[dict],
-                  original: BaseException) -> None:
+                  original: BaseException, agent: str | None = None) -> None:
     """Store the round in flight (the partial text the user saw, closed tool calls) after ``original``
-    stopped the run; a failure to store is attached to ``original`` (``unsaved``/``saved_count``)."""
+    stopped the run — as a version when someone else wrote meanwhile (then attached to
+    ``original`` as ``kept_as``); a failure to store is attached to ``original``
+    (``unsaved``/``saved_count``)."""
     partial = run.interrupted_round()
     if not partial:
         return
     try:
-        store_messages(manager, key, partial, saved_count=len(messages))
+        kept = _store_round(manager, key, partial, saved=len(messages), agent=agent)
+        if kept is not None:
+            original.kept_as = kept  # type: ignore[attr-defined]
         log.info("stored the interrupted round of %s (%d messages)", key.session_id, len(partial))
     except Exception as err:  # noqa: BLE001 -- the original error matters more
         log.warning("could not store the interrupted round of %s: %s", key.session_id, err)
@@ -273,12 +429,15 @@ def run_session(
     wait_for_memory: float | None = None,
     **kwargs,
 ) -> Session:
-    """Non-streaming :func:`run_session_stream` (same arguments and errors); the session after it.
+    """Non-streaming :func:`run_session_stream` (same arguments and errors); the session after it
+    (the version holding the reply when it was kept as one, :class:`ReplyKeptAsVersion`).
 
     ``wait_for_title`` / ``wait_for_memory``: seconds to wait for the background title / memory
     extraction (None: don't wait).
     """
     for event in run_session_stream(key, store, user_input, client=client, model=model, **kwargs):
+        if isinstance(event, ReplyKeptAsVersion):
+            key = event.key  # the reply is there
         if isinstance(event, TitleStarted) and wait_for_title is not None:
             event.thread.join(wait_for_title)
         if isinstance(event, MemoryStarted) and wait_for_memory is not None:

@@ -10,8 +10,9 @@ OpenAI sends. Local servers bend it, and this module accepts what they actually 
   (``"0"``, ``"call_0"`` in every reply). A new id at an index already in use starts a new call;
   calls without a usable id get a fresh unique one, so each tool result stays paired with its call.
 * argument fragments that are JSON objects instead of strings become JSON text;
-* unknown and null fields are ignored (llama.cpp adds ``timings``, reasoning servers add
-  ``reasoning_content``/``reasoning``, which is collected but never sent back);
+* unknown and null fields are ignored (llama.cpp adds ``timings``); reasoning servers' thinking
+  (``reasoning_content`` — DeepSeek, Kimi, Qwen3 behind vLLM/SGLang — or ``reasoning``) is
+  collected apart from the answer, with the key it came in (:attr:`Reply.reasoning_key`);
 * a plain JSON completion answered to a stream request is read as the whole reply; a stream may
   also be NDJSON or carry an ``{"error": ...}`` event (llama.cpp, vLLM), which becomes a typed error;
 * how the reply ended is kept (:attr:`Reply.end`): ``"complete"``, ``"length"`` (the output
@@ -72,7 +73,9 @@ class Reply:
     ``text``: the reply text; ``tool_calls``: OpenAI tool calls (``{"id", "type": "function",
     "function": {"name", "arguments": JSON text}}``) with unique ids; ``finish_reason`` as the
     server sent it (None when it sent none); ``end``: see :data:`CUT_OFF_ENDS`; ``reasoning``:
-    reasoning text (``reasoning_content``), kept for explanations, never sent back; ``usage``:
+    the model's thinking (never part of ``text``), ``reasoning_key`` the field it came in
+    (``"reasoning_content"`` or ``"reasoning"``; the loop stores it on the assistant message
+    under that key, core.agent.repair sends it back where the server's rule says); ``usage``:
     the server's token counts when it sent them (``prompt_tokens``, ``completion_tokens``, ...).
     """
 
@@ -82,6 +85,7 @@ class Reply:
     end: str = END_COMPLETE
     reasoning: str = ""
     usage: dict | None = None
+    reasoning_key: str = "reasoning_content"
 
     @property
     def cut_off(self) -> bool:
@@ -134,6 +138,8 @@ class ReplyReader:
     def __init__(self, used_ids: Iterable[str] = ()):
         self._text: list[str] = []
         self._reasoning: list[str] = []
+        self._reasoning_key = "reasoning_content"
+        self.new_reasoning: list[str] = []  # the reasoning pieces the last feed() added
         self._calls: list[dict] = []       # {"id", "name", "args", "object"} in order of appearance
         self._by_index: dict[int, int] = {}  # server index -> position in _calls of its latest call
         self._finish: str | None = None
@@ -143,7 +149,9 @@ class ReplyReader:
 
     # --- feeding ---------------------------------------------------------------------------
     def feed(self, chunk: Any) -> list[str]:
-        """Fold one chunk in; return the reply text it added (possibly ``[]``)."""
+        """Fold one chunk in; return the reply text it added (possibly ``[]``; the reasoning it
+        added is in :attr:`new_reasoning`)."""
+        self.new_reasoning = []
         if not isinstance(chunk, dict):
             return []
         if chunk.get("error") is not None:
@@ -167,6 +175,11 @@ class ReplyReader:
                 self._finish = choice["finish_reason"]
         return added
 
+    @property
+    def reasoning_key(self) -> str:
+        """The field the reasoning came in (``"reasoning_content"`` until one arrives)."""
+        return self._reasoning_key
+
     def done(self) -> None:
         """The server sent ``data: [DONE]``."""
         self._done = True
@@ -178,8 +191,10 @@ class ReplyReader:
             self._text.append(text)
             added.append(text)
         for key in ("reasoning_content", "reasoning"):
-            if isinstance(delta.get(key), str):
+            if isinstance(delta.get(key), str) and delta[key]:
                 self._reasoning.append(delta[key])
+                self._reasoning_key = key
+                self.new_reasoning.append(delta[key])
         calls = delta.get("tool_calls")
         if isinstance(calls, dict):
             calls = [calls]
@@ -277,7 +292,8 @@ class ReplyReader:
         else:
             end = END_COMPLETE
         return Reply(text=sanitize_text("".join(self._text)), tool_calls=calls, finish_reason=finish,
-                     end=end, reasoning="".join(self._reasoning), usage=self._usage)
+                     end=end, reasoning="".join(self._reasoning), usage=self._usage,
+                     reasoning_key=self._reasoning_key)
 
 
 def stream_error(error: Any) -> ModelServerError:
@@ -504,7 +520,9 @@ def open_reply(client: openai.OpenAI, params: dict, *, stream: bool = True) -> O
     reconnected = False
     for _ in range(len(OPTIONAL_PARAMS) + 3):
         streamed = stream and not compat.no_stream
-        kwargs = {k: v for k, v in params.items() if k not in compat.dropped}
+        with _COMPAT_LOCK:  # another thread may be adding to it
+            dropped = set(compat.dropped)
+        kwargs = {k: v for k, v in params.items() if k not in dropped}
         if not streamed:
             kwargs.pop("stream_options", None)
         kwargs["stream"] = streamed
@@ -519,10 +537,17 @@ def open_reply(client: openai.OpenAI, params: dict, *, stream: bool = True) -> O
                                 client.base_url, params.get("model"))
                     compat.no_stream = True
                     continue
-                if param in OPTIONAL_PARAMS and param not in compat.dropped:
-                    log.warning("%s refuses %r for %s; leaving it out from now on",
-                                client.base_url, param, params.get("model"))
-                    compat.dropped.add(param)
+                # The decision rests on the request that failed (it carried the parameter), not
+                # on the shared memory of the server: another request racing this one (the title
+                # and memory jobs at once) may have learnt the same quirk a moment ago, and this
+                # request must still be retried without it (issue 27, kind 5).
+                if param in OPTIONAL_PARAMS and param in kwargs:
+                    with _COMPAT_LOCK:
+                        learnt = param not in compat.dropped
+                        compat.dropped.add(param)
+                    if learnt:
+                        log.warning("%s refuses %r for %s; leaving it out from now on",
+                                    client.base_url, param, params.get("model"))
                     continue
             raise describe_api_error(exc) from exc
         except openai.APIConnectionError as exc:

@@ -24,6 +24,7 @@ from core.session.manager import TITLE_CONTROLS
 from core.agent.language import conversation_language
 from core.agent.prompts import title_prompt
 from core.agent.repair import sanitize
+from core.agent import slots
 from core.agent.stream import read_reply
 
 if TYPE_CHECKING:
@@ -135,6 +136,21 @@ def title_request_messages(messages: list[dict], compactions: list[dict] | None 
     return sanitize(out)
 
 
+def fit_window(request: list[dict], client: Any, model: str, reply_tokens: int) -> list[dict]:
+    """``request`` cut (:func:`core.agent.compaction.fit_request`) to the window anycode believes
+    ``model`` at ``client`` has, less ``reply_tokens`` for the answer and the usual reserve: a
+    background request never passes the window (issue 27). Never raises."""
+    from core.agent import context as ctx
+    from core.agent.compaction import fit_request
+
+    try:
+        window = ctx.context_window(client, model).tokens
+    except Exception:  # noqa: BLE001 -- a background job never fails on this
+        window = ctx.DEFAULT_WINDOW
+    budget = max(256, window - ctx.reply_reserve(window) - reply_tokens)
+    return fit_request(request, budget) if ctx.estimate_tokens(request) > budget else request
+
+
 def request_title(messages: list[dict], *, client: openai.OpenAI, model: str,
                   compactions: list[dict] | None = None) -> str | None:
     """Ask ``model`` for a title; the cleaned title, or None on any failure or an unusable answer.
@@ -148,8 +164,13 @@ def request_title(messages: list[dict], *, client: openai.OpenAI, model: str,
     try:
         # Through the compatible reader: a model refusing `temperature` (reasoning models) gets
         # the request again without it, and a server streaming anyway is still understood.
-        reply = read_reply(client, {"model": model, "messages": request, "temperature": TITLE_TEMPERATURE,
-                                    "max_tokens": TITLE_MAX_TOKENS})
+        # A background request: on a server serving one request at a time it waits until the
+        # user's turn is over, so it never cuts a reply (core.agent.slots).
+        # Asking the server for its window is a request too: inside.
+        with slots.background(client):
+            request = fit_window(request, client, model, TITLE_MAX_TOKENS)
+            reply = read_reply(client, {"model": model, "messages": request, "temperature": TITLE_TEMPERATURE,
+                                        "max_tokens": TITLE_MAX_TOKENS})
         content = reply.text
     except Exception as err:  # noqa: BLE001 -- any failure means "use the fallback"
         log.info("title generation failed: %s", err)

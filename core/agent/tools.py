@@ -115,6 +115,10 @@ class Workspace:
     """
 
     root: str
+    # The turn's checkpoint recorder (core.agent.checkpoints.Recorder), set with object.__setattr__
+    # by the runner; write_file reports each change to it. Not a field: two Workspaces of one root
+    # stay equal. Sub-agents share the parent's Workspace, so their changes land in its checkpoint.
+    recorder = None
 
     def __init__(self, root: str | os.PathLike):
         real = os.path.realpath(os.fspath(root))
@@ -224,6 +228,16 @@ class Workspace:
             todo = [p for p in target.split("/") if p not in ("", ".")] + todo
         return stack[-1], None, None
 
+    def relative(self, dir_fd: int, name: str, path: str) -> str:
+        """The workspace-relative path of ``name`` in the opened folder ``dir_fd`` (links on the
+        way resolved, as the kernel names the folder); ``path`` as shown when /proc is missing."""
+        try:
+            real = os.readlink(f"/proc/self/fd/{dir_fd}")
+        except OSError:
+            return self.display_parts(path)
+        rel = os.path.relpath(os.path.join(real, name), self.root)
+        return rel if not rel.startswith("..") else self.display_parts(path)
+
     def display_parts(self, path: str) -> str:
         """``path`` as the model gave it, relative to the root when it was absolute inside."""
         try:
@@ -259,8 +273,39 @@ def _open_regular(dir_fd: int, name: str, path: str, *, must_exist: bool = True)
         raise
 
 
+# Characters that make a file name in a listing ambiguous or misleading: line breaks and other
+# controls (a name "evil\nname.txt" read as two files) and the bidi controls that reorder what is
+# shown (U+202E makes "txt.sh" look like "hs.txt"); trial defect D5 of issue 31.
+_NAME_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", '"': '\\"', "\\": "\\\\"}
+_BIDI = set("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def _unsafe_char(ch: str) -> bool:
+    code = ord(ch)
+    return code < 0x20 or 0x7F <= code < 0xA0 or ch in _BIDI or ch in "\u2028\u2029"
+
+
+def listed_name(name: str) -> str:
+    """``name`` as one line of a listing: unchanged when plain, else in double quotes with its
+    control, line-break and bidi characters escaped (``\\n``, ``\\u202e``; ``"`` and ``\\`` too),
+    so every entry is one line and reads as what it is (``"evil\\nname.txt"``)."""
+    if not any(_unsafe_char(c) for c in name) and not name.startswith('"'):
+        return name
+    out = []
+    for ch in name:
+        if ch in _NAME_ESCAPES:
+            out.append(_NAME_ESCAPES[ch])
+        elif _unsafe_char(ch):
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
 def list_files(workspace: Workspace, path: str = ".") -> str:
-    """One entry per line, sorted; directories end in ``/``. Raises ToolError."""
+    """One entry per line, sorted; directories end in ``/``; a name with a line break, another
+    control character or a bidi control is quoted and escaped (:func:`listed_name`). Raises
+    ToolError."""
     with _Opened() as opened:
         try:
             fd, name, _ = workspace._walk(path if path not in ("", None) else ".", opened)
@@ -274,7 +319,7 @@ def list_files(workspace: Workspace, path: str = ".") -> str:
             for entry in it:
                 entries.append((entry.name, entry.is_dir(follow_symlinks=False)))
     entries.sort()
-    lines = [n + ("/" if is_dir else "") for n, is_dir in entries[:MAX_LIST_ENTRIES]]
+    lines = [listed_name(n) + ("/" if is_dir else "") for n, is_dir in entries[:MAX_LIST_ENTRIES]]
     if len(entries) > MAX_LIST_ENTRIES:
         lines.append(f"... and {len(entries) - MAX_LIST_ENTRIES} more entries")
     return "\n".join(lines) if lines else f"(the directory {workspace.display_parts(path)} is empty)"
@@ -345,6 +390,12 @@ def write_file(workspace: Workspace, path: str, content: str) -> str:
             mode = stat.S_IMODE(got[1].st_mode)
         else:
             mode = _NEW_FILE_MODE
+        recorder = workspace.recorder
+        if recorder is not None:
+            # Before the rename: the old bytes (read from the file we hold open) and the new ones
+            # are stored first, so a checkpoint never names bytes that were not kept (issue 29).
+            recorder.wrote(workspace.relative(dir_fd, name, path), got[0] if got is not None else None,
+                           mode if got is not None else None, data, mode)
         _replace(dir_fd, name, data, mode)
     return f"Wrote {len(data)} bytes to {workspace.display_parts(path)}"
 

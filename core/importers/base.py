@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterable, Iterator
 from core.errors import AnycodeError, os_error_message
 from core.session.entries import header_entry, message_entry, title_entry
 from core.session.keys import SessionKey, normalize_path, project_key
-from core.session.text import counted
+from core.session.text import counted, parse_json
 
 log = logging.getLogger(__name__)
 
@@ -256,18 +256,31 @@ def import_sessions(
 
 def iter_jsonl(path: str) -> Iterator[tuple[int, Any] | ImportProblem]:
     """Each line of a JSONL file as ``(line number, parsed value)``; a line that is not JSON yields
-    an :class:`ImportProblem` naming the file and line instead (blank lines are skipped)."""
-    import json
+    an :class:`ImportProblem` naming the file and line instead (blank lines are skipped).
 
+    What real files hold besides JSON is tolerated, not lost: a UTF-8 byte-order mark (editors on
+    Windows write one before the first record), and runs of NUL bytes — the hole a crash leaves where
+    a write was allotted but never made; the record written after it shares its line. Each piece
+    between NUL runs is read as a record of that line. A value nested too deeply for the parser
+    (e.g. 100,000 ``[``) is named and skipped like any unreadable line."""
     with open(path, "rb") as fh:
         for lineno, raw in enumerate(fh, 1):
-            text = raw.strip()
-            if not text:
-                continue
-            try:
-                yield lineno, json.loads(text.decode("utf-8", "replace"))
-            except ValueError as err:
-                yield ImportProblem(path, lineno, f"not valid JSON ({err.msg})")
+            for piece in _pieces(raw):
+                try:
+                    yield lineno, parse_json(piece)
+                except ValueError as err:
+                    yield ImportProblem(path, lineno, f"not valid JSON ({err})")
+
+
+_BOM = b"\xef\xbb\xbf"
+
+
+def _pieces(raw: bytes) -> list[bytes]:
+    """The JSON texts of one raw line: without a leading BOM, split at NUL runs, blank ones dropped."""
+    if raw.startswith(_BOM):
+        raw = raw[len(_BOM):]
+    parts = raw.split(b"\0") if b"\0" in raw else [raw]
+    return [part.strip() for part in parts if part.strip()]
 
 
 def iso_seconds(value: Any) -> float | None:

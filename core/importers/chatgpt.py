@@ -22,6 +22,8 @@ import zipfile
 from typing import Any, Iterator
 
 from core.importers.base import ImportedMessage, ImportedSession, ImportProblem
+from core.session.text import parse_json
+from core.stores.zip_limits import read_member
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,8 @@ def read_export(path: str | os.PathLike[str]) -> Iterator[ImportedSession | Impo
             yield from conversation_sessions(conv, path)
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             yield ImportProblem(path, position, f"conversation {position} could not be read ({_reason(err)})")
+        except RecursionError:
+            yield ImportProblem(path, position, f"conversation {position} is nested too deeply to read")
 
 
 def _reason(err: BaseException) -> str:
@@ -66,12 +70,13 @@ def _load(path: str) -> Any:
             info = zf.getinfo(min(names, key=len))
             if info.file_size > MAX_EXPORT_BYTES:
                 raise ValueError(f"conversations.json is {info.file_size} bytes")
-            with zf.open(info) as fh:
-                return json.load(fh)
+            # Refused by name before inflating (a zip bomb), then read once and parsed: peak memory
+            # is the text plus what it parses to, never a second copy.
+            return parse_json(read_member(zf, info.filename)[0])
     if os.path.getsize(path) > MAX_EXPORT_BYTES:
         raise ValueError("the file is too large")
     with open(path, "rb") as fh:
-        return json.load(fh)
+        return parse_json(fh.read())
 
 
 def conversation_sessions(conv: dict[str, Any], file: str) -> Iterator[ImportedSession]:

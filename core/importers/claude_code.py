@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from core.importers.base import ImportedMessage, ImportedSession, ImportProblem, iso_seconds, iter_jsonl
+from core.session.text import parse_json
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +127,7 @@ def _agent_files(path: Path, session_id: str) -> list[Path]:
         # Older Claude Code kept sub-agent files beside the sessions, naming the parent inside.
         try:
             with open(candidate, "rb") as fh:
-                first = json.loads(fh.readline() or b"{}")
+                first = parse_json(fh.readline() or b"{}")
         except (OSError, ValueError):
             continue
         if isinstance(first, dict) and first.get("sessionId") == session_id:

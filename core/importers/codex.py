@@ -5,14 +5,16 @@ Each line is ``{"timestamp": ISO 8601, "type": …, "payload": {…}}``: ``sessi
 ``role`` and ``input_text``/``output_text`` blocks, ``function_call {name, arguments, call_id}``,
 ``function_call_output {call_id, output}``, ``custom_tool_call``/``custom_tool_call_output``,
 ``local_shell_call``, ``reasoning``), ``compacted`` (``message``: a summary), ``turn_context`` and
-``event_msg`` (UI events, duplicates of the items). Older rollouts have no envelope: the first
+``event_msg`` (UI events, duplicates of the items; of them only ``thread_name_updated`` is read: the
+latest ``thread_name`` becomes the title). Older rollouts have no envelope: the first
 line is the meta (``id``, ``timestamp``, ``instructions``) and the others are items.
 
 Mapping to OpenAI chat messages: user and assistant messages keep their text (the
 ``<environment_context>``/``<user_instructions>`` preambles Codex adds, and ``developer``/``system``
 messages, are left out); consecutive calls become one assistant message with ``tool_calls``
 (arguments as JSON text), each output a ``tool`` message with the same ``call_id``; reasoning is
-dropped; a ``compacted`` line becomes a compaction entry.
+dropped; a ``compacted`` line becomes a compaction entry. An output whose call is not open just before
+it (an orphan) is named as a problem and skipped, so the imported history is a valid request.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from core.importers.base import ImportedMessage, ImportedSession, ImportProblem, iso_seconds, iter_jsonl
+from core.session.text import parse_json
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +74,7 @@ def _output_text(output: Any) -> str:
     if isinstance(output, str):
         # Older Codex stored {"output": "...", "metadata": {...}} as a JSON string.
         try:
-            decoded = json.loads(output)
+            decoded = parse_json(output)
         except ValueError:
             return output
         if isinstance(decoded, dict) and isinstance(decoded.get("output"), str):
@@ -91,6 +94,7 @@ def read_rollout(path: str | os.PathLike[str]) -> Iterator[ImportedSession | Imp
     meta: dict[str, Any] = {}
     messages: list[ImportedMessage] = []
     extras: list[tuple[int, dict[str, Any]]] = []
+    thread_name: str | None = None  # the latest name the user (or Codex) gave the thread
     try:
         lines = list(iter_jsonl(str(path)))
     except OSError as err:
@@ -114,6 +118,9 @@ def read_rollout(path: str | os.PathLike[str]) -> Iterator[ImportedSession | Imp
             continue
         if kind == "session_meta":
             meta = meta or payload
+        elif kind == "event_msg" and payload.get("type") == "thread_name_updated":
+            name = payload.get("thread_name")
+            thread_name = " ".join(name.split())[:200] if isinstance(name, str) and name.strip() else thread_name
         elif kind == "compacted" and isinstance(payload.get("message"), str):
             extras.append((len(messages), {"type": "compaction", "ts": ts, "summary": payload["message"],
                                            "first_kept_index": len(messages), "tokens_before": None,
@@ -129,6 +136,7 @@ def read_rollout(path: str | os.PathLike[str]) -> Iterator[ImportedSession | Imp
     title = next((m.message["content"] for m in messages if m.message["role"] == "user"), None)
     if title:
         title = " ".join(title.split())[:80]
+    title = thread_name or title
     yield ImportedSession(SOURCE, source_id, str(path), messages, title=title,
                           cwd=meta.get("cwd") if isinstance(meta.get("cwd"), str) else None,
                           created_at=iso_seconds(meta.get("timestamp")), extra_entries=extras)
@@ -165,8 +173,28 @@ def _item(p: dict[str, Any], ts: float | None, out: list[ImportedMessage]) -> No
             out.append(ImportedMessage({"role": "assistant", "content": None, "tool_calls": [call]}, ts))
         return
     if kind in ("function_call_output", "custom_tool_call_output", "local_shell_call_output"):
-        out.append(ImportedMessage({"role": "tool", "tool_call_id": str(p.get("call_id")),
+        call_id = str(p.get("call_id"))
+        if call_id not in _open_calls(out):
+            # A result must follow the assistant message that made its call (chat completions API):
+            # an orphan (its call on a line that was lost, or in another rollout) would make every
+            # request of the resumed chat invalid, so it is named and skipped instead.
+            raise ValueError(f"a tool output answers no earlier call (call_id {call_id}); skipped")
+        out.append(ImportedMessage({"role": "tool", "tool_call_id": call_id,
                                     "content": _output_text(p.get("output"))}, ts))
+
+
+def _open_calls(out: list[ImportedMessage]) -> set[str]:
+    """The call ids a tool result may answer now: those of the last assistant message with tool
+    calls, when only its results follow it, less the ones already answered."""
+    answered: set[str] = set()
+    for m in reversed(out):
+        if m.message["role"] == "tool":
+            answered.add(m.message["tool_call_id"])
+            continue
+        if m.message["role"] == "assistant" and m.message.get("tool_calls"):
+            return {c["id"] for c in m.message["tool_calls"]} - answered
+        return set()
+    return set()
 
 
 def _answered(out: list[ImportedMessage]) -> bool:

@@ -15,14 +15,17 @@ Tokens are estimated without a tokenizer (the model may be any): a non-ASCII cha
 as one token (CJK text is about one token per character), ASCII as a quarter (OpenAI's rule of
 thumb of ~4 characters per token), so the estimate errs on the long side.
 
-The system message is stored with the session, so a resumed session keeps exactly the prompt it
-started with: its history stays what the model saw; memories added later reach new sessions only.
+The system message is stored with the session, but its memory section is not what the model gets:
+every request carries the memories as they are *then* (:func:`with_memory_section`, applied by the
+runner to each request), so a memory removed or edited in the panel is never sent again in its old
+form, in any chat, new or resumed (issue 28).
 """
 from __future__ import annotations
 
 import logging
 import math
 import os
+import stat
 from dataclasses import dataclass, field
 
 from core.memory.model import Memory
@@ -73,6 +76,25 @@ def memory_section(memories: list[Memory], budget: int = MEMORY_TOKEN_BUDGET) ->
     return "\n".join([MEMORY_HEADING, _MEMORY_INTRO, *lines]), used
 
 
+def with_memory_section(system_text: str, section: str) -> str:
+    """``system_text`` with its memory section (from :data:`MEMORY_HEADING` to the next ``## ``
+    heading or the end) replaced by ``section`` — the current memories, or ``""`` for none. A
+    prompt that had no section gets ``section`` before its project instructions (or at its end)."""
+    if not isinstance(system_text, str):
+        return system_text
+    at = system_text.find(MEMORY_HEADING)
+    if at >= 0:
+        end = system_text.find("\n## ", at + len(MEMORY_HEADING))
+        head, tail = system_text[:at].rstrip("\n"), system_text[end:].lstrip("\n") if end >= 0 else ""
+    else:
+        if not section:
+            return system_text
+        split = system_text.find("\n## Project instructions")
+        head = system_text[:split].rstrip("\n") if split >= 0 else system_text.rstrip("\n")
+        tail = system_text[split:].lstrip("\n") if split >= 0 else ""
+    return "\n\n".join(part for part in (head, section, tail) if part)
+
+
 def memories_in_prompt(system_text: object) -> list[str]:
     """The memory lines (``"[scope] fact"``) a stored system prompt holds (``[]`` when none); the
     inverse of :func:`memory_section`, so the UI can show which memories a session started with."""
@@ -87,10 +109,43 @@ def memories_in_prompt(system_text: object) -> list[str]:
     return out
 
 
+def _read_own_file(path: str, limit: int) -> bytes | None:
+    """Up to ``limit`` bytes of ``path`` when it is a regular file of its own — the rules the file
+    tools apply (core.agent.tools): not followed if it is a symlink now (``O_NOFOLLOW``), never
+    waited on (``O_NONBLOCK``: a FIFO), and refused when it has more than one link (a hard link
+    can be a file outside the project, such as another user's notes or /etc/shadow's twin).
+    None when absent or refused (logged)."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        log.warning("could not read %s: %s", path, e)
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        if st.st_nlink != 1:
+            log.warning("%s has %d hard links (it may be a file outside the project); not read", path, st.st_nlink)
+            return None
+        with os.fdopen(fd, "rb") as f:
+            fd = -1
+            return f.read(limit)
+    except OSError as e:
+        log.warning("could not read %s: %s", path, e)
+        return None
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
 def instruction_files(root: str | os.PathLike[str] | None,
                       budget: int = INSTRUCTIONS_TOKEN_BUDGET) -> list[tuple[str, str]]:
-    """``[(name, text)]`` of ``AGENTS.md`` / ``CLAUDE.md`` at the workspace ``root`` (files only,
-    symlinks leaving the root ignored), each cut to ``budget`` tokens. Unreadable ones are logged."""
+    """``[(name, text)]`` of ``AGENTS.md`` / ``CLAUDE.md`` at the workspace ``root`` (regular files
+    with one link only, symlinks leaving the root ignored: :func:`_read_own_file`), each cut to
+    ``budget`` tokens. Unreadable ones are logged."""
     if not root:
         return []
     found = []
@@ -101,13 +156,8 @@ def instruction_files(root: str | os.PathLike[str] | None,
         if os.path.commonpath([real_root, real]) != real_root:
             log.warning("%s points outside the workspace; not read", path)
             continue
-        if not os.path.isfile(real):
-            continue
-        try:
-            with open(real, "rb") as f:
-                raw = f.read(budget * 4 + 1)
-        except OSError as e:
-            log.warning("could not read %s: %s", path, e)
+        raw = _read_own_file(real, budget * 4 + 1)
+        if raw is None:
             continue
         text = raw.decode("utf-8", "replace").replace("\x00", "")
         cut = False

@@ -5,6 +5,9 @@ A memory log (one per scope, :mod:`core.stores.memory_log`) holds entries, each 
 - ``{"op": "add", "eid", "id", "ts", "text", "source", "session_id", "message_index", "session_project"}``
 - ``{"op": "update", "eid", "id", "ts", "text", "source"}``
 - ``{"op": "remove", "eid", "id", "ts", "source"}``
+- ``{"op": "propose", …the fields of an add}``: a fact the model proposed in a turn that had read
+  files, tool output or a sub-agent's result (issue 28: a file must not plant a memory). It is not
+  a memory until the user says yes — an ``add`` of the same id — and a ``remove`` dismisses it.
 
 ``eid`` is the entry's own unique id (logs merge by it), ``id`` the memory's, ``ts`` Unix
 seconds, ``source`` who wrote it: ``"user"`` or ``"model"``. ``session_id`` / ``message_index``
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
 SOURCES = ("user", "model")
@@ -77,6 +80,11 @@ def update_entry(memory_id: str, text: str, source: str, *, ts: float | None = N
             "text": text, "source": source}
 
 
+def propose_entry(memory_id: str, text: str, source: str, **origin: Any) -> dict[str, Any]:
+    """A ``propose`` entry: ``text`` waits for the user's yes (an add of ``memory_id``)."""
+    return {**add_entry(memory_id, text, source, **origin), "op": "propose"}
+
+
 def remove_entry(memory_id: str, source: str, *, ts: float | None = None) -> dict[str, Any]:
     """A ``remove`` entry: the memory is gone for good."""
     return {"op": "remove", "eid": _eid(), "id": memory_id, "ts": time.time() if ts is None else ts, "source": source}
@@ -85,10 +93,12 @@ def remove_entry(memory_id: str, source: str, *, ts: float | None = None) -> dic
 @dataclass
 class MemoryFold:
     """The fold of one scope's log: ``memories`` (id -> Memory, live ones only), ``removed``
-    (id -> the text it had when removed, for ids that had an add)."""
+    (id -> the text it had when removed, for ids that had an add or a proposal), ``pending``
+    (id -> Memory: proposals neither accepted nor dismissed)."""
 
     memories: dict[str, Memory]
     removed: dict[str, str]
+    pending: dict[str, Memory] = field(default_factory=dict)
 
 
 def _num(value: Any) -> float | None:
@@ -99,6 +109,7 @@ def fold(entries: Iterable[Any], scope: str, project_key: str | None) -> MemoryF
     """Fold a scope's entries (any order) into its memories; see the module docstring."""
     adds: dict[str, dict[str, Any]] = {}
     updates: dict[str, dict[str, Any]] = {}
+    proposals: dict[str, dict[str, Any]] = {}
     removed: set[str] = set()
     for e in entries:
         if not isinstance(e, dict) or not isinstance(e.get("id"), str) or _num(e.get("ts")) is None:
@@ -106,6 +117,8 @@ def fold(entries: Iterable[Any], scope: str, project_key: str | None) -> MemoryF
         op, mid = e.get("op"), e["id"]
         if op == "remove":
             removed.add(mid)
+        elif op == "propose" and isinstance(e.get("text"), str) and e["text"].strip():
+            proposals.setdefault(mid, e)
         elif op in ("add", "update") and isinstance(e.get("text"), str) and e["text"].strip():
             # The first add makes the memory; the latest update (by ts, then eid) sets its text.
             target = adds if op == "add" else updates
@@ -118,18 +131,28 @@ def fold(entries: Iterable[Any], scope: str, project_key: str | None) -> MemoryF
     gone: dict[str, str] = {}
     for mid, a in adds.items():
         u = updates.get(mid)
-        text = (u or a)["text"]
         if mid in removed:
-            gone[mid] = text
+            gone[mid] = (u or a)["text"]
             continue
-        source = (u or a).get("source")
-        index = a.get("message_index")
-        memories[mid] = Memory(
-            id=mid, text=text, scope=scope, project_key=project_key,
-            source=source if source in SOURCES else "user",
-            session_id=a.get("session_id") if isinstance(a.get("session_id"), str) else None,
-            message_index=index if isinstance(index, int) and not isinstance(index, bool) else None,
-            created_at=float(a["ts"]), updated_at=float(max(a["ts"], u["ts"]) if u else a["ts"]),
-            session_project=a.get("session_project") if isinstance(a.get("session_project"), str) else None,
-        )
-    return MemoryFold(memories, gone)
+        memories[mid] = _memory(mid, a, u, scope, project_key)
+    pending: dict[str, Memory] = {}
+    for mid, p in proposals.items():
+        if mid in removed:
+            gone.setdefault(mid, p["text"])
+        elif mid not in adds:
+            pending[mid] = _memory(mid, p, None, scope, project_key)
+    return MemoryFold(memories, gone, pending)
+
+
+def _memory(mid: str, a: dict[str, Any], u: dict[str, Any] | None, scope: str, project_key: str | None) -> Memory:
+    """The Memory of add (or proposal) entry ``a`` and its latest update ``u``."""
+    source = (u or a).get("source")
+    index = a.get("message_index")
+    return Memory(
+        id=mid, text=(u or a)["text"], scope=scope, project_key=project_key,
+        source=source if source in SOURCES else "user",
+        session_id=a.get("session_id") if isinstance(a.get("session_id"), str) else None,
+        message_index=index if isinstance(index, int) and not isinstance(index, bool) else None,
+        created_at=float(a["ts"]), updated_at=float(max(a["ts"], u["ts"]) if u else a["ts"]),
+        session_project=a.get("session_project") if isinstance(a.get("session_project"), str) else None,
+    )

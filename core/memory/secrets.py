@@ -18,12 +18,24 @@ What counts (each with the reason in :func:`secret_reason`):
 - any long random-looking token (24+ characters mixing upper case, lower case and digits, the
   shape of generated keys; plain hex such as a git commit id is allowed).
 
+Before any rule, the text is normalised the way a reader sees it: Unicode NFKC (full-width
+``ｓｋ－…`` becomes ``sk-…``) with invisible characters removed (a key split by zero-width spaces
+reads as one key); the well-known formats are also looked for with spaces removed (a key pasted
+in pieces). Then Yelp's maintained ``detect-secrets`` plugins scan each line (keyword
+assignments such as ``SECRET_KEY=django-insecure-…`` or ``password=…``, cloud and SaaS token
+formats, basic-auth URLs), with anycode's rules above on top.
+
 False positives are accepted on purpose: losing a harmless fact costs less than storing a key.
 """
 from __future__ import annotations
 
 import logging
 import re
+import threading
+import unicodedata
+from typing import Any
+
+from core.session.text import INVISIBLE
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +48,10 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("an API key", re.compile(r"\bAIza[0-9A-Za-z_-]{30,}|\b[rs]k_(?:live|test)_[0-9A-Za-z]{16,}")),
     ("a web token", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
     ("an authorization header", re.compile(r"\b(?:Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{16,}", re.IGNORECASE)),
-    ("a password in a URL", re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s/:@]+:[^\s/@]+@", re.IGNORECASE)),
+    ("a password in a URL", re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s/:@]*:[^\s/@]+@", re.IGNORECASE)),
 ]
+# The formats above that are distinctive enough to look for in text with its spaces removed.
+_SPLIT_OK = {"an API key", "an access token", "an AWS access key", "a web token", "a private key"}
 
 # A credential named, then its value: "password: x", "API key is x", "token=x", "密码是 x".
 _NAMES = (r"pass(?:word|wd|phrase|code)?|pwd|secret|api[\s_-]?key|access[\s_-]?key|private[\s_-]?key|"
@@ -49,6 +63,11 @@ _NAMED_VALUE = re.compile(
     re.IGNORECASE,
 )
 _LONG_TOKEN = re.compile(r"[A-Za-z0-9+/_=-]{24,}")
+# A setting named like a credential and assigned: SECRET_KEY=…, DB_PASSWORD: …, encryption-key = ….
+_ASSIGNED = re.compile(r"\b[\w.-]*(?:secret|passw(?:or)?d|pwd|token|api[_-]?key|private[_-]?key|"
+                       r"(?:encryption|signing|access|master|hmac)[_-]?key)[\w.-]*\s*[:=]\s*[\"']?(?P<value>[^\s\"',;]{3,})",
+                       re.IGNORECASE)
+_INVISIBLE_CHARS = re.compile(f"[{INVISIBLE}]")
 
 
 def _looks_random(token: str) -> bool:
@@ -63,18 +82,57 @@ def _plain_value(value: str) -> bool:
     return value.isalpha() and value.islower()
 
 
+def normalised(text: str) -> str:
+    """``text`` as a reader sees it: NFKC (full-width and compatibility letters folded) with every
+    invisible character removed (zero-width spaces and joiners, BOM, bidi controls)."""
+    return _INVISIBLE_CHARS.sub("", unicodedata.normalize("NFKC", text))
+
+
 def secret_reason(text: str) -> str | None:
     """What secret ``text`` seems to hold (e.g. ``"an API key"``), or None when it looks clean."""
     if not isinstance(text, str):
         return None
+    text = normalised(text)
+    despaced = re.sub(r"\s+", "", text)
     for reason, pattern in _PATTERNS:
-        if pattern.search(text):
+        if pattern.search(text) or (reason in _SPLIT_OK and pattern.search(despaced)):
             return reason
     for m in _NAMED_VALUE.finditer(text):
         if not _plain_value(m.group("value")):
             return "a password or key"
+    for m in _ASSIGNED.finditer(text):
+        if not m.group("value").isdigit():  # "max_tokens = 4096" is a number, not a key
+            return "a password or key"
     if any(_looks_random(t) for t in _LONG_TOKEN.findall(text)):
         return "a token"
+    return _detector_reason(text)
+
+
+_PLUGINS: list[Any] | None = None
+_PLUGINS_LOCK = threading.Lock()  # detect-secrets keeps its settings in one global
+
+
+def _detector_reason(text: str) -> str | None:
+    """What detect-secrets' plugins find in ``text`` (its secret type, e.g. "Secret Keyword"), or
+    None. Lines are scanned as YAML, whose rules read unquoted ``key: value`` and ``key=value``
+    assignments. Without the package (an incomplete install) anycode's own rules still apply."""
+    global _PLUGINS
+    try:
+        from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+        from detect_secrets.settings import default_settings
+    except ImportError:  # pragma: no cover - a dependency of anycode; logged once per call site
+        log.warning("detect-secrets is not installed; only anycode's own secret rules apply")
+        return None
+    with _PLUGINS_LOCK, default_settings():
+        if _PLUGINS is None:
+            # Every plugin but the public-IP one: an address is a fact ("the server is 203.0.113.5").
+            _PLUGINS = [cls() for cls in get_mapping_from_secret_type_to_class().values()
+                        if cls.__name__ != "IPPublicDetector"]
+        for line in text.splitlines() or [text]:
+            for plugin in _PLUGINS:
+                found = plugin.analyze_line(filename="memory.yaml", line=line, line_number=1)
+                if found:
+                    return f"a secret ({next(iter(found)).type})"
     return None
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 from core.session.export import message_text
+from core.session.text import clean_text
 
 log = logging.getLogger(__name__)
 
@@ -137,10 +138,11 @@ def parse_query(query: str) -> list[str]:
     """The terms of ``query``: ``"quoted phrases"`` (an unclosed quote runs to the end) and
     words separated by whitespace. Every character is literal — FTS operators (``AND``, ``NEAR``,
     ``*``, ``-``, ``(``) are just text — so no query can raise. Duplicates and blanks are dropped;
-    at most :data:`MAX_TERMS` terms."""
+    at most :data:`MAX_TERMS` terms. A lone surrogate (a cut emoji from a browser) becomes U+FFFD,
+    as the stores write it, so it can be encoded for the index and still matches stored text."""
     terms: list[str] = []
     seen: set[str] = set()
-    for m in _TOKEN.finditer(query or ""):
+    for m in _TOKEN.finditer(clean_text(query or "")):
         term = m.group(1) if m.group(1) is not None else m.group(2)
         term = term.replace("\x00", "").strip()
         if not term or term.casefold() in seen:

@@ -9,7 +9,9 @@ A compaction never rewrites or removes a message. It is ONE appended entry::
 ``first_kept_index`` is the index (into the session's messages) of the first message the model
 still sees verbatim; everything before it is represented by ``summary``. ``tokens_before`` /
 ``tokens_after`` are the request size in tokens (the server's count or anycode's estimate; None
-when unknown, e.g. imported). The entry is appended after the messages it covers, so its place
+when unknown, e.g. imported); ``"estimated": ["before", "after"]`` (optional) names the figures
+that are anycode's estimates — an entry without it is read as both estimated.
+:func:`shown_sizes` is the one rule for showing them (never "after" larger than "before"). The entry is appended after the messages it covers, so its place
 in the file (``at``: how many messages precede it) is where a fork cut keeps or drops it.
 
 ``SessionManager.get`` / ``SessionStore.load`` still return every message;
@@ -22,7 +24,7 @@ from __future__ import annotations
 import time
 from typing import Any, Iterable
 
-from core.session.export import message_text
+from core.session.text import message_text
 
 COMPACTION_TRIGGERS = ("auto", "manual", "overflow")
 # How the summary is introduced to the model, inside the system message (one system message at
@@ -33,7 +35,7 @@ SUMMARY_HEADER = ("The earlier part of this conversation was summarised to fit t
 
 def compaction_entry(summary: str, first_kept_index: int, *, tokens_before: int | None,
                      tokens_after: int | None, model: str | None, trigger: str,
-                     ts: float | None = None) -> dict[str, Any]:
+                     ts: float | None = None, estimated: list[str] | None = None) -> dict[str, Any]:
     """Build a compaction entry (shape in the module docstring); ``ts`` Unix seconds (default now).
 
     Raises ``ValueError`` for an empty summary, a negative index or an unknown trigger."""
@@ -43,9 +45,27 @@ def compaction_entry(summary: str, first_kept_index: int, *, tokens_before: int 
         raise ValueError(f"first_kept_index must be an int >= 0, not {first_kept_index!r}")
     if trigger not in COMPACTION_TRIGGERS:
         raise ValueError(f"trigger must be one of {COMPACTION_TRIGGERS}, not {trigger!r}")
-    return {"type": "compaction", "ts": time.time() if ts is None else ts, "summary": summary,
-            "first_kept_index": first_kept_index, "tokens_before": tokens_before,
-            "tokens_after": tokens_after, "model": model, "trigger": trigger}
+    entry = {"type": "compaction", "ts": time.time() if ts is None else ts, "summary": summary,
+             "first_kept_index": first_kept_index, "tokens_before": tokens_before,
+             "tokens_after": tokens_after, "model": model, "trigger": trigger}
+    if estimated is not None:
+        entry["estimated"] = [e for e in estimated if e in ("before", "after")]
+    return entry
+
+
+def shown_sizes(compaction: dict[str, Any]) -> tuple[int, int, bool, bool] | None:
+    """The figures a divider or export may show for ``compaction``: ``(before, after,
+    before_estimated, after_estimated)``, or None when either is unknown or "after" is not
+    smaller than "before" (a server's wrong or missing usage; an imported entry): such figures
+    would read backwards, so none are shown (issue 27)."""
+    before, after = compaction.get("tokens_before"), compaction.get("tokens_after")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (before, after)):
+        return None
+    if after >= before:
+        return None
+    estimated = compaction.get("estimated")
+    marks = set(estimated) if isinstance(estimated, list) else {"before", "after"}
+    return before, after, "before" in marks, "after" in marks
 
 
 def compactions_of(entries: Iterable[Any]) -> list[dict[str, Any]]:
@@ -90,7 +110,9 @@ def model_view(messages: list[dict[str, Any]], compactions: list[dict[str, Any]]
     """What the model is sent for a session: its messages as they are when it was never compacted;
     otherwise the system prompt with the latest summary appended (one system message), then the
     messages from that compaction's ``first_kept_index`` on (any system message among them is
-    dropped, it is already the first one).
+    dropped, it is already the first one). When no user message is among the kept ones (the cut
+    fell inside one long turn of tool rounds), the turn's user message is restated first, so every
+    request holds the user's request (issue 27).
 
     ``messages``: the session's full message list (``Session.messages``); ``compactions``:
     ``Session.compactions`` (:func:`compactions_of`). Returns a new list; inputs are not changed.
@@ -101,7 +123,24 @@ def model_view(messages: list[dict[str, Any]], compactions: list[dict[str, Any]]
     first = min(int(latest["first_kept_index"]), len(messages))
     system = messages[0] if messages and messages[0].get("role") == "system" else None
     kept = [m for m in messages[first:] if m.get("role") != "system"]
+    if not any(m.get("role") == "user" for m in kept):
+        # The cut fell inside one long agentic turn: its user message was summarised. It is
+        # restated, verbatim, before the kept rounds — chat templates that need a user turn
+        # (Qwen3 on llama.cpp/vLLM: "No user query found in messages.", Zhipu, Gemini's OpenAI
+        # endpoint) refuse a request without one, and the model must still see the task.
+        asked = turn_user_message(messages, first)
+        if asked is not None:
+            kept = [asked, *kept]
     return [summary_message(system, latest["summary"]), *kept]
+
+
+def turn_user_message(messages: list[dict[str, Any]], before: int) -> dict[str, Any] | None:
+    """The user message of the turn message ``before`` belongs to: the last ``user`` message
+    before index ``before`` (None when there is none)."""
+    for i in range(min(before, len(messages)) - 1, -1, -1):
+        if messages[i].get("role") == "user":
+            return messages[i]
+    return None
 
 
 def view_start(messages: list[dict[str, Any]], compactions: list[dict[str, Any]]) -> int:

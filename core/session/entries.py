@@ -16,6 +16,18 @@ Every store holds a session as an ordered list of entries (dicts). Types (``"typ
   session when the user switches to (or creates) a version; the last one names the version shown
   when the conversation is opened again (the root itself when none).
 
+- ``pin``: ``{"type": "pin", "ts": float, "pinned": bool}`` — appended to a conversation's root
+  (issue 31): the last one says whether the chat sits at the top of the sidebar.
+- ``tags``: ``{"type": "tags", "ts": float, "add": [str], "remove": [str]}`` — appended to a
+  conversation's root: tags added and removed (each cleaned by :func:`clean_tag`). The fold applies
+  them in file order, so for each tag the last entry naming it wins.
+
+Two writers (two tabs, two processes, two machines through a mirror) pinning or tagging at once is
+normal: both entries are appended, none replaces the other, and the fold decides per field — the
+pin state is the last ``pin`` entry's, and each tag's presence is the last entry that named that
+tag. Tab A adding "work" while tab B adds "urgent" keeps both; A unpinning while B pins leaves
+whichever was appended last (the store's order, the same for every reader).
+
 Unknown types are kept by the store and ignored by the fold, so a newer version's entries never
 break an older reader. Timestamps are Unix seconds (float).
 
@@ -27,8 +39,11 @@ from __future__ import annotations
 import json
 import re
 import time
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, Iterable
+
+from core.errors import InvalidTag
 
 FORMAT_VERSION = 1
 TITLE_SOURCES = ("llm", "user", "fallback")
@@ -60,8 +75,27 @@ def header_entry(
     return entry
 
 
-def message_entry(message: dict[str, Any], *, ts: float | None = None, end: str | None = None) -> dict[str, Any]:
+# Where a thinking-mode server's reasoning is kept on an assistant message: the key it streamed it
+# in (DeepSeek, Kimi, vLLM's older parser: reasoning_content; vLLM's newer one, OpenRouter: reasoning).
+REASONING_KEYS = ("reasoning_content", "reasoning")
+
+
+def reasoning_of(message: Any) -> str:
+    """The reasoning stored on an assistant ``message`` ("" when none; never its answer)."""
+    if not isinstance(message, dict):
+        return ""
+    for key in REASONING_KEYS:
+        if isinstance(message.get(key), str) and message[key].strip():
+            return message[key]
+    return ""
+
+
+def message_entry(message: dict[str, Any], *, ts: float | None = None, end: str | None = None,
+                  agent: str | None = None) -> dict[str, Any]:
     """Wrap an OpenAI chat message (a dict with ``role``) as a message entry.
+
+    ``agent``: the name of the defined agent that wrote this reply (issue 30: ``@name`` in the
+    chat), stored beside the message (``"agent"`` key of the entry) like ``end``.
 
     ``end``: for an assistant reply the model did not finish, how it ended (``"length"``,
     ``"content_filter"``, ``"no_end"``); stored beside the message (``"end"`` key of the entry), never
@@ -73,6 +107,8 @@ def message_entry(message: dict[str, Any], *, ts: float | None = None, end: str 
     entry = {"type": "message", "ts": time.time() if ts is None else ts, "message": message}
     if end:
         entry["end"] = end
+    if agent:
+        entry["agent"] = agent
     return entry
 
 
@@ -89,6 +125,45 @@ def version_entry(current: str, *, ts: float | None = None) -> dict[str, Any]:
     if not isinstance(current, str) or not current:
         raise ValueError("a version entry names a session id")
     return {"type": "version", "ts": time.time() if ts is None else ts, "current": current}
+
+
+MAX_TAG_CHARS = 40
+MAX_TAGS = 20  # per conversation; more are refused (InvalidTag), so a row stays readable
+_TAG_SPACE = re.compile(r"\s+")
+# Control characters and bidi controls (shown reversed), and the characters the CLI gives a
+# meaning to (`sessions tag ID +x -y`, "tag:x" in search) or that would split a tag list.
+_TAG_BAD = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff,;:#\"'<>`]")
+
+
+def clean_tag(text: str) -> str:
+    """A tag as stored: NFKC-normalised, lower case, whitespace runs as one ``-``, at most
+    :data:`MAX_TAG_CHARS` characters, without a leading ``+``/``-``. Raises :class:`InvalidTag`
+    (a ``ValueError``) for one that is empty afterwards or holds a control character or one of
+    ``, ; : # " ' < > ``` (which the command line, search and the tag lists give a meaning to)."""
+    if not isinstance(text, str):
+        raise InvalidTag("A tag must be text.")
+    tag = _TAG_SPACE.sub("-", unicodedata.normalize("NFKC", text).strip().lower()).lstrip("+-").strip("-")
+    if not tag:
+        raise InvalidTag("A tag cannot be empty.")
+    if _TAG_BAD.search(tag):
+        raise InvalidTag(f"A tag cannot hold {_TAG_BAD.search(tag).group()!r}; use letters, digits, - and _.")
+    return tag[:MAX_TAG_CHARS]
+
+
+def pin_entry(pinned: bool, *, ts: float | None = None) -> dict[str, Any]:
+    """Build a pin entry (``pinned``: True pins the conversation to the top of the list)."""
+    return {"type": "pin", "ts": time.time() if ts is None else ts, "pinned": bool(pinned)}
+
+
+def tags_entry(add: Iterable[str] = (), remove: Iterable[str] = (), *, ts: float | None = None) -> dict[str, Any]:
+    """Build a tags entry adding ``add`` and removing ``remove`` (each cleaned by
+    :func:`clean_tag`; a tag in both is added). Raises :class:`InvalidTag`, and ``ValueError``
+    when nothing is added or removed."""
+    added = list(dict.fromkeys(clean_tag(t) for t in add))
+    removed = [t for t in dict.fromkeys(clean_tag(t) for t in remove) if t not in added]
+    if not added and not removed:
+        raise ValueError("a tags entry adds or removes at least one tag")
+    return {"type": "tags", "ts": time.time() if ts is None else ts, "add": added, "remove": removed}
 
 
 def _link(value: Any) -> dict[str, Any] | None:
@@ -127,6 +202,10 @@ class SessionState:
     has_header: bool = False
     version_of: dict[str, Any] | None = None
     current: str | None = None
+    origin: str | None = None  # "imported" / "restored": the header came from elsewhere
+    identity: str | None = None  # the project's git identity (core.session.identity), when recorded
+    pinned: float | None = None  # when the last pin entry pinned it (Unix seconds; 1.0 if it had no time); None: not pinned
+    tags: tuple[str, ...] = ()  # in the order first added; a new tuple per change (states share them)
 
     def feed(self, entry: Any) -> bool:
         """Fold one entry in; return True when it was a message entry. Malformed entries are ignored."""
@@ -153,6 +232,18 @@ class SessionState:
                 if source == "user" or self.title_source != "user":
                     self.title, self.title_source = title, source
             return False
+        if kind == "pin":
+            if isinstance(entry.get("pinned"), bool):  # the last one wins
+                self.pinned = (_number(entry.get("ts")) or 1.0) if entry["pinned"] else None
+            return False
+        if kind == "tags":
+            add, remove = entry.get("add"), entry.get("remove")
+            if isinstance(add, list) and isinstance(remove, list):
+                drop = {t for t in remove if isinstance(t, str)}
+                kept = [t for t in self.tags if t not in drop]
+                kept += [t for t in add if isinstance(t, str) and t and t not in kept]
+                self.tags = tuple(kept[:MAX_TAGS])
+            return False
         if kind == "version":
             if isinstance(entry.get("current"), str) and entry["current"]:
                 self.current = entry["current"]  # append-only: the last one wins
@@ -168,6 +259,10 @@ class SessionState:
             forked = entry.get("forked_from")
             self.forked_from = forked if isinstance(forked, dict) else None
             self.version_of = _link(entry.get("version_of"))
+            self.origin = ("imported" if isinstance(entry.get("imported_from"), dict) else
+                           "restored" if isinstance(entry.get("restored_from"), dict) else None)
+            ident = entry.get("project_identity")
+            self.identity = ident if isinstance(ident, str) and ident else None
         return False
 
     def feed_all(self, entries: Iterable[Any]) -> "SessionState":
@@ -197,17 +292,29 @@ class SessionState:
             return cls(**known)
 
 
-def reply_ends_of(entries: Iterable[Any]) -> dict[int, str]:
-    """``{message index: end}`` for the message entries of ``entries`` carrying an ``end`` mark
-    (replies the model did not finish), indexes counted like :func:`messages_of`."""
-    ends: dict[int, str] = {}
+def _message_marks(entries: Iterable[Any], mark: str) -> dict[int, str]:
+    """``{message index: value}`` of the non-empty string ``mark`` key on the message entries of
+    ``entries``, indexes counted like :func:`messages_of`."""
+    marks: dict[int, str] = {}
     n = 0
     for e in entries:
         if isinstance(e, dict) and e.get("type") == "message" and isinstance(e.get("message"), dict):
-            if isinstance(e.get("end"), str) and e["end"]:
-                ends[n] = e["end"]
+            if isinstance(e.get(mark), str) and e[mark]:
+                marks[n] = e[mark]
             n += 1
-    return ends
+    return marks
+
+
+def reply_ends_of(entries: Iterable[Any]) -> dict[int, str]:
+    """``{message index: end}`` for the message entries of ``entries`` carrying an ``end`` mark
+    (replies the model did not finish), indexes counted like :func:`messages_of`."""
+    return _message_marks(entries, "end")
+
+
+def reply_agents_of(entries: Iterable[Any]) -> dict[int, str]:
+    """``{message index: agent name}`` for the message entries of ``entries`` a defined agent
+    wrote (an ``agent`` mark, issue 30), indexes counted like :func:`messages_of`."""
+    return _message_marks(entries, "agent")
 
 
 def messages_of(entries: Iterable[Any]) -> list[dict[str, Any]]:

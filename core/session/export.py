@@ -8,11 +8,14 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import logging
+import re
 import time
 from typing import Any, Iterable
 
+from core.session.compaction import shown_sizes
 from core.session.entries import encode_entries, messages_of
 from core.session.models import Session
+from core.session.text import message_text  # noqa: F401 (core.session.export.message_text, as before)
 
 log = logging.getLogger(__name__)
 
@@ -33,26 +36,6 @@ def session_label(title: str | None, created_at: float | None) -> str:
 _ROLES = {"user": "User", "assistant": "Assistant", "system": "System", "developer": "Developer"}
 
 
-def message_text(content: Any) -> str:
-    """The text of an OpenAI message ``content``: a string, None, or a list of parts
-    (``{"type": "text", "text": ...}`` joined by newlines; other parts shown as ``[type]``)."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, dict) and part.get("type") == "text":
-                parts.append(str(part.get("text", "")))
-            elif isinstance(part, dict):
-                parts.append(f"[{part.get('type', 'part')}]")
-            elif isinstance(part, str):
-                parts.append(part)
-        return "\n".join(parts)
-    return str(content)
-
-
 def _fence(text: str, lang: str = "") -> list[str]:
     # A fence longer than any backtick run inside, so file contents cannot close the block early.
     longest = run = 0
@@ -61,6 +44,49 @@ def _fence(text: str, lang: str = "") -> list[str]:
         longest = max(longest, run)
     ticks = "`" * max(3, longest + 1)
     return [f"{ticks}{lang}", text, ticks, ""]
+
+
+_FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}(?=[^`]*$)|~{3,})")
+
+
+def closed_fences(text: str) -> str:
+    """``text`` with a closing fence appended when it ends inside a fenced code block it opened
+    (CommonMark 4.5: a fence of ``` or ~~~, closed only by a run of the same character at least as
+    long, with nothing but spaces after it). Without it, the rest of an export — the next
+    message's heading included — would land inside that code block."""
+    open_fence = ""
+    for line in text.split("\n"):
+        if open_fence:
+            stripped = line.strip()
+            if (len(line) - len(line.lstrip(" ")) <= 3 and stripped and set(stripped) == {open_fence[0]}
+                    and len(stripped) >= len(open_fence)):
+                open_fence = ""
+            continue
+        m = _FENCE_OPEN.match(line)
+        if m:
+            open_fence = m.group(1)
+    if not open_fence:
+        return text
+    return text + ("" if text.endswith("\n") else "\n") + open_fence
+
+
+_SENTINEL = "anycode-export-sentinel"
+
+
+def contained_markdown(text: str) -> str:
+    """A message's Markdown that cannot swallow what follows it in an export: open fences are
+    closed (:func:`closed_fences`); if the text still leaves a block open (an unclosed ``<!--``,
+    ``<pre>`` or ``<script>`` HTML block runs to its end marker, CommonMark 4.6), the whole text is
+    shown fenced instead. Checked with the CommonMark parser itself: a heading written after the
+    result must still parse as a heading."""
+    from markdown_it import MarkdownIt
+
+    out = closed_fences(text)
+    tokens = MarkdownIt("commonmark").parse(f"{out}\n\n# {_SENTINEL}\n")
+    if any(t.type == "inline" and t.content == _SENTINEL and i and tokens[i - 1].type == "heading_open"
+           for i, t in enumerate(tokens)):
+        return out
+    return "\n".join(_fence(text)[:-1])
 
 
 def _pretty(arguments: str) -> str:
@@ -76,13 +102,15 @@ def _when(ts: float) -> str:
 
 
 def session_to_markdown(session: Session, subagents: Iterable[Any] | None = None,
-                        version: tuple[int, int, bool] | None = None) -> str:
+                        version: tuple[int, int, bool] | None = None,
+                        tags: Iterable[str] | None = None) -> str:
     """Render a :class:`~core.session.models.Session` as Markdown: title, facts (id, times, project,
     branch origin, which version of its conversation it is), then every message in order (system
     included) with tool calls and results as fenced blocks; then each of ``subagents``
     (``core.session.subagents.SubagentRecord``s) as a section of its own. ``version``: ``(n, m,
-    in use)`` from :meth:`core.session.manager.SessionManager.version_number`. Returns the text,
-    ending with one newline."""
+    in use)`` from :meth:`core.session.manager.SessionManager.version_number`. ``tags``: the
+    conversation's tags (:meth:`~core.session.manager.SessionManager.pin_and_tags`; a version's
+    own record has none), default the session's own. Returns the text, ending with one newline."""
     lines = [f"# {session.title or UNTITLED}", "", f"- Session: `{session.id}`",
              f"- Created: {_when(session.created_at)}", f"- Updated: {_when(session.updated_at)}",
              f"- Messages: {len(session.messages)}"]
@@ -100,8 +128,11 @@ def session_to_markdown(session: Session, subagents: Iterable[Any] | None = None
                      f"{session.forked_from.get('message_index')}")
     if session.archived:
         lines.append("- Archived")
+    tags = list(session.tags if tags is None else tags)
+    if tags:
+        lines.append("- Tags: " + ", ".join(f"`{t}`" for t in tags))
     lines.append("")
-    lines += _messages_markdown(session.messages, compactions=session.compactions)
+    lines += _messages_markdown(session.messages, compactions=session.compactions, agents=session.reply_agents)
     for rec in subagents or ():
         lines += [f"## Sub-agent: {rec.description}", "",
                   f"- Record: `{rec.key.subpath}`" + (f", for tool call `{rec.tool_call_id}`" if rec.tool_call_id else ""),
@@ -119,16 +150,22 @@ def compaction_markdown(compaction: dict[str, Any], level: int = 2) -> list[str]
         facts.append(_when(compaction["ts"]))
     if compaction.get("model"):
         facts.append(f"by {compaction['model']}")
-    if compaction.get("tokens_before") and compaction.get("tokens_after"):
-        facts.append(f"{compaction['tokens_before']:,} → {compaction['tokens_after']:,} tokens")
+    sizes = shown_sizes(compaction)
+    if sizes is not None:
+        before, after, before_est, after_est = sizes
+        facts.append(f"{'~' if before_est else ''}{before:,} → {'~' if after_est else ''}{after:,} tokens"
+                     + (" (~ estimated)" if before_est or after_est else ""))
     quoted = ["> " + line if line else ">" for line in str(compaction.get("summary", "")).splitlines()]
     return [f"{'#' * level} Earlier messages were summarised ({', '.join(facts)})", "", *quoted, ""]
 
 
 def _messages_markdown(messages: list[dict[str, Any]], level: int = 2,
-                       compactions: list[dict[str, Any]] | None = None) -> list[str]:
-    """Markdown lines of OpenAI messages: a heading of ``level`` per message, tool calls and
-    results as fenced blocks; each compaction's summary right before the first message it kept."""
+                       compactions: list[dict[str, Any]] | None = None,
+                       agents: dict[int, str] | None = None) -> list[str]:
+    """Markdown lines of OpenAI messages: a heading of ``level`` per message (a defined agent's
+    reply, ``agents`` = ``Session.reply_agents``, names it: "Assistant (reviewer)"), tool calls
+    and results as fenced blocks; each compaction's summary right before the first message it kept."""
+    agents = agents or {}
     lines: list[str] = []
     h, h2 = "#" * level, "#" * (level + 1)
     by_index: dict[int, list[dict[str, Any]]] = {}
@@ -143,9 +180,10 @@ def _messages_markdown(messages: list[dict[str, Any]], level: int = 2,
             name = f" `{msg['name']}`" if msg.get("name") else ""
             lines += [f"{h2} Tool result{name} ({msg.get('tool_call_id', '')})", ""] + _fence(text)
             continue
-        lines += [f"{h} {_ROLES.get(role, role)}", ""]
+        who = f" ({agents[i]})" if i in agents else ""
+        lines += [f"{h} {_ROLES.get(role, role)}{who}", ""]
         if text:
-            lines += [text, ""]
+            lines += [contained_markdown(text), ""]
         for call in msg.get("tool_calls") or []:
             call = call if isinstance(call, dict) else {}
             fn = call.get("function") if isinstance(call.get("function"), dict) else {}

@@ -14,11 +14,17 @@ from dataclasses import replace
 from typing import Any, Iterable
 
 from core import settings
+from core.settings import inside_data_dir
 from core.session.compaction import compactions_of
-from core.session.entries import (SessionState, header_entry, message_entry, messages_of, reply_ends_of,
-                                  title_entry, version_entry)
-from core.errors import AmbiguousSessionId, InvalidTitle, SessionNotFound, StaleChange
+from core.session.entries import (MAX_TAGS, SessionState, clean_tag, header_entry, message_entry, messages_of,
+                                  pin_entry, reply_agents_of, reply_ends_of, tags_entry, title_entry, version_entry)
+from core.errors import (AmbiguousSessionId, AmbiguousTitle, ForbiddenProjectFolder, InvalidTag, InvalidTitle,
+                         SessionNotFound, StaleChange)
+from core.session.identity import project_identity
+from core.session.experts import is_expert_id, without_experts
 from core.session.keys import SessionKey, new_session_id, normalize_path, project_key
+from core.session.lookup import title_matches
+from core.session.usage import usage_totals
 from core.session.models import ProjectInfo, Session, SessionMeta
 from core.session.store import SessionStore
 from core.session.subagents import records_for_calls, subagent_records, tool_call_ids
@@ -47,6 +53,29 @@ def clean_user_title(title: str) -> str:
     return cleaned[:MAX_TITLE_CHARS]
 
 
+def family_titles(metas: list[SessionMeta]) -> list[SessionMeta]:
+    """``metas`` with each version's title replaced by its family root's (when the root is among
+    ``metas`` and has a title): one conversation has one title on every version (issue 31, item
+    1). Titles are written to the root (:meth:`SessionManager.rename`); a version's own title
+    entry (copied when it was made, or written before that rule) only shows when its root is
+    gone or untitled. Metadata only."""
+    roots = {m.id: m for m in metas if not m.version_of and m.title}
+    if not roots:
+        return metas
+    return [replace(m, title=roots[m.family].title, title_source=roots[m.family].title_source)
+            if m.version_of and m.family in roots else m for m in metas]
+
+
+def refuse_data_dir(folder: str, store: Any = None) -> None:
+    """Raise :class:`~core.errors.ForbiddenProjectFolder` when ``folder`` is anycode's data folder or
+    inside it (:func:`core.settings.inside_data_dir`; also ``store``'s own data folder, e.g. one
+    given with ``--data-dir``); every place a folder becomes a project asks."""
+    own = getattr(store, "base_dir", None)
+    if inside_data_dir(folder) or (own is not None and inside_data_dir(folder, own)):
+        raise ForbiddenProjectFolder(f"{folder} is inside anycode's data folder, where the conversations are "
+                                     "stored; it cannot be a project folder. Choose your project's own folder.")
+
+
 def session_from_entries(key: SessionKey, entries: list[dict[str, Any]], *, archived: bool = False) -> Session:
     """Fold stored entries into a :class:`Session` (timestamps in Unix seconds)."""
     state = SessionState().feed_all(entries)
@@ -62,9 +91,15 @@ def session_from_entries(key: SessionKey, entries: list[dict[str, Any]], *, arch
         title_source=state.title_source,
         archived=archived,
         reply_ends=reply_ends_of(entries),
+        reply_agents=reply_agents_of(entries),
         compactions=compactions_of(entries),
         version_of=state.version_of,
         current_version=state.current,
+        origin=state.origin,
+        identity=state.identity,
+        pinned=state.pinned,
+        tags=tuple(state.tags),
+        usage=usage_totals(entries),
     )
 
 
@@ -88,11 +123,19 @@ class SessionManager:
     def create(self, cwd: str | os.PathLike[str], title: str | None = None) -> Session:
         """Start a new, empty session for the workspace ``cwd`` (stored with its real path).
 
-        Writes the header (and a user title entry when ``title`` is given); adds no messages."""
+        Writes the header (with ``project_identity`` when ``cwd`` is in a git checkout with a
+        remote) and a user title entry when ``title`` is given; adds no messages.
+        Raises :class:`~core.errors.ForbiddenProjectFolder` for anycode's data folder (or inside it)."""
         real = normalize_path(cwd)
+        refuse_data_dir(real, self.store)
         key = SessionKey(project_key(real), new_session_id())
         now = time.time()
         entries = [header_entry(key.session_id, key.project_key, real, created_at=now)]
+        identity = project_identity(real)
+        if identity:
+            # The project beyond its path (its git remote): another machine's checkout at another
+            # path finds this session as its own (core.session.identity, core.stores.aliases).
+            entries[0]["project_identity"] = identity
         if title is not None:
             entries.append(title_entry(clean_user_title(title), "user", ts=now))
         # Whole or absent: a disk full at its first byte must not leave an empty file that lists.
@@ -118,8 +161,18 @@ class SessionManager:
             raise SessionNotFound(key.session_id)
         archived = False
         if key.subpath is None:
-            archived = any(m.id == key.session_id for m in self._archived(key.project_key))
-        return session_from_entries(key, entries, archived=archived)
+            archived_metas = self._archived(key.project_key)
+            archived = any(m.id == key.session_id for m in archived_metas)
+        session = session_from_entries(key, entries, archived=archived)
+        if session.version_of and key.subpath is None:
+            root = self._root_meta(key.project_key, session.family, archived_metas)
+            if root is not None and root.title:
+                session.title, session.title_source = root.title, root.title_source
+        return session
+
+    def _root_meta(self, project: str, root_id: str, archived: list[SessionMeta] | None = None) -> SessionMeta | None:
+        metas = self.store.list(project) + (self._archived(project) if archived is None else archived)
+        return next((m for m in metas if m.id == root_id), None)
 
     def _archived(self, project: str) -> list[SessionMeta]:
         return self.store.list(project, archived=True)
@@ -141,14 +194,44 @@ class SessionManager:
             raise AmbiguousSessionId(wanted, matches)
         raise SessionNotFound(f"with id {wanted!r} in this project")
 
+    def find_by_title(self, project: str, query: str) -> list[SessionMeta]:
+        """The project's conversations (archived ones after the others) whose title matches the
+        words of ``query`` (:func:`core.session.lookup.title_matches`: every word, any order,
+        case-folded; an exact title wins), most recent first; ``[]`` when none. Metadata only."""
+        rows = self.conversations(project) + self.conversations(project, archived=True)
+        return title_matches(rows, query)
+
+    def find_title(self, project: str, query: str, *, everywhere: bool = True) -> SessionKey:
+        """The one conversation whose title matches ``query`` (:meth:`find_by_title`): in
+        ``project`` first, then (``everywhere``) in every other project when none matched there.
+        Raises :class:`AmbiguousTitle` listing the matches when several do (in the first
+        place with any), :class:`SessionNotFound` when none does."""
+        places = [project]
+        if everywhere:
+            places += [p.project_key for p in self.list_projects() if p.project_key != project]
+        for place in places:
+            found = self.find_by_title(place, query)
+            if len(found) == 1:
+                return found[0].key
+            if found:
+                raise AmbiguousTitle(query, [(m.id, m.title or "") for m in found])
+        raise SessionNotFound(f"with an id or a title matching {query!r}")
+
     def latest(self, project: str) -> Session | None:
         """The most recently active session of the project (for ``--continue``), or None."""
-        metas = self.store.list(project)
+        metas = without_experts(self.store.list(project))
         return self.get(metas[0].key) if metas else None
 
     def list(self, project: str, archived: bool = False) -> list[SessionMeta]:
-        """The project's sessions, most recent activity first."""
-        return self.store.list(project, archived=archived)
+        """The project's sessions (chats: expert agents' sessions are left out, see
+        :mod:`core.session.experts` and :meth:`experts`), most recent activity first. A version
+        of a conversation has its conversation's title (see :func:`family_titles`)."""
+        return family_titles(without_experts(self.store.list(project, archived=archived)))
+
+    def experts(self, project: str) -> list[SessionMeta]:
+        """The project's expert sessions (issue 30: one per expert agent consulted), most recent
+        activity first."""
+        return [m for m in self.store.list(project) if is_expert_id(m.id)]
 
     def conversations(self, project: str, archived: bool = False) -> list[SessionMeta]:
         """The sidebar's rows: like :meth:`list`, but one row per conversation — a family's
@@ -156,7 +239,7 @@ class SessionManager:
         opening the row shows the version in use (:meth:`current_version`). A version whose root
         is not in this list (deleted, or archived apart) keeps its own row; a root's row lists the
         ids of its versions in ``versions``. Metadata only."""
-        metas = self.store.list(project, archived=archived)
+        metas = family_titles(without_experts(self.store.list(project, archived=archived)))  # experts: no chats
         roots = {m.id: m for m in metas if not m.version_of}
         rows: list[SessionMeta] = []
         latest: dict[str, float] = {}
@@ -181,17 +264,19 @@ class SessionManager:
 
     def add_messages(
         self, key: SessionKey, messages: Iterable[dict[str, Any]], expected_count: int | None = None,
-        *, end: str | None = None,
+        *, end: str | None = None, agent: str | None = None,
     ) -> int:
         """Append OpenAI chat messages in one append; return the new message count.
 
         ``expected_count``: the count the caller loaded; :class:`~core.errors.SessionConflict`
         if someone appended since. ``end``: the first message is an assistant reply the model did
-        not finish, ended this way (see :func:`~core.session.entries.message_entry`).
+        not finish, ended this way (see :func:`~core.session.entries.message_entry`). ``agent``:
+        the defined agent that wrote the assistant messages (issue 30), marked on each of them.
         Raises :class:`SessionNotFound` for a missing main session,
         ``ValueError`` for a message without a role."""
         now = time.time()
-        entries = [message_entry(m, ts=now, end=end if i == 0 else None) for i, m in enumerate(messages)]
+        entries = [message_entry(m, ts=now, end=end if i == 0 else None,
+                                 agent=agent if m.get("role") == "assistant" else None) for i, m in enumerate(messages)]
         # The store refuses, under its lock, to start a main session without a header, so a
         # session deleted meanwhile raises SessionNotFound here instead of coming back.
         return self.store.append(key, entries, expected_count=expected_count)
@@ -213,8 +298,13 @@ class SessionManager:
         ``expected_title``: the title the caller showed ("" or None: untitled); when given and the
         stored title is another user title (another tab renamed meanwhile), :class:`StaleChange`
         is raised and nothing is written — the expected_count rule for titles. Raises :class:`InvalidTitle` for
-        an empty title, :class:`SessionNotFound`."""
+        an empty title, :class:`SessionNotFound`.
+
+        A version's title is its conversation's: the entry is written to the family root (when it
+        exists), so every version, the sidebar row and ``anycode sessions rename`` agree (issue 31,
+        item 1)."""
         cleaned = clean_user_title(title)
+        key = self.root_of(key)  # one conversation, one title: it lives in the family root
         if expected_title is not ...:
             state = self._state(key)
             stored = state.title or ""
@@ -223,6 +313,64 @@ class SessionManager:
                 raise StaleChange("title", expected_title, stored)
         self.store.append(key, [title_entry(cleaned, "user")])
         return cleaned
+
+    # --- pins and tags (issue 31) -------------------------------------------------------------
+    # A conversation's pin and tags are entries appended to its family root, so every version
+    # shows them, every store and mirror carries them like any entry, and list() reads them as
+    # metadata. Two tabs at once: both entries are kept; per field the last appended wins (see
+    # core.session.entries), so nothing one tab did is lost to the other.
+
+    def _conversation_root(self, key: SessionKey) -> tuple[SessionKey, SessionMeta]:
+        metas = self.store.list(key.project_key) + self._archived(key.project_key)
+        ids = {m.id: m for m in metas}
+        me = ids.get(key.session_id)
+        if me is None:
+            raise SessionNotFound(key.session_id)
+        if me.version_of and me.family in ids:
+            return SessionKey(key.project_key, me.family), ids[me.family]
+        return key, me
+
+    def pin_and_tags(self, key: SessionKey) -> tuple[float | None, tuple[str, ...]]:
+        """``(pinned, tags)`` of ``key``'s conversation (its family root's): when it was pinned
+        (Unix seconds; None: not pinned) and its tags. Metadata only. Raises :class:`SessionNotFound`."""
+        _, meta = self._conversation_root(key)
+        return meta.pinned, tuple(meta.tags)
+
+    def conversation_tags(self, project: str) -> dict[str, tuple[str, ...]]:
+        """``{session id: its conversation's tags}`` for every session of ``project`` with tags
+        (archived too; a version maps to its root's tags), for filtering search hits by tag.
+        Metadata only."""
+        metas = self.store.list(project) + self._archived(project)
+        own = {m.id: tuple(m.tags) for m in metas}
+        out = {m.id: own.get(m.family, own[m.id]) for m in metas}
+        return {sid: tags for sid, tags in out.items() if tags}
+
+    def pin(self, key: SessionKey, pinned: bool = True) -> SessionKey:
+        """Pin (``pinned``) or unpin ``key``'s conversation: one ``pin`` entry appended to its
+        family root, whose key is returned. Always written, even when already in that state (the
+        click is the latest word when two tabs disagree). Raises :class:`SessionNotFound`."""
+        root, _ = self._conversation_root(key)
+        self.store.append(root, [pin_entry(pinned)])
+        log.info("%s %s", "pinned" if pinned else "unpinned", root.session_id)
+        return root
+
+    def tag(self, key: SessionKey, add: Iterable[str] = (), remove: Iterable[str] = ()) -> tuple[str, ...]:
+        """Add ``add`` and remove ``remove`` (tags, cleaned by
+        :func:`~core.session.entries.clean_tag`) on ``key``'s conversation: one ``tags`` entry
+        appended to its family root; returns the tags after it. Nothing is written when nothing
+        would change. Raises :class:`~core.errors.InvalidTag` (a tag that cannot be one, more than
+        :data:`~core.session.entries.MAX_TAGS`) and :class:`SessionNotFound`."""
+        root, meta = self._conversation_root(key)
+        added = list(dict.fromkeys(clean_tag(t) for t in add))
+        removed = [t for t in dict.fromkeys(clean_tag(t) for t in remove) if t not in added]
+        have = list(meta.tags)
+        after = [t for t in have if t not in removed] + [t for t in added if t not in have]
+        if after == have:
+            return tuple(have)
+        if len(after) > MAX_TAGS:
+            raise InvalidTag(f"A chat can have at most {MAX_TAGS} tags.")
+        self.store.append(root, [tags_entry(added, removed)])
+        return tuple(after)
 
     def _state(self, key: SessionKey) -> SessionState:
         entries = self.store.load(key)
@@ -234,7 +382,9 @@ class SessionManager:
         """Store a generated title (``source`` ``"llm"`` or ``"fallback"``) unless the user set one.
 
         Returns False (nothing written) when a user title exists. Even if the user renames in
-        between, the fold keeps the user's title, so the race is harmless."""
+        between, the fold keeps the user's title, so the race is harmless. Like :meth:`rename`,
+        it writes to the family root of a version."""
+        key = self.root_of(key)
         entries = self.store.load(key)
         if entries is None:
             raise SessionNotFound(key.session_id)
@@ -243,7 +393,8 @@ class SessionManager:
         self.store.append(key, [title_entry(title, source)])
         return True
 
-    def fork(self, key: SessionKey, message_index: int, *, version: bool = False) -> Session:
+    def fork(self, key: SessionKey, message_index: int, *, version: bool = False,
+             extra: list[dict[str, Any]] | None = None) -> Session:
         """Copy messages ``[0 .. message_index]`` (inclusive) into a new session and return it.
 
         The cut is first moved out of any tool round (:func:`core.session.versions.valid_cut`):
@@ -258,12 +409,20 @@ class SessionManager:
         original's, ``message_index`` may be -1 (share nothing), and a version entry naming the
         new session is appended to the root, so reopening the conversation shows it. The
         sub-agent records of the task calls inside the copied messages are copied along (same
-        subpaths), none of later calls.
+        subpaths), none of later calls. ``extra``: entries that follow the copied ones in the same
+        whole creation (a racing reply kept as a version, :meth:`keep_as_version`; their task
+        calls' records are copied too).
         Raises :class:`SessionNotFound`, ``IndexError`` for an index outside the messages."""
         entries = self.store.load(key)
         if entries is None:
             raise SessionNotFound(key.session_id)
         original = session_from_entries(key, entries)
+        if original.version_of and key.subpath is None:
+            # A version's title is its conversation's (the root's, issue 31 item 1): a branch
+            # of it copies that one, not the version's own older title entry.
+            root_meta = self._root_meta(key.project_key, original.family)
+            if root_meta is not None and root_meta.title:
+                original.title, original.title_source = root_meta.title, root_meta.title_source
         if not (-1 if version else 0) <= message_index < len(original.messages):
             raise IndexError(
                 f"message index {message_index} is outside 0..{len(original.messages) - 1}"
@@ -280,20 +439,30 @@ class SessionManager:
                 seen += 1
             elif e.get("type") == "compaction" and _summarises_within(e, message_index + 1):
                 copied.append(e)  # a later one lands right after the copied messages
+            elif (e.get("type") == "checkpoint" and isinstance(e.get("at"), int)
+                  and e["at"] <= message_index + 1 and not e.get("rewind")):
+                copied.append(e)  # the files the copied rounds changed (issue 29: rewind in the fork)
+            elif e.get("type") == "usage" and isinstance(e.get("at"), int) and e["at"] <= message_index + 1:
+                # the tokens of the copied replies go along (issue 31): a chat's usage is that of
+                # the replies it shows, so a version's or a branch's totals count the shared prefix
+                copied.append(e)
         forked_from = {"session_id": key.session_id, "message_index": message_index}
         root = original.family
         version_of = {"session_id": root, "message_index": message_index} if version else None
         new_entries = [header_entry(new_key.session_id, key.project_key, original.cwd,
                                     created_at=now, forked_from=forked_from, version_of=version_of)]
+        if original.identity:  # a fork or version is of the same project beyond its path (issue 26)
+            new_entries[0]["project_identity"] = original.identity
         new_entries += copied
         if original.title and version:
             new_entries.append(title_entry(original.title, original.title_source or "user", ts=now))
         elif original.title:
             base = original.title[: MAX_TITLE_CHARS - len(BRANCH_SUFFIX)]
             new_entries.append(title_entry(base + BRANCH_SUFFIX, original.title_source or "user", ts=now))
+        new_entries += extra or []
         # The sub-agent records of the task calls inside the copied prefix go along (none after
         # it), written before the fork itself so a fork that lists is complete.
-        self._copy_subagent_records(key, new_key, messages_of(copied))
+        self._copy_subagent_records(key, new_key, messages_of(copied + (extra or [])))
         # Whole or absent: a fork killed mid-write never lists as a short session.
         try:
             self.store.create_whole(new_key, new_entries)
@@ -306,6 +475,38 @@ class SessionManager:
             self.store.append(SessionKey(key.project_key, root), [version_entry(new_key.session_id, ts=now)])
         return session_from_entries(new_key, new_entries)
 
+    def keep_as_version(self, key: SessionKey, shared: int, messages: list[dict[str, Any]], *,
+                        end: str | None = None, agent: str | None = None) -> Session:
+        """Store a reply that could not land in ``key`` — someone else (another tab, process or
+        machine) appended since its writer's last stored message — as a new version of the
+        conversation (issue 25: a racing reply is never dropped), and return that version.
+
+        ``shared``: how many of ``key``'s messages the reply follows (the writer's stored
+        history, ending with the message the reply answers); ``messages``: the reply's round
+        (OpenAI chat messages); ``end`` and ``agent`` as in :meth:`add_messages`. The version is a
+        :meth:`fork` with ``version_of`` cut at message ``shared - 1`` holding the reply, created
+        whole (``create_whole``: a kill leaves it whole or absent), and becomes the version in
+        use. Raises :class:`SessionNotFound` (``key`` was deleted meanwhile), ``IndexError``
+        (``shared`` outside the stored messages) and the store's errors, with no version made."""
+        stored = self.store.load(key)
+        if stored is None:
+            raise SessionNotFound(key.session_id)
+        message_entries = [e for e in stored if e.get("type") == "message" and isinstance(e.get("message"), dict)]
+        if not 0 < shared <= len(message_entries):
+            raise IndexError(f"the reply follows {shared} messages; the session holds {len(message_entries)}")
+        # A cut right after an assistant message whose calls are answered by this round (a task
+        # round's head is stored on its own) would be moved before it by valid_cut: the version
+        # then starts at that boundary and carries the head itself, so no result is orphaned.
+        cut = valid_cut([e["message"] for e in message_entries], shared - 1)
+        now = time.time()
+        entries = message_entries[cut + 1:shared]
+        entries += [message_entry(m, ts=now, end=end if i == 0 else None,
+                                  agent=agent if m.get("role") == "assistant" else None) for i, m in enumerate(messages)]
+        version = self.fork(key, cut, version=True, extra=entries)
+        log.warning("session %s changed while a reply was written; the reply was kept as version %s",
+                    key.session_id, version.id)
+        return version
+
     # --- versions ---------------------------------------------------------------------------
 
     def family(self, key: SessionKey) -> list[SessionMeta]:
@@ -314,7 +515,7 @@ class SessionManager:
         root_id = next((m.family for m in metas if m.id == key.session_id), None)
         if root_id is None:
             raise SessionNotFound(key.session_id)
-        members = [m for m in metas if m.id == root_id or m.family == root_id]
+        members = family_titles([m for m in metas if m.id == root_id or m.family == root_id])
         return sorted(members, key=lambda m: (m.created_at, m.id))
 
     def current_version(self, key: SessionKey) -> SessionKey:
@@ -484,9 +685,11 @@ class SessionManager:
         rule for archiving: "超过 N 天未活跃"), in every project.
 
         ``max_age_days`` defaults to ``ANYCODE_ARCHIVE_DAYS`` (off by default); 0 or less does
-        nothing. ``now`` in Unix seconds (default the current time). Returns the keys archived."""
+        nothing. ``now`` in Unix seconds (default the current time). Returns the keys archived.
+        On a mirrored store only the local copy is archived (its ``archive_local``)."""
         days = settings.archive_days() if max_age_days is None else float(max_age_days)
-        archived = self._for_idle(days, now, self.store.archive)
+        # A mirrored store archives its local copy only: the mirror's copy has its own retention.
+        archived = self._for_idle(days, now, getattr(self.store, "archive_local", self.store.archive))
         if archived:
             log.info("auto-archive moved %d sessions idle for over %g days", len(archived), days)
         return archived
@@ -496,9 +699,15 @@ class SessionManager:
 
         ``max_age_days`` defaults to ``ANYCODE_CLEANUP_DAYS`` (30, per Claude Code's
         ``cleanupPeriodDays``); 0 or less disables cleanup. ``now`` in Unix seconds (default
-        the current time). Returns the keys removed, across every project."""
+        the current time). Returns the keys removed, across every project. On a mirrored store
+        only the local copy is removed (its ``remove_local``); the mirror keeps its copy until its
+        own retention removes it. The checkpoint blobs no session refers to any more are deleted
+        by the callers after this (:func:`core.stores.blobs.collect_unreferenced`: the app's start,
+        ``anycode sessions cleanup``), as core.session never imports a store module."""
         days = settings.cleanup_days() if max_age_days is None else float(max_age_days)
-        removed = self._for_idle(days, now, self.store.remove)
+        # A mirrored store removes its local copy only (issue 25: mirror retention is the
+        # mirror's, ANYCODE_MIRROR_RETENTION_DAYS); a user's delete still removes both.
+        removed = self._for_idle(days, now, getattr(self.store, "remove_local", self.store.remove))
         if removed:
             log.info("cleanup removed %d sessions idle for over %g days", len(removed), days)
         return removed
@@ -531,7 +740,7 @@ class SessionManager:
             return []
         cutoff = (time.time() if now is None else now) - days * DAY_SECONDS
         return [meta for project in self.store.list_projects() for meta in self.store.list(project.project_key)
-                if meta.updated_at < cutoff and not self._arrived_after(meta.key, cutoff)]
+                if not is_expert_id(meta.id) and meta.updated_at < cutoff and not self._arrived_after(meta.key, cutoff)]
 
     def _for_idle(self, days: float, now: float | None, action: Any) -> list[SessionKey]:
         """Apply ``action(key)`` to every session of :meth:`idle_sessions`; return the keys it was

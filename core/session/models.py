@@ -44,6 +44,9 @@ class Session:
     compactions: list[dict[str, Any]] = field(default_factory=list)
     version_of: dict[str, Any] | None = None
     current_version: str | None = None
+    # {message index: agent name} for replies a defined agent wrote (issue 30: "@name" in the
+    # chat); see core.session.entries.message_entry.
+    reply_agents: dict[int, str] = field(default_factory=dict)
 
     @property
     def family(self) -> str:
@@ -59,6 +62,17 @@ class Session:
     def project_key(self) -> str:
         """The project key (``key.project_key``)."""
         return self.key.project_key
+    # "imported" / "restored" when the header came from another tool or a backup: its recorded
+    # folder is not trusted as the workspace on its own (core.agent.workspace).
+    origin: str | None = None
+    # The project's identity beyond its path (its git remote; core.session.identity), when recorded.
+    identity: str | None = None
+    # This record's own pin and tags entries (issue 31). A conversation's pin and tags live in its
+    # family root: for a version, ask SessionManager.pin_and_tags.
+    pinned: float | None = None
+    tags: tuple[str, ...] = ()
+    # The tokens its replies used (core.session.usage.UsageTotals, from its usage entries).
+    usage: Any = None
 
 
 @dataclass(slots=True)  # slots: a new process makes 10,000 of these per list(), faster and smaller
@@ -85,6 +99,10 @@ class SessionMeta:
     current_version: str | None = None
     # Set by SessionManager.conversations on a root's row: the ids of the versions folded into it.
     versions: tuple[str, ...] = ()
+    # Issue 31, from the pin and tags entries (core.session.entries): when the conversation was
+    # pinned (Unix seconds; None: not pinned) and its tags, in the order first added.
+    pinned: float | None = None
+    tags: tuple[str, ...] = ()
 
     @property
     def family(self) -> str:

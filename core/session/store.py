@@ -2,15 +2,18 @@
 
 Business code talks to this protocol only, so swapping the JSONL files for a database changes no
 line of the agent or the UI. Every implementation passes the contract suite in
-``tests/test_store_contract.py``.
+``tests/core/stores/test_store_contract.py``.
 """
 from __future__ import annotations
 
+import logging
 from typing import Any, Protocol, runtime_checkable
 
 from core.errors import StaleChange
 from core.session.keys import SessionKey
 from core.session.models import ProjectInfo, SessionMeta
+
+log = logging.getLogger(__name__)
 
 
 @runtime_checkable
@@ -96,3 +99,13 @@ def check_version(key: SessionKey, expected_version: str, current: str | None) -
     in_use = current or key.session_id
     if in_use != expected_version:
         raise StaleChange("version", expected_version, in_use)
+
+
+def subpaths_of(store: Any, key: SessionKey) -> list[str]:
+    """The subpaths of a session's sub-agent records (sorted), for any store: ``store.list_subpaths(key)``
+    (JSONL, SQL, mirrored, backup archives); a store without it has none (logged)."""
+    lister = getattr(store, "list_subpaths", None)
+    if callable(lister):
+        return list(lister(key))
+    log.warning("%r cannot enumerate sub-agent records; only main sessions are copied", store)
+    return []

@@ -124,6 +124,49 @@ def tool_call_ids(messages: Iterable[Any]) -> set[str]:
             for c in (m.get("tool_calls") or []) if isinstance(c, dict) and isinstance(c.get("id"), str)}
 
 
+STOPPED_LEAD = "Interrupted: the user stopped this sub-agent before it finished."
+STEP_ARGS_CHARS = 160
+STEP_RESULT_CHARS = 200
+LAST_TEXT_CHARS = 2_000
+
+
+def _one_line(text: Any, limit: int) -> str:
+    line = " ".join(str(text or "").split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def stopped_report(messages: list[dict[str, Any]]) -> str:
+    """What a stopped sub-agent did and found, from its record's ``messages`` (system prompt and
+    task first): :data:`STOPPED_LEAD`, then its steps in order (``N. tool(arguments) -> first
+    words of the result``, or "no result: stopped"), then its last text. The parent's tool
+    result for the task call, so the next turn can build on the work (issue 27)."""
+    results = {m.get("tool_call_id"): m.get("content") for m in messages
+               if isinstance(m, dict) and m.get("role") == "tool"}
+    steps: list[str] = []
+    last_text = ""
+    for m in messages:
+        if not isinstance(m, dict) or m.get("role") != "assistant":
+            continue
+        text = m.get("content")
+        if isinstance(text, str) and text.strip():
+            last_text = text.strip()
+        for call in m.get("tool_calls") or []:
+            fn = call.get("function") if isinstance(call, dict) and isinstance(call.get("function"), dict) else {}
+            result = results.get(call.get("id") if isinstance(call, dict) else None)
+            outcome = (_one_line(result, STEP_RESULT_CHARS) if isinstance(result, str) and result.strip()
+                       and not result.startswith("Error: this tool call was interrupted") else "no result: stopped")
+            steps.append(f"{len(steps) + 1}. {fn.get('name', 'tool')}({_one_line(fn.get('arguments'), STEP_ARGS_CHARS)})"
+                         f" -> {outcome}")
+    parts = [STOPPED_LEAD]
+    parts.append(f"Steps it finished or started ({len(steps)}):\n" + "\n".join(steps) if steps
+                 else "It had not run any step yet.")
+    if last_text:
+        if len(last_text) > LAST_TEXT_CHARS:
+            last_text = last_text[:LAST_TEXT_CHARS - 1] + "…"
+        parts.append(f"Its last text:\n{last_text}")
+    return "\n\n".join(parts)
+
+
 RECORD_ENTRY = "subagent_record"
 
 

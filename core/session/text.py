@@ -6,7 +6,9 @@ surrogate, which no UTF-8 encoder accepts (the page's event stream dies on it).
 """
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
 # Characters that take no room and show nothing: zero-width space/joiners, word joiner and the
 # invisible operators, BOM, soft hyphen, Mongolian vowel separator, bidi marks and isolates,
@@ -35,3 +37,39 @@ def counted(n: int, one: str, many: str | None = None) -> str:
     plurals (``counted(3, "memory", "memories")``). Thousands get separators ("1,204 messages").
     For the command line and core sentences; the web UI's catalogue has its own plural rules."""
     return f"{n:,} {one if n == 1 else (many or one + 's')}"
+
+
+def parse_json(data: bytes | str) -> Any:
+    """``data`` parsed as JSON (invalid UTF-8 replaced, a leading BOM dropped).
+
+    Raises ValueError with a one-sentence reason for invalid JSON and for nesting deeper than the
+    parser allows (the standard parser's RecursionError would otherwise end the whole import)."""
+    text = data.decode("utf-8", "replace") if isinstance(data, (bytes, bytearray)) else data
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply to read") from None
+    except json.JSONDecodeError as err:
+        raise ValueError(err.msg) from None
+
+
+def message_text(content: Any) -> str:
+    """The text of an OpenAI message ``content``: a string, None, or a list of parts
+    (``{"type": "text", "text": ...}`` joined by newlines; other parts shown as ``[type]``)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict) and part.get("type") == "text":
+                parts.append(str(part.get("text", "")))
+            elif isinstance(part, dict):
+                parts.append(f"[{part.get('type', 'part')}]")
+            elif isinstance(part, str):
+                parts.append(part)
+        return "\n".join(parts)
+    return str(content)

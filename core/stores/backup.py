@@ -12,7 +12,9 @@ writes), plus ``manifest.json``::
 
 plus ``"memory": [{"scope": "user" | "project:<key>", "path": "memory/<n>.jsonl", "entries": N,
 "bytes": N, "sha256": …}]``: the memory log of each scope (:mod:`core.stores.memory_log`), so a
-removed memory stays removed after a restore. The zip is written beside its target and renamed
+removed memory stays removed after a restore; and ``"blobs": [{"path": "blobs/<sha256>", "bytes": N,
+"sha256": …}]``: the file bytes the sessions' checkpoints name (:mod:`core.stores.blobs`), put back
+into the target's blob store by the restore (issue 29). The zip is written beside its target and renamed
 into place when complete (a crash leaves no half backup under the name), mode 0600. An existing
 file is never replaced unless asked (``replace=True``, ``anycode backup --force``): an earlier
 backup under the same name may be the only copy of sessions deleted since.
@@ -41,11 +43,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.errors import BackupError, StoreUnavailable
+from core.session.text import parse_json
 from core.session.entries import SessionState, encode_entries
 from core.session.keys import SessionKey
 from core.session.models import ProjectInfo, SessionMeta
-from core.stores.migrate import MigrationReport, migrate_sessions, subpaths_of
+from core.session.store import subpaths_of
+from core.stores.blobs import blobs_for, referenced_in
+from core.stores.migrate import MigrationReport, migrate_sessions
 from core.stores.whole_file import link_whole
+from core.stores.zip_limits import read_member
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +72,7 @@ class BackupReport:
     records: int = 0
     bytes: int = 0
     memories: int = 0
+    blobs: int = 0
     skipped: list[str] = field(default_factory=list)
 
 
@@ -91,6 +98,7 @@ def backup_store(store: Any, path: str | os.PathLike[str], *, replace: bool = Fa
         raise BackupError(_EXISTS.format(path=path))
     report = BackupReport(path=path)
     records: list[dict[str, Any]] = []
+    referenced: set[str] = set()
     try:
         fd, tmp = tempfile.mkstemp(prefix=".anycode-backup-", suffix=".tmp", dir=folder)
     except OSError as err:
@@ -108,6 +116,7 @@ def backup_store(store: Any, path: str | os.PathLike[str], *, replace: bool = Fa
                             if entries is None:
                                 report.skipped.append(str(key))  # removed while backing up
                                 continue
+                            referenced |= referenced_in(entries)
                             rec = _member(zf, _record_path(key), encode_entries(entries))
                             records.append({**rec, "project_key": key.project_key, "session_id": key.session_id,
                                             "subpath": key.subpath, "archived": archived, "entries": len(entries)})
@@ -118,8 +127,15 @@ def backup_store(store: Any, path: str | os.PathLike[str], *, replace: bool = Fa
                 memories.append({**_member(zf, f"memory/{n}.jsonl", encode_entries(entries)),
                                  "scope": scope, "entries": len(entries)})
                 report.memories += len(entries)
+            blobs, stored = [], blobs_for(store)
+            for name in sorted(referenced):  # the bytes the checkpoints name (issue 29)
+                data = stored.get(name)
+                if data is None:
+                    continue  # over the size cap (only its hash was kept) or lost: rewind says so
+                blobs.append(_member(zf, f"blobs/{name}", data))
+                report.blobs += 1
             manifest = {"format": FORMAT, "version": VERSION, "created_at": time.time(),
-                        "records": records, "memory": memories}
+                        "records": records, "memory": memories, "blobs": blobs}
             zf.writestr(MANIFEST, json.dumps(manifest, ensure_ascii=False, indent=1))
             fh.flush()
             os.fsync(fh.fileno())
@@ -173,7 +189,7 @@ class BackupArchive:
         self.path = os.fspath(path)
         try:
             self._zip = zipfile.ZipFile(self.path)
-            manifest = json.loads(self._zip.read(MANIFEST))
+            manifest = parse_json(read_member(self._zip, MANIFEST)[0])
         except FileNotFoundError as err:
             raise BackupError(f"There is no backup file {self.path}.") from err
         except (OSError, zipfile.BadZipFile, KeyError, ValueError) as err:
@@ -183,32 +199,75 @@ class BackupArchive:
         if manifest.get("version") != VERSION:
             raise BackupError(f"{self.path} is a backup of format version {manifest.get('version')}; "
                               f"this anycode reads version {VERSION}.")
-        self.manifest = manifest
+        #: One sentence per manifest entry that could not be used (named, skipped; the rest restores).
+        self.problems: list[tuple[str, str]] = []
+        self.manifest = {**manifest, "memory": self._valid(manifest.get("memory"), "memory", ("scope",)),
+                         "blobs": self._valid(manifest.get("blobs"), "blobs", ())}
         self._records: dict[SessionKey, dict[str, Any]] = {}
-        for rec in manifest.get("records", []):
-            key = SessionKey(rec["project_key"], rec["session_id"], rec.get("subpath"))
-            self._records[key] = rec
+        for rec in self._valid(manifest.get("records"), "records", ("project_key", "session_id")):
+            sub = rec.get("subpath")
+            if sub is not None and not isinstance(sub, str):
+                self.problems.append((f"manifest:{rec['path']}", "its subpath is not text; skipped"))
+                continue
+            self._records[SessionKey(rec["project_key"], rec["session_id"], sub)] = rec
         self._cache: dict[SessionKey, list[dict[str, Any]]] = {}
+
+    def _valid(self, items: Any, field_name: str, keys: tuple[str, ...]) -> list[dict[str, Any]]:
+        """The manifest entries of ``field_name`` that name a member (``path``, ``sha256``) and the
+        text ``keys``; each other one is put in :attr:`problems` by position and left out."""
+        if items is None:
+            return []
+        if not isinstance(items, list):
+            self.problems.append((f"manifest:{field_name}", "is not a list; nothing of it was restored"))
+            return []
+        good = []
+        for n, rec in enumerate(items, 1):
+            need = ("path", "sha256", *keys)
+            if not isinstance(rec, dict) or not all(isinstance(rec.get(k), str) and rec[k] for k in need):
+                self.problems.append((f"manifest:{field_name}[{n}]",
+                                      f"lacks one of {', '.join(need)} (or one is not text); skipped"))
+                continue
+            good.append(rec)
+        return good
 
     def close(self) -> None:
         """Close the zip file."""
         self._zip.close()
 
-    def _read(self, name: str, sha256: str) -> bytes:
+    def _read(self, name: str, sha256: str, *, keep: bool = True) -> bytes:
+        """A member's bytes, streamed and checked against ``sha256`` (and the zip-bomb limits of
+        :mod:`core.stores.zip_limits`); raises :class:`BackupError` naming the member."""
         try:
-            data = self._zip.read(name)
-        except (KeyError, OSError, zipfile.BadZipFile) as err:
+            data, digest = read_member(self._zip, name, keep=keep)
+        except (KeyError, OSError, zipfile.BadZipFile, ValueError) as err:
             raise BackupError(f"The backup member {name} cannot be read ({err}).") from err
-        if hashlib.sha256(data).hexdigest() != sha256:
+        if digest != sha256:
             raise BackupError(f"The backup member {name} is damaged (its checksum does not match).")
         return data
+
+    def _entries(self, name: str, sha256: str) -> list[dict[str, Any]]:
+        """A member's JSONL lines as entries; a line that is not a JSON object raises
+        :class:`BackupError` naming the member and line (the checksum can match a bad file)."""
+        entries = []
+        for lineno, line in enumerate(io.BytesIO(self._read(name, sha256)), 1):
+            if not line.strip():
+                continue
+            try:
+                entry = parse_json(line)
+            except ValueError as err:
+                raise BackupError(f"The backup member {name} has a line that is not JSON (line {lineno}: {err}).") from None
+            if not isinstance(entry, dict):
+                raise BackupError(f"The backup member {name} has a line that is not an entry (line {lineno}).")
+            entries.append(entry)
+        return entries
 
     def verify(self) -> list[str]:
         """Check every member against its checksum; return one sentence per damaged member."""
         bad = []
-        for rec in list(self._records.values()) + list(self.manifest.get("memory", [])):
+        for rec in (list(self._records.values()) + list(self.manifest.get("memory", []))
+                    + list(self.manifest.get("blobs", []))):
             try:
-                self._read(rec["path"], rec["sha256"])
+                self._read(rec["path"], rec["sha256"], keep=False)
             except BackupError as err:
                 bad.append(str(err))
         return bad
@@ -226,8 +285,7 @@ class BackupArchive:
         if rec is None:
             return None
         if key not in self._cache:
-            data = self._read(rec["path"], rec["sha256"])
-            self._cache = {key: [json.loads(line) for line in io.BytesIO(data) if line.strip()]}
+            self._cache = {key: self._entries(rec["path"], rec["sha256"])}
         return self._cache[key]
 
     def exists(self, key: SessionKey) -> bool:
@@ -247,14 +305,15 @@ class BackupArchive:
                 continue
             try:
                 state = SessionState().feed_all(self.load(key) or [])
-            except BackupError:
+            except (BackupError, TypeError, ValueError, AttributeError):
                 state = SessionState()  # damaged: listed anyway, so the restore reports it by name
             created = state.created_at or 0.0
             metas.append(SessionMeta(id=key.session_id, project_key=project_key, title=state.title,
                                      created_at=created, updated_at=state.updated_at(default=created),
                                      message_count=state.message_count, archived=archived,
                                      forked_from=state.forked_from, cwd=state.cwd, title_source=state.title_source,
-                                     version_of=state.version_of, current_version=state.current))
+                                     version_of=state.version_of, current_version=state.current,
+                                     pinned=state.pinned, tags=tuple(state.tags)))
         return sorted(metas, key=lambda m: m.updated_at, reverse=True)
 
     def list_projects(self) -> list[ProjectInfo]:
@@ -280,8 +339,7 @@ class _ArchiveMemoryLog:
         m = self._members.get(scope)
         if m is None:
             return []
-        data = self._archive._read(m["path"], m["sha256"])
-        return [json.loads(line) for line in io.BytesIO(data) if line.strip()]
+        return self._archive._entries(m["path"], m["sha256"])
 
     def append(self, scope: str, entries: list[dict[str, Any]]) -> int:
         raise BackupError("A backup is read-only.")
@@ -299,6 +357,28 @@ def restore_backup(path: str | os.PathLike[str], store: Any, *, progress: bool =
     arrival = (None if callable(getattr(store, "written_at", None)) else
                {"restored_from": {"file": os.path.basename(os.fspath(path)), "at": time.time()}})
     try:
-        return migrate_sessions(archive, store, progress=progress, newer_ok=True, arrival=arrival)
+        blob_errors: list[tuple[str, str]] = []
+        _restore_blobs(archive, store, blob_errors)  # first: a restored checkpoint finds its bytes
+        report = migrate_sessions(archive, store, progress=progress, newer_ok=True, arrival=arrival)
+        report.errors.extend(blob_errors)
     finally:
         archive.close()
+    report.errors.extend(archive.problems)
+    return report
+
+
+def _restore_blobs(archive: BackupArchive, store: Any, errors: list[tuple[str, str]]) -> None:
+    """Copy the backup's checkpoint blobs into ``store``'s blob store; each must be named by the
+    hash of its bytes (else it is reported and skipped). Blobs already there are kept."""
+    blobs = blobs_for(store)
+    for rec in archive.manifest.get("blobs", []):
+        name = rec["path"].rpartition("/")[2]
+        try:
+            data = archive._read(rec["path"], rec["sha256"])
+            if rec["sha256"] != name:
+                raise BackupError(f"The backup member {rec['path']} is not named by its bytes' hash.")
+            blobs.put(data, name)
+        except BackupError as err:
+            errors.append((rec["path"], str(err)))
+        except OSError as err:
+            errors.append((rec["path"], f"could not be written to {blobs.root} ({err.strerror or err})"))

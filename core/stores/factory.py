@@ -5,7 +5,9 @@
   (``sqlite:///PATH``, ``postgresql+psycopg://user@host/db``; ``postgres://`` also accepted).
   A relative SQLite path (``sqlite:///sessions.db``) is taken inside the data dir, not the
   current folder; ``sqlite:////abs/path.db`` is absolute.
-- ``ANYCODE_MIRROR`` (optional): a second store spec (usually a database URL) that receives a
+- ``s3://BUCKET/PREFIX`` (:mod:`core.stores.s3_store`, extra ``[s3]``) and ``redis://HOST:PORT/DB``
+  or ``rediss://…`` (:mod:`core.stores.redis_store`, extra ``[redis]``), usually as the mirror.
+- ``ANYCODE_MIRROR`` (optional): a second store spec (a database, S3 or Redis URL) that receives a
   copy of every write in the background (:class:`core.stores.mirror.MirroredSessionStore`); the primary
   stays the source of truth and a failing mirror never fails or slows a write.
 """
@@ -52,13 +54,22 @@ def store_from_spec(spec: str, base_dir: str | os.PathLike[str] | None = None) -
         return LocalSessionStore(base_dir)
     if spec.startswith("jsonl:") and "://" not in spec:
         return LocalSessionStore(Path(spec[len("jsonl:"):]).expanduser())
+    if spec.startswith("s3://"):
+        from core.stores.s3_store import S3SessionStore
+
+        return S3SessionStore(spec)
+    if spec.startswith(("redis://", "rediss://")):
+        from core.stores.redis_store import RedisSessionStore
+
+        return RedisSessionStore(spec)
     if "://" in spec:
         from core.stores.sql_store import SqlSessionStore
 
         return SqlSessionStore(_anchor_sqlite(spec, base_dir))
     raise StoreUnavailable(
         f"Unknown session store {spec!r}: use 'jsonl', 'jsonl:/some/folder', "
-        "'sqlite:///path/to/sessions.db' or 'postgresql+psycopg://user@host/db'."
+        "'sqlite:///path/to/sessions.db', 'postgresql+psycopg://user@host/db', "
+        "'s3://bucket/prefix' or 'redis://host:6379/0'."
     )
 
 

@@ -3,12 +3,12 @@ instead of the session files, and how a folder of never-indexed files is indexed
 
 The index is a cache of :class:`~core.stores.jsonl_io.FileScan` records, one per session file,
 validated against each file's size and mtime on every ``list()``; deleting it, or any damage to
-it, only costs a rebuild. On disk (version 6): one ASCII head line, then two parts::
+it, only costs a rebuild. On disk (version 7): one ASCII head line, then two parts::
 
-    anycode-index 6 <list part bytes> <its CRC-32> <scan part bytes> <its CRC-32> <folder>\n
+    anycode-index 7 <list part bytes> <its CRC-32> <scan part bytes> <its CRC-32> <folder>\n
     <list part: marshal of {"ids": [...], "cwds": ["/home/u/proj", ...], "size": [...],
      "mtime_ns": [...], "title": [...], "created": [...], "updated": [...], "count": [...],
-     "title_source": [...], "cwd": [...], "forked_from": [...], "version_of": [...], "current": [...]}>
+     "title_source": [...], "cwd": [...], "forked_from": [...], "version_of": [...], "current": [...], "pinned": [...], "tags": [...]}>
     <scan part: marshal of {"offset": [...], "lines": [...], "sig": [...], "created_at": [...],
      "last_message_at": [...], "has_header": [...], "id": [...], "project_key": [...]}>
 
@@ -32,7 +32,7 @@ indexed ones, once the folder has been still for :data:`SETTLED_NS`; while it ma
 ``list()`` does not list the folder (creating, removing or renaming a file in it moves its
 ctime, which no tool can set back), only ``stat``-s the indexed files.
 Version 5 and older indexes (``.index.json``) are not read: the index is rebuilt and the old
-file removed.
+file removed; a version 6 index (before pins and tags) is rebuilt in place.
 
 A first ``list()`` over many never-indexed files (a restore, an import, a deleted index) scans them
 with :func:`scan_many`, which uses a process per core when there is enough to do.
@@ -62,7 +62,7 @@ from core.stores.whole_file import is_part, place_whole
 log = logging.getLogger(__name__)
 
 INDEX_FILE = ".index"
-INDEX_VERSION = 6  # 6: marshal columns; another version is not read: the index is rebuilt from the files
+INDEX_VERSION = 7  # 6: marshal columns; 7: + pinned, tags; another version is not read: the index is rebuilt
 _MAGIC = b"anycode-index"
 _OLD_INDEX_FILE = ".index.json"  # versions up to 5, removed when a version 6 index is written
 SUFFIX = ".jsonl"
@@ -70,7 +70,7 @@ _CWD, _ID, _PK = RECORD_FIELDS.index("cwd"), RECORD_FIELDS.index("id"), RECORD_F
 # The list and scan parts' columns, each with its position in a record (RECORD_FIELDS);
 # "created"/"updated" are the SessionMeta's values, derived from the record (-1: not in a record).
 LIST_COLUMNS = {"size": 0, "mtime_ns": 1, "count": 5, "title": 8, "title_source": 9, "cwd": 10,
-                "forked_from": 11, "version_of": 15, "current": 16, "created": -1, "updated": -1}
+                "forked_from": 11, "version_of": 15, "current": 16, "pinned": 17, "tags": 18, "created": -1, "updated": -1}
 SCAN_COLUMNS = {"offset": 2, "lines": 3, "sig": 4, "created_at": 6, "last_message_at": 7, "has_header": 12,
                 "id": 13, "project_key": 14}
 _STAMP = attrgetter("st_size", "st_mtime_ns")
@@ -200,7 +200,7 @@ class FolderIndex:
                 self.metas = list(map(SessionMeta, self.ids, repeat(project_key), c["title"], c["created"],
                                       c["updated"], c["count"], repeat(archived), c["forked_from"],
                                       map(paths.__getitem__, c["cwd"]), c["title_source"], c["version_of"],
-                                      c["current"]))
+                                      c["current"], repeat(()), c["pinned"], map(tuple, c["tags"])))
             finally:
                 if paused:
                     gc.enable()
@@ -249,7 +249,8 @@ class FolderIndex:
         created, updated = _times(rec)
         cwd = rec[_CWD]
         return SessionMeta(sid, project_key, rec[8], created, updated, rec[5], archived, rec[11],
-                           None if cwd is None else self.cwds[cwd], rec[9], rec[15], rec[16])
+                           None if cwd is None else self.cwds[cwd], rec[9], rec[15], rec[16], (), rec[17],
+                           tuple(rec[18]))
 
 
 def _times(rec: list[Any]) -> tuple[float, float]:

@@ -421,6 +421,36 @@ class LocalSessionStore:
         finally:
             lock.release()
 
+    def memory_log(self) -> Any:
+        """A new :class:`~core.stores.memory_log.JsonlMemoryLog` beside the sessions
+        (``<data dir>/memory/``); callers use :func:`core.stores.memory_log.memory_log_for`,
+        which keeps one per store."""
+        from core.stores.memory_log import JsonlMemoryLog
+
+        return JsonlMemoryLog(self)
+
+    def list_token(self, project_key: str) -> str:
+        """A short text that changes whenever the project's list could (issue 25, the live
+        list): a session created, appended to, renamed, archived, unarchived or deleted, by any
+        process. One ``scandir`` of the project folder and its archive with a ``stat`` per
+        session file — no file is read — so an open page can ask every second."""
+        import hashlib
+
+        digest = hashlib.blake2b(digest_size=12)
+        for d in (self._list_dir(project_key, False), self._list_dir(project_key, True)):
+            try:
+                with os.scandir(d) as it:
+                    for e in it:
+                        if e.name.endswith(SUFFIX) and not is_part(e.name):
+                            try:
+                                st = e.stat()
+                            except FileNotFoundError:
+                                continue
+                            digest.update(f"{d.name}/{e.name}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+            except (FileNotFoundError, NotADirectoryError):
+                digest.update(b"-")
+        return digest.hexdigest()
+
     def list_subpaths(self, key: SessionKey) -> list[str]:
         """The subpaths of the session's sub-agent records (sorted; archived or not): every
         ``<project>/[archive/]<session id>/**.jsonl`` whose name makes a valid key (others are

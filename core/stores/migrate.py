@@ -1,7 +1,7 @@
 """Copy every session from one store to another (``anycode sessions migrate --to URL``).
 
 What is copied: every project's main and archived sessions with their sub-agent records, entry
-by entry, through the :class:`~core.session.store.SessionStore` protocol (plus :func:`subpaths_of` to
+by entry, through the :class:`~core.session.store.SessionStore` protocol (plus :func:`~core.session.store.subpaths_of` to
 enumerate sub-agent records), then the archived flag. Safe to re-run:
 
 - a record the target already holds identically is skipped;
@@ -21,6 +21,7 @@ from typing import Any, Iterator
 
 from core.errors import AnycodeError, os_error_message
 from core.session.keys import SessionKey
+from core.session.store import subpaths_of
 
 log = logging.getLogger(__name__)
 
@@ -64,16 +65,6 @@ class _Group:
     key: SessionKey
     archived: bool
     subpaths: tuple[str, ...]
-
-
-def subpaths_of(store: Any, key: SessionKey) -> list[str]:
-    """The subpaths of a session's sub-agent records (sorted), for any store: ``store.list_subpaths(key)``
-    (JSONL, SQL, mirrored, backup archives); a store without it has none (logged)."""
-    lister = getattr(store, "list_subpaths", None)
-    if callable(lister):
-        return list(lister(key))
-    log.warning("%r cannot enumerate sub-agent records; only main sessions are copied", store)
-    return []
 
 
 def _groups(source: Any) -> Iterator[_Group]:
@@ -121,6 +112,12 @@ def migrate_sessions(source: Any, target: Any, *, progress: bool = False, out: A
                 _sync_archived(target, group, target_archived, report)
     _final_check(source, target, groups, report)
     _copy_memories(source, target, report)
+    try:  # the file bytes checkpoints name (issue 29), when the target keeps them elsewhere
+        from core.stores.blobs import copy_blobs
+
+        copy_blobs(source, target)
+    except OSError as e:
+        report.errors.append(("blobs", f"{os_error_message(e)}; the checkpoint blobs were not copied."))
     log.info("migrated %d records: %d copied, %d extended, %d identical, %d conflicts, %d errors",
              report.records, len(report.copied), len(report.extended), len(report.identical),
              len(report.conflicts), len(report.errors))

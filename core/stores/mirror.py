@@ -17,6 +17,14 @@ How (and why):
 - A mirror that raises or hangs only stalls the thread: the user's writes touch the primary and
   the local outbox only. Failures back off exponentially (0.5 s doubling to 30 s).
 - Several processes may share a data dir: a file lock lets one of them deliver at a time.
+- The mirror copies only what follows the entries it already holds, and only when they are the
+  local record's own (issue 25): the outbox remembers how many entries of each copy it verified
+  (``copies``), and a copy holding anything else (a second writer using the mirror as its
+  primary) is read and compared entry by entry. A copy that is not a prefix of the local record
+  never gets entries out of order: the local history goes to the mirror as a *version* of that
+  conversation (``version_of``), later writes follow it there, and ``status()["diverged"]``, the
+  mirror log (``Outbox.events``) and the app's log say so. ``append_at`` refuses to skip an entry
+  that is not the one given, so a writer racing the copy is caught too.
 - Reconciling relies on records being append-only (the protocol's promise); a record removed and
   re-created is handled by its queued ``remove``. A record that existed before the mirror was
   configured is copied whole on its next append; ``anycode sessions migrate --to URL`` copies
@@ -24,8 +32,10 @@ How (and why):
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -37,7 +47,10 @@ from core import settings
 from core.errors import SessionConflict, SessionExists, SessionNotFound
 from core.session.keys import SessionKey
 from core.session.models import ProjectInfo, SessionMeta
-from core.stores.outbox import Outbox, OutboxItem
+from core.session.keys import new_session_id
+from core.session.store import subpaths_of
+from core.stores.blobs import blobs_for, carrier_for, carry_blobs, referenced_in
+from core.stores.outbox import MirrorCopy, Outbox, OutboxItem
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +91,7 @@ class MirroredSessionStore:
         self._deliver_lock = filelock.FileLock(str(path) + ".deliver.lock", timeout=0)
         self.retry_initial, self.retry_max, self.poll_interval = retry_initial, retry_max, poll_interval
         self._wake = threading.Event()
+        self._open_lock = threading.Lock()  # the mirror is opened once, whichever thread asks first
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._deferred: dict[SessionKey, float] = {}  # record -> when its copy was first deferred
@@ -152,6 +166,47 @@ class MirroredSessionStore:
                 pass
             return None
 
+    # --- retention: each copy has its own (issue 25) ------------------------------------------
+
+    def remove_local(self, key: SessionKey) -> None:
+        """Remove the local copy only (local cleanup): the mirror keeps its copy until its own
+        retention removes it (:meth:`expire_mirror`). Raises :class:`SessionNotFound`."""
+        self.primary.remove(key)
+        self._outbox_call(self.outbox.forget_copy, key)
+
+    def archive_local(self, key: SessionKey) -> None:
+        """Archive the local copy only (auto-archive); the mirror's copy stays where it is."""
+        self.primary.archive(key)
+
+    def expire_mirror(self, days: float | None = None, *, now: float | None = None,
+                      dry_run: bool = False) -> list[SessionMeta]:
+        """Remove the mirror's copies idle for over ``days`` days (default
+        ``ANYCODE_MIRROR_RETENTION_DAYS``; None or 0: keep everything) — the rule the local
+        cleanup keeps, applied to the mirror's own list (archived copies are kept). Returns what
+        was (``dry_run``: would be) removed. Raises the mirror's errors (unreachable: nothing
+        removed)."""
+        from core.session.manager import SessionManager
+
+        days = settings.mirror_retention_days() if days is None else days
+        if not days or days <= 0:
+            return []
+        mirror = self._get_mirror()
+        doomed = SessionManager(mirror).idle_sessions(days, now)
+        if dry_run:
+            return doomed
+        gone = []
+        for meta in doomed:
+            try:
+                mirror.remove(meta.key)
+            except SessionNotFound:
+                continue
+            gone.append(meta)
+        if gone:
+            msg = f"removed {len(gone)} mirror copies idle for over {days:g} days"
+            log.info("mirror %s: %s", self.mirror_name, msg)
+            self._outbox_call(self.outbox.log_event, "expired", msg)
+        return gone
+
     # --- reads: the primary answers ---------------------------------------------------------------
 
     def load(self, key: SessionKey) -> list[dict[str, Any]] | None:
@@ -166,14 +221,34 @@ class MirroredSessionStore:
         """The primary's list."""
         return self.primary.list(project_key, archived=archived)
 
+    def removing(self) -> set[str]:
+        """Ids of sessions deleted here whose delete the mirror has not received yet (they are
+        still in the mirror's list meanwhile). Read from the local outbox; never raises (an
+        unreadable outbox gives an empty set, logged)."""
+        try:
+            return self.outbox.removing()
+        except sqlite3.Error as err:
+            log.warning("cannot read the mirror outbox of %s: %s", self.mirror_name, err)
+            return set()
+
     def list_projects(self) -> list[ProjectInfo]:
         """The primary's projects."""
         return self.primary.list_projects()
 
+    def memory_log(self) -> Any:
+        """A new :class:`~core.stores.memory_log.MirroredMemoryLog`: the primary's log (the one
+        :func:`~core.stores.memory_log.memory_log_for` keeps for it), copied to the mirror's (opened
+        when the copy first needs it)."""
+        from core.stores.memory_log import MirroredMemoryLog, _make_log, memory_log_for
+
+        return MirroredMemoryLog(memory_log_for(self.primary), lambda: _make_log(self._get_mirror()))
+
+    def list_token(self, project_key: str) -> str:
+        """The primary's :meth:`list_token` (the list is the primary's)."""
+        return self.primary.list_token(project_key)
+
     def list_subpaths(self, key: SessionKey) -> list[str]:
         """Sub-agent record subpaths of the session, from the primary."""
-        from core.stores.migrate import subpaths_of
-
         return subpaths_of(self.primary, key)
 
     # --- delivery ---------------------------------------------------------------------------------
@@ -186,14 +261,20 @@ class MirroredSessionStore:
         failed), ``pending_entries`` (entries not yet copied), ``pending_items`` (queued writes),
         ``last_error`` (str or None), ``last_error_at`` / ``last_success_at`` (Unix seconds or
         None), ``last_warning`` (a record the mirror holds more of than the primary; not retried),
-        ``outbox`` (file path), ``running`` (this process's delivery thread is alive)."""
+        ``outbox`` (file path), ``running`` (this process's delivery thread is alive),
+        ``diverged`` (the :class:`~core.stores.outbox.MirrorCopy` of each session whose mirror copy
+        had changes from elsewhere, so the local history went there as a version; most recent
+        first), ``lag_seconds`` (how long the oldest queued write has waited; None: none)."""
         try:
             items, entries = self.outbox.pending()
             st = self.outbox.state()
+            diverged = self.outbox.diverged()
+            oldest = self.outbox.oldest_pending()
         except Exception as e:
             return {"mirror": self.mirror_name, "state": "failing", "pending_entries": None, "pending_items": None,
                     "last_error": f"outbox: {e}", "last_error_at": time.time(), "last_success_at": None,
-                    "outbox": str(self.outbox.path), "running": self._running()}
+                    "outbox": str(self.outbox.path), "running": self._running(), "diverged": [],
+                    "lag_seconds": None}
         err_at = _float(st.get("last_error_at"))
         ok_at = _float(st.get("last_success_at"))
         failing = err_at is not None and (ok_at is None or err_at > ok_at)
@@ -202,7 +283,8 @@ class MirroredSessionStore:
             "mirror": self.mirror_name, "state": state, "pending_entries": entries, "pending_items": items,
             "last_error": st.get("last_error") if failing else None, "last_error_at": err_at,
             "last_success_at": ok_at, "last_warning": st.get("last_warning"),
-            "outbox": str(self.outbox.path), "running": self._running(),
+            "outbox": str(self.outbox.path), "running": self._running(), "diverged": diverged,
+            "lag_seconds": max(0.0, time.time() - oldest) if oldest is not None else None,
         }
 
     def _running(self) -> bool:
@@ -279,7 +361,7 @@ class MirroredSessionStore:
             items = self.outbox.batch(limit)
             if not items:
                 return False
-            mirror = self._get_mirror()
+            mirror = self.mirror_store()
             synced: set[SessionKey] = set()
             delivered: list[int] = []
             try:
@@ -300,6 +382,13 @@ class MirroredSessionStore:
         finally:
             self._deliver_lock.release()
 
+    def mirror_store(self) -> Any:
+        """The mirror store itself (opened on first use), for reading what other machines wrote
+        (``sessions pull``, the sidebar's mirror-only chats). Raises whatever opening it raises
+        (:class:`~core.errors.StoreUnavailable` while it is unreachable)."""
+        with self._open_lock:
+            return self._get_mirror()
+
     def _get_mirror(self) -> Any:
         if self._mirror is None:
             self._mirror = self._open_mirror()  # type: ignore[misc]
@@ -317,9 +406,8 @@ class MirroredSessionStore:
                 # catch its line half-written (skipped, with a warning). That item copies these
                 # entries too; but defer at most DEFER_MAX so a non-stop writer is still mirrored.
                 first = self._deferred.setdefault(key, time.monotonic())
-                if time.monotonic() - first < DEFER_MAX:
-                    self.outbox.hand_over(item, later)
-                    return
+                if time.monotonic() - first < DEFER_MAX and self.outbox.hand_over(item, later):
+                    return  # (a later item refused meanwhile takes nothing over: deliver this one now)
             try:
                 self._reconcile(mirror, key)
             except SessionNotFound as e:
@@ -333,50 +421,155 @@ class MirroredSessionStore:
         # Any later append of this record (or, for a main session, of its sub-agent records)
         # must be reconciled again after this operation.
         synced.difference_update({k for k in synced if k == key or (key.subpath is None and k.parent == key)})
+        target, _copy = self._target(key)  # a diverged session's own copy is its version there
         if item.op == "remove":
             try:
-                mirror.remove(key)
+                mirror.remove(target)
             except SessionNotFound:
                 pass  # never copied, or removed by an earlier delivery: done either way
+            self.outbox.forget_copy(key)
         elif item.op in ("archive", "unarchive"):
             try:
-                getattr(mirror, item.op)(key)
+                getattr(mirror, item.op)(target)
             except SessionNotFound:
-                log.info("mirror %s has no session %s to %s", self.mirror_name, key, item.op)
+                log.info("mirror %s has no session %s to %s", self.mirror_name, target, item.op)
         else:
             log.warning("outbox item %d has unknown op %r; dropped", item.id, item.op)
 
-    def _reconcile(self, mirror: Any, key: SessionKey) -> None:
+    def _target(self, key: SessionKey) -> tuple[SessionKey, MirrorCopy | None]:
+        """Where ``key``'s copy goes in the mirror: its own key, or — once the mirror's copy of
+        the session diverged — the version it was kept as (a sub-agent record follows its
+        session there)."""
+        copy = self.outbox.copy_of(key)
+        if copy is not None:
+            return SessionKey(key.project_key, copy.target, key.subpath), copy
+        if key.subpath is not None:
+            parent = self.outbox.copy_of(key.parent)
+            if parent is not None and parent.target != key.session_id:
+                return SessionKey(key.project_key, parent.target, key.subpath), None
+        return key, None
+
+    def _reconcile(self, mirror: Any, key: SessionKey, *, again: bool = True) -> None:
+        """Copy to the mirror what follows the entries its copy of ``key`` already holds.
+
+        The copy must be a prefix of the local record: the entries this outbox verified last
+        time (``copies.delivered``) are trusted when the mirror still holds exactly that many
+        (records are append-only); otherwise its entries are read and compared one by one. When
+        they differ (another writer wrote there), nothing is copied into it out of order: the
+        local history goes to the mirror as a version of the conversation (:meth:`_diverge`)."""
         source = self.primary.load(key)
         if source is None:
             return  # removed since; its remove item follows
-        counter = getattr(mirror, "entry_count", None)
-        if callable(counter):
-            have = counter(key) or 0
+        target, copy = self._target(key)
+        expected = list(source)
+        if copy is not None and copy.header is not None and expected:
+            expected[0] = json.loads(copy.header)
+        have = _entry_count(mirror, target)
+        if copy is not None and have == copy.delivered and have <= len(expected):
+            held_ok = True  # exactly what this outbox verified: no need to read it
         else:
-            have = len(mirror.load(key) or [])
-        if have > len(source):
-            # Not retried (it would never succeed); shown as status()["last_warning"].
-            msg = f"mirror has {have} entries of {key}, the primary {len(source)}; left as is"
-            log.warning(msg)
-            self.outbox.set_state(last_warning=msg, last_warning_at=time.time())
+            held = (mirror.load(target) or []) if have else []
+            have = len(held)
+            held_ok = held[:len(expected)] == expected[:have]
+            if held_ok and have > len(expected):
+                # The mirror holds ours and more (another writer went on there): nothing to copy
+                # now; the next local append diverges, and is kept as a version then.
+                self.outbox.set_copy(key, target.session_id, len(expected),
+                                     header=copy.header if copy else None,
+                                     diverged_at=copy.diverged_at if copy else None)
+                return
+        if not held_ok:
+            if key.subpath is not None:
+                msg = f"the mirror's copy of {target} differs from the local one; not copied"
+                log.warning("mirror %s: %s", self.mirror_name, msg)
+                self.outbox.set_state(last_warning=msg, last_warning_at=time.time())
+                self.outbox.log_event("warning", msg)
+                return
+            self._diverge(mirror, key, source, held)
             return
-        if have == len(source):
-            return
-        tail = source[have:]
+        tail = expected[have:]
+        if tail:
+            self._carry_blobs(mirror, tail)  # first: a checkpoint on the mirror finds its bytes there
+            try:
+                self._copy_tail(mirror, target, tail, have)
+            except SessionConflict:
+                # Another writer appended between our read and our write (append_at refuses to
+                # skip an entry that is not ours): look again, once.
+                if not again:
+                    raise
+                self._reconcile(mirror, key, again=False)
+                return
+            log.debug("mirrored %d entries of %s", len(tail), key)
+        self.outbox.set_copy(key, target.session_id, len(expected), header=copy.header if copy else None,
+                             diverged_at=copy.diverged_at if copy else None)
+
+    def _copy_tail(self, mirror: Any, target: SessionKey, tail: list[dict[str, Any]], have: int) -> None:
         positioned = getattr(mirror, "append_at", None)
         if have == 0 and not callable(positioned) and callable(getattr(mirror, "create_whole", None)):
             try:
-                mirror.create_whole(key, tail)  # a JSONL mirror: a killed copy leaves no short record
+                mirror.create_whole(target, tail)  # a JSONL mirror: a killed copy leaves no short record
                 return
             except SessionExists:
-                have_now = len(mirror.load(key) or [])  # made meanwhile by someone else: top it up
-                tail = source[have_now:]
+                raise SessionConflict(0, 1) from None  # made meanwhile by someone else: look again
         if callable(positioned):
-            positioned(key, tail, have)  # idempotent: skips entries the mirror already has
+            positioned(target, tail, have)  # idempotent; refuses to skip entries that are not ours
         else:
-            mirror.append(key, tail)
-        log.debug("mirrored %d entries of %s", len(tail), key)
+            mirror.append(target, tail)
+
+    def _diverge(self, mirror: Any, key: SessionKey, source: list[dict[str, Any]],
+                 held: list[dict[str, Any]]) -> None:
+        """The mirror's copy of session ``key`` is not a prefix of the local one: store the local
+        history in the mirror as a new version of that conversation (``version_of`` and
+        ``forked_from`` cut after the messages both share), created whole, and send every later
+        write of ``key`` (and its sub-agent records) there. Reported in :meth:`status`, the
+        mirror log and the app's log."""
+        common = 0
+        while common < min(len(held), len(source)) and held[common] == source[common]:
+            common += 1
+        shared = sum(1 for e in source[:common] if e.get("type") == "message" and isinstance(e.get("message"), dict))
+        head = dict(source[0]) if source and source[0].get("type") == "header" else {}
+        root = (head.get("version_of") or {}).get("session_id") or key.session_id
+        version_id = new_session_id()
+        link = {"session_id": key.session_id, "message_index": shared - 1}
+        header = dict(head, id=version_id, forked_from=link, version_of={"session_id": root,
+                                                                         "message_index": shared - 1})
+        target = SessionKey(key.project_key, version_id)
+        # Sub-agent records first, so the version is complete once it lists.
+        for sub in self.primary_subpaths(key):
+            sub_key = SessionKey(key.project_key, key.session_id, sub)
+            entries = self.primary.load(sub_key)
+            if entries:
+                mirror.create_whole(SessionKey(key.project_key, version_id, sub), entries)
+                self.outbox.set_copy(sub_key, version_id, len(entries))
+        self._carry_blobs(mirror, source)
+        mirror.create_whole(target, [header, *source[1:]])
+        now = time.time()
+        self.outbox.set_copy(key, version_id, len(source), header=json.dumps(header), diverged_at=now)
+        msg = (f"the mirror's copy of {key.session_id} had changes from elsewhere (the first {common} entries "
+               f"agree); the local history was kept there as the version {version_id}")
+        log.warning("mirror %s: %s", self.mirror_name, msg)
+        self.outbox.log_event("diverged", msg, at=now)
+
+    def _carry_blobs(self, mirror: Any, entries: list[dict[str, Any]]) -> None:
+        """Copy to the mirror the checkpoint blobs ``entries`` name that it lacks (issue 29: a
+        rewind on another machine restores the bytes), before the entries themselves. A blob
+        this machine never kept (over the size cap) is skipped. The mirror's errors propagate:
+        the outbox item stays queued and is retried."""
+        names = referenced_in(entries)
+        if names:
+            copied = carry_blobs(names, blobs_for(self.primary), carrier_for(mirror))
+            if copied:
+                log.debug("mirrored %d checkpoint blobs", copied)
+
+    def primary_subpaths(self, key: SessionKey) -> list[str]:
+        return subpaths_of(self.primary, key)
+
+
+def _entry_count(mirror: Any, key: SessionKey) -> int:
+    counter = getattr(mirror, "entry_count", None)
+    if callable(counter):
+        return counter(key) or 0
+    return len(mirror.load(key) or [])
 
 
 def _float(value: Any) -> float | None:

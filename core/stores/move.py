@@ -30,8 +30,9 @@ from typing import Any
 
 from core.errors import SessionExists, SessionNotFound
 from core.session.keys import SessionKey, normalize_path, project_key
-from core.session.manager import SessionManager
-from core.stores.migrate import _without, subpaths_of
+from core.session.manager import SessionManager, refuse_data_dir
+from core.session.store import subpaths_of
+from core.stores.migrate import _without
 
 log = logging.getLogger(__name__)
 
@@ -111,11 +112,13 @@ def move_conversation(store: Any, key: SessionKey, new_cwd: str, *, now: float |
 
     Raises :class:`SessionNotFound` (no such session), :class:`SessionExists` (the target project
     holds a different session with the same id; nothing removed), ``ValueError`` (``new_cwd`` is
-    not an absolute path), and the store's own failures (``OSError``,
+    not an absolute path), :class:`~core.errors.ForbiddenProjectFolder` (``new_cwd`` is anycode's
+    data folder or inside it), and the store's own failures (``OSError``,
     :class:`~core.errors.StoreUnavailable`): re-running the move after them finishes it."""
     if not isinstance(new_cwd, str) or not new_cwd.startswith("/"):
         raise ValueError(f"The target project folder must be an absolute path, not {new_cwd!r}.")
     cwd = normalize_path(new_cwd)
+    refuse_data_dir(cwd, store)
     new_project = project_key(cwd)
     manager = SessionManager(store)
     root = manager.root_of(key)

@@ -43,7 +43,39 @@ CREATE TABLE IF NOT EXISTS items (
 CREATE INDEX IF NOT EXISTS items_ready ON items (ready, id);
 CREATE INDEX IF NOT EXISTS items_session ON items (project_key, session_id, op, id);
 CREATE TABLE IF NOT EXISTS state (k TEXT PRIMARY KEY, v TEXT);
+CREATE TABLE IF NOT EXISTS copies (
+    project_key TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    subpath TEXT NOT NULL DEFAULT '',
+    target TEXT NOT NULL,
+    delivered INTEGER NOT NULL,
+    header TEXT,
+    diverged_at REAL,
+    PRIMARY KEY (project_key, session_id, subpath)
+);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at REAL NOT NULL,
+    kind TEXT NOT NULL,
+    text TEXT NOT NULL
+);
 """
+EVENTS_KEPT = 200  # the mirror log keeps this many recent events
+
+
+@dataclass(frozen=True)
+class MirrorCopy:
+    """Where a local record's copy lives in the mirror and how much of it this outbox verified:
+    ``target`` (the mirror's session id: the record's own, or the version it was kept as after
+    the mirror's copy diverged), ``delivered`` (entries of the mirror's copy known to equal the
+    local ones), ``header`` (the version's header entry as JSON text; None for the own id),
+    ``diverged_at`` (Unix seconds; None when it never diverged)."""
+
+    key: SessionKey
+    target: str
+    delivered: int
+    header: str | None = None
+    diverged_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -165,6 +197,14 @@ class Outbox:
             ).fetchone()
         return row is not None
 
+    def removing(self) -> set[str]:
+        """Session ids whose delete (of the main session) is queued and not yet delivered: the
+        mirror may still hold them, but they are gone here."""
+        with self._lock:
+            rows = self._db.execute("SELECT DISTINCT session_id FROM items WHERE op = 'remove' AND subpath = ''"
+                                    ).fetchall()
+        return {sid for (sid,) in rows}
+
     def in_flight_later(self, item: OutboxItem) -> int | None:
         """The id of a later append of the same record that a live process is still writing (its
         intent is not ready yet), or None. That item will copy this one's entries too."""
@@ -177,17 +217,84 @@ class Outbox:
         now = time.time()
         return next((i for i, owner, created in rows if created >= now - STALE_AFTER and _alive(owner)), None)
 
-    def hand_over(self, item: OutboxItem, later_id: int) -> None:
+    def hand_over(self, item: OutboxItem, later_id: int) -> bool:
         """Move ``item``'s entry count onto the later item that will copy its entries, so the
-        pending count stays right after ``item`` is marked done."""
+        pending count stays right after ``item`` is marked done. False when the later item is gone
+        already (its write was refused in the meantime, :meth:`refused`): then nothing will copy
+        ``item``'s entries but ``item`` itself, and the caller must deliver it."""
         with self._lock:
-            self._db.execute("UPDATE items SET entries = entries + ? WHERE id = ?", (item.entries, later_id))
+            cur = self._db.execute("UPDATE items SET entries = entries + ? WHERE id = ?", (item.entries, later_id))
+            return cur.rowcount == 1
 
     def pending(self) -> tuple[int, int]:
         """``(items, entries)`` still queued (intents included)."""
         with self._lock:
             n, entries = self._db.execute("SELECT COUNT(*), COALESCE(SUM(entries), 0) FROM items").fetchone()
         return int(n), int(entries)
+
+    # --- what each record's mirror copy holds (issue 25: mirrors never diverge silently) -------
+
+    def copy_of(self, key: SessionKey) -> MirrorCopy | None:
+        """The record's :class:`MirrorCopy`, or None when nothing was delivered yet."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT target, delivered, header, diverged_at FROM copies WHERE project_key = ?"
+                " AND session_id = ? AND subpath = ?", (key.project_key, key.session_id, key.subpath or ""),
+            ).fetchone()
+        return MirrorCopy(key, *row) if row is not None else None
+
+    def set_copy(self, key: SessionKey, target: str, delivered: int, *, header: str | None = None,
+                 diverged_at: float | None = None) -> None:
+        """Record that the mirror's ``target`` holds ``delivered`` entries equal to the local
+        record's (``header``/``diverged_at`` as in :class:`MirrorCopy`)."""
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO copies (project_key, session_id, subpath, target, delivered, header, diverged_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (project_key, session_id, subpath) DO UPDATE SET"
+                " target = excluded.target, delivered = excluded.delivered, header = excluded.header,"
+                " diverged_at = excluded.diverged_at",
+                (key.project_key, key.session_id, key.subpath or "", target, delivered, header, diverged_at),
+            )
+
+    def forget_copy(self, key: SessionKey) -> None:
+        """Forget the record's copy (for a main session, its sub-agent records' too)."""
+        with self._lock:
+            if key.subpath is None:
+                self._db.execute("DELETE FROM copies WHERE project_key = ? AND session_id = ?",
+                                 (key.project_key, key.session_id))
+            else:
+                self._db.execute("DELETE FROM copies WHERE project_key = ? AND session_id = ? AND subpath = ?",
+                                 (key.project_key, key.session_id, key.subpath))
+
+    def diverged(self) -> list[MirrorCopy]:
+        """Main sessions whose mirror copy had changes from elsewhere, so the local history went to
+        the mirror as a version (``target``), most recent first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT project_key, session_id, target, delivered, header, diverged_at FROM copies"
+                " WHERE subpath = '' AND diverged_at IS NOT NULL ORDER BY diverged_at DESC").fetchall()
+        return [MirrorCopy(SessionKey(pk, sid), target, n, header, at) for pk, sid, target, n, header, at in rows]
+
+    def log_event(self, kind: str, text: str, at: float | None = None) -> None:
+        """Add one line to the mirror log (``kind``: ``diverged``, ``warning``, ``error``,
+        ``expired``), keeping the last :data:`EVENTS_KEPT`."""
+        with self._lock:
+            self._db.execute("INSERT INTO events (at, kind, text) VALUES (?, ?, ?)",
+                             (time.time() if at is None else at, kind, text[:1000]))
+            self._db.execute("DELETE FROM events WHERE id <= (SELECT MAX(id) FROM events) - ?", (EVENTS_KEPT,))
+
+    def events(self, limit: int = 20) -> list[tuple[float, str, str]]:
+        """The latest mirror log lines ``(at, kind, text)``, oldest first."""
+        with self._lock:
+            rows = self._db.execute("SELECT at, kind, text FROM events ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
+        return [(float(at), kind, text) for at, kind, text in reversed(rows)]
+
+    def oldest_pending(self) -> float | None:
+        """When the oldest queued write was queued (Unix seconds), or None when nothing waits:
+        the mirror's lag."""
+        with self._lock:
+            row = self._db.execute("SELECT MIN(created_at) FROM items").fetchone()
+        return float(row[0]) if row and row[0] is not None else None
 
     def set_state(self, **values: str | float | None) -> None:
         """Store delivery status values (shared by every process using this outbox)."""

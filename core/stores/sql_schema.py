@@ -9,6 +9,10 @@ Tables (names prefixed ``anycode_`` so the store can share a database with other
   :class:`core.session.entries.SessionState` so each append folds only its new entries.
 - ``anycode_memory(pk, scope, eid, data)``: the memory logs (:mod:`core.stores.memory_log`), one
   entry per row as JSON text, unique on ``(scope, eid)`` so a copied entry is never doubled.
+- ``anycode_leases(project_key, session_id, holder, pid, host, expires_at)``: reply leases
+  (:mod:`core.stores.leases`), one row per session with a reply being written (or lately written).
+- ``anycode_blobs(name PK, data)``: checkpoint blobs (:mod:`core.stores.blobs`) a mirror carries to
+  other machines (migration 6): the SHA-256 hex name and the zlib-compressed bytes.
 - ``anycode_entries(session_pk, seq, data)``: one entry per row as JSON text, exactly as encoded
   (JSON text, not JSONB, so keys keep their order and ``load`` returns what was appended).
 
@@ -30,6 +34,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -76,6 +81,10 @@ sessions = Table(
     # a family root's last version entry (a session id or NULL).
     Column("version_of", Text),
     Column("current_version", String(200)),
+    # Added by migration 7 (issue 31): when the conversation was pinned (Unix seconds; NULL: not
+    # pinned) and its tags (a JSON list; NULL: none), folded from its pin and tags entries.
+    Column("pinned", Float),
+    Column("tags", Text),
     UniqueConstraint("project_key", "session_id", "subpath", name="anycode_sessions_key"),
 )
 
@@ -97,6 +106,26 @@ memory = Table(
     UniqueConstraint("scope", "eid", name="anycode_memory_entry"),
 )
 
+# Reply leases (core.stores.leases, migration 5): "a reply is being written in this session".
+leases = Table(
+    "anycode_leases",
+    metadata,
+    Column("project_key", String(200), primary_key=True),
+    Column("session_id", String(200), primary_key=True),
+    Column("holder", String(64), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("host", String(255), nullable=False),
+    Column("expires_at", Float, nullable=False),  # Unix seconds
+)
+
+# Checkpoint blobs (core.stores.blobs, migration 6): carried by a database mirror to other machines.
+blobs = Table(
+    "anycode_blobs",
+    metadata,
+    Column("name", String(64), primary_key=True),  # SHA-256 hex of the bytes
+    Column("data", LargeBinary, nullable=False),  # zlib-compressed bytes
+)
+
 # The index list() uses: equality on the first three columns, then already in display order.
 list_index = Index(
     "anycode_sessions_list", sessions.c.project_key, sessions.c.subpath, sessions.c.archived, sessions.c.updated_at
@@ -104,13 +133,14 @@ list_index = Index(
 
 
 _V4_COLUMNS = ("version_of", "current_version")
+_V7_COLUMNS = ("pinned", "tags")
 
 
 def _v1(conn: Connection) -> None:
     # CreateTable (not Table.create / metadata.create_all): tables only, without the indexes
     # and columns later migrations add, so what v1 did never changes as the schema grows.
     v1_sessions = Table("anycode_sessions", MetaData(),
-                        *[c._copy() for c in sessions.columns if c.name not in _V4_COLUMNS],
+                        *[c._copy() for c in sessions.columns if c.name not in _V4_COLUMNS + _V7_COLUMNS],
                         UniqueConstraint("project_key", "session_id", "subpath", name="anycode_sessions_key"))
     conn.execute(CreateTable(v1_sessions))
     conn.execute(CreateTable(entries))
@@ -130,12 +160,30 @@ def _v4(conn: Connection) -> None:
         conn.execute(text(f"ALTER TABLE anycode_sessions ADD COLUMN {name} {kind}"))
 
 
+def _v5(conn: Connection) -> None:
+    conn.execute(CreateTable(leases))
+
+
+def _v6(conn: Connection) -> None:
+    conn.execute(CreateTable(blobs))
+
+
+def _v7(conn: Connection) -> None:
+    # Sessions written before pins and tags existed have neither: NULL is their true value.
+    for name, kind in (("pinned", "DOUBLE PRECISION" if conn.dialect.name == "postgresql" else "REAL"),
+                       ("tags", "TEXT")):
+        conn.execute(text(f"ALTER TABLE anycode_sessions ADD COLUMN {name} {kind}"))
+
+
 # Ordered and append-only: never edit a released step, add a new one.
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "sessions and entries tables", _v1),
     (2, "index for list(): project, subpath, archived, updated_at", _v2),
     (3, "memory logs (add/update/remove entries per scope)", _v3),
     (4, "version families: version_of and current_version on sessions", _v4),
+    (5, "reply leases (a reply is being written in a session)", _v5),
+    (6, "checkpoint blobs (the file bytes checkpoints name, carried to other machines)", _v6),
+    (7, "pins and tags: pinned and tags on sessions", _v7),
 ]
 LATEST = MIGRATIONS[-1][0]
 _PG_LOCK_ID = 0x616E79636F6465  # "anycode": serialises migrations across processes

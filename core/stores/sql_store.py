@@ -192,12 +192,15 @@ class SqlSessionStore:
 
     def append_at(self, key: SessionKey, entries: list[dict[str, Any]], first_seq: int) -> int:
         """Idempotent positioned append (used by mirroring): ``entries[i]`` is the session's entry
-        number ``first_seq + i`` (0-based). Entries the store already has are skipped, so
-        delivering the same range twice changes nothing. Returns the entry count afterwards.
+        number ``first_seq + i`` (0-based). Entries the store already has are skipped when they
+        are the same (the same JSON text), so delivering the same range twice changes nothing.
+        Returns the entry count afterwards.
 
         Raises :class:`SessionConflict` (``expected`` = ``first_seq``, ``actual`` = stored entry
-        count) when ``first_seq`` is beyond the stored entries (a gap), ``ValueError`` for a bad
-        entry, :class:`StoreUnavailable`."""
+        count), with nothing written, when ``first_seq`` is beyond the stored entries (a gap) or
+        an entry it would skip differs from the stored one (another writer appended there: the
+        rest would land out of order; issue 25), ``ValueError`` for a bad entry,
+        :class:`StoreUnavailable`."""
         encoded = [encode_entry(e) for e in entries]
         with self._errors("append"), self._write() as conn:
             return self._append_locked(conn, key, encoded, first_seq=first_seq)[1]
@@ -228,6 +231,14 @@ class SqlSessionStore:
         if first_seq is not None:
             if first_seq > have:
                 raise SessionConflict(first_seq, have)
+            overlap = encoded[:have - first_seq]
+            if overlap:
+                e = self._t.entries.c
+                stored = conn.execute(sa.select(e.data).where(
+                    e.session_pk == row.pk, e.seq >= first_seq, e.seq < first_seq + len(overlap)
+                ).order_by(e.seq)).scalars().all()
+                if list(stored) != [data for data, _ in overlap]:
+                    raise SessionConflict(first_seq, have)
             encoded = encoded[have - first_seq:]
         if not encoded:
             return before, have
@@ -250,6 +261,7 @@ class SqlSessionStore:
                 forked_from=json.dumps(state.forked_from) if state.forked_from is not None else None,
                 version_of=json.dumps(state.version_of) if state.version_of is not None else None,
                 current_version=state.current, state=json.dumps(state.to_dict()),
+                pinned=state.pinned, tags=json.dumps(list(state.tags)) if state.tags else None,
             )
         )
         return state.message_count, have + len(encoded)
@@ -292,6 +304,32 @@ class SqlSessionStore:
         with self._errors("entry_count"), self._read() as conn:
             return conn.execute(sa.select(s.c.entry_count).where(self._where(key))).scalar()
 
+    # --- checkpoint blobs (core.stores.blobs: what a mirror carries to other machines) -------
+
+    def has_blob(self, name: str) -> bool:
+        """Whether the blob ``name`` (SHA-256 hex) is stored here."""
+        b = self._t.blobs
+        with self._errors("has_blob"), self._read() as conn:
+            return conn.execute(sa.select(b.c.name).where(b.c.name == name)).first() is not None
+
+    def get_blob(self, name: str) -> bytes | None:
+        """The blob's stored (zlib-compressed) bytes, or None."""
+        b = self._t.blobs
+        with self._errors("get_blob"), self._read() as conn:
+            row = conn.execute(sa.select(b.c.data).where(b.c.name == name)).first()
+        return bytes(row[0]) if row is not None else None
+
+    def put_blob(self, name: str, packed: bytes) -> None:
+        """Store the blob ``name`` (its zlib-compressed bytes) unless it is here already (two
+        writers of one blob both succeed: the bytes are the same)."""
+        b = self._t.blobs
+        try:
+            with self._errors("put_blob"), self._write() as conn:
+                if conn.execute(sa.select(b.c.name).where(b.c.name == name)).first() is None:
+                    conn.execute(b.insert().values(name=name, data=packed))
+        except sa_exc.IntegrityError:
+            pass  # written meanwhile by another writer
+
     def list(self, project_key: str, *, archived: bool = False) -> list[SessionMeta]:
         """Main sessions of the project (or its archived ones), most recent activity first
         (ties: newer created, then higher id). One indexed query over the session rows."""
@@ -299,7 +337,7 @@ class SqlSessionStore:
         s = self._t.sessions.c
         q = (
             sa.select(s.session_id, s.title, s.title_source, s.created_at, s.updated_at, s.message_count,
-                      s.forked_from, s.cwd, s.version_of, s.current_version)
+                      s.forked_from, s.cwd, s.version_of, s.current_version, s.pinned, s.tags)
             .where(s.project_key == project_key, s.subpath == "", s.archived == bool(archived))
             .order_by(s.updated_at.desc(), s.created_at.desc(), s.session_id.desc())
         )
@@ -312,9 +350,32 @@ class SqlSessionStore:
                 forked_from=json.loads(r.forked_from) if r.forked_from else None, cwd=r.cwd,
                 title_source=r.title_source,
                 version_of=json.loads(r.version_of) if r.version_of else None, current_version=r.current_version,
+                pinned=r.pinned, tags=tuple(json.loads(r.tags)) if r.tags else (),
             )
             for r in rows
         ]
+
+    def project_keys(self) -> list[str]:
+        """Every project key with a main session (one indexed query, no row's state read)."""
+        s = self._t.sessions.c
+        with self._errors("project_keys"), self._read() as conn:
+            return [r[0] for r in conn.execute(sa.select(s.project_key).where(s.subpath == "").distinct())]
+
+    def project_identity(self, project_key: str) -> str | None:
+        """The git identity in the folded state of the project's newest sessions, or None."""
+        s = self._t.sessions.c
+        q = (sa.select(s.state).where(s.project_key == project_key, s.subpath == "")
+             .order_by(s.updated_at.desc()).limit(5))
+        with self._errors("project_identity"), self._read() as conn:
+            rows = conn.execute(q).all()
+        for (raw,) in rows:
+            try:
+                ident = json.loads(raw).get("identity")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(ident, str) and ident:
+                return ident
+        return None
 
     def list_projects(self) -> list[ProjectInfo]:
         """Projects with at least one main session, most recently active first. ``cwd`` and
@@ -338,6 +399,27 @@ class SqlSessionStore:
             out.append(ProjectInfo(pk, cwd, len(by[False]), max(m.updated_at for m in metas)))
         out.sort(key=lambda p: p.updated_at, reverse=True)
         return out
+
+    def memory_log(self) -> Any:
+        """A new :class:`~core.stores.memory_log.SqlMemoryLog` in the same database (table
+        ``anycode_memory``); callers use :func:`core.stores.memory_log.memory_log_for`, which
+        keeps one per store."""
+        from core.stores.memory_log import SqlMemoryLog
+
+        return SqlMemoryLog(self)
+
+    def list_token(self, project_key: str) -> str:
+        """A short text that changes whenever the project's list could (issue 25, the live list):
+        one indexed aggregate over the project's session rows (how many, archived how many, the
+        sum of their entry counts — every create, append, rename, archive and delete moves one)."""
+        s = self._t.sessions.c
+        q = sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(s.entry_count), 0),
+                      sa.func.coalesce(sa.func.sum(sa.case((s.archived, 1), else_=0)), 0),
+                      sa.func.coalesce(sa.func.max(s.updated_at), 0)).where(
+            s.project_key == project_key, s.subpath == "")
+        with self._errors("list_token"), self._read() as conn:
+            n, entries, archived, latest = conn.execute(q).one()
+        return f"{n}:{entries}:{archived}:{latest}"
 
     def list_subpaths(self, key: SessionKey) -> list[str]:
         """The subpaths of the session's sub-agent records (sorted; archived or not)."""

@@ -1,0 +1,120 @@
+() => {
+  const mac = /Mac|iPhone|iPad/.test(navigator.platform || navigator.userAgent);
+  const dialog = () => document.getElementById('ac-shortcuts');
+  const showHelp = () => {
+    const d = dialog();
+    if (!d) return;
+    if (mac) d.querySelectorAll('[data-ac-mod]').forEach((k) => { k.textContent = '⌘'; });
+    if (!d.open) d.showModal();
+  };
+  const editable = (el) => !!el && (el.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName));
+  const box = () => document.querySelector('#ac-input textarea');
+  const click = (sel) => { const b = document.querySelector(sel); if (b) b.click(); return !!b; };
+  // The edit box (issue 31, item 8): Gradio sizes it from a width it measures as 0 here (a
+  // 160 x 64 px box); the message's own size, read before the editor replaces it, is kept on
+  // the row for the CSS (assets/style.css, --ac-edit-w / --ac-edit-h).
+  const measure = (row) => {
+    const bubble = row && row.querySelector('.message.user, [data-testid=user]');
+    if (!bubble) return;
+    const r = bubble.getBoundingClientRect();
+    const wrap = row.closest('.message-wrap') || row.parentElement;
+    const room = wrap.getBoundingClientRect().width - 16;  // within the chat
+    if (!(r.width > 0)) return;
+    const target = Math.min(room, Math.max(r.width, 260));
+    const cs = getComputedStyle(bubble);  // the box sits inside the bubble's padding
+    const pad = (parseFloat(cs.paddingLeft) + parseFloat(cs.paddingRight)) || 0;
+    row.style.setProperty('--ac-edit-w', Math.round(target - pad) + 'px');
+    row.style.setProperty('--ac-edit-h', Math.round(r.height) + 'px');
+  };
+  const rowOfButtons = (buttons) => {
+    let r = buttons && buttons.previousElementSibling;
+    while (r && !r.classList.contains('message-row')) r = r.previousElementSibling;
+    return r && r.classList.contains('user-row') ? r : null;
+  };
+  const cancelEdits = () => {
+    let any = false;
+    document.querySelectorAll('#ac-chat textarea.edit-textarea').forEach((t) => {
+      const row = t.closest('.message-row');
+      let n = row && row.nextElementSibling;
+      while (n && !n.classList.contains('message-buttons')) n = n.nextElementSibling;
+      const cancel = n && (n.querySelector('button[aria-label="Cancel"]')
+        || [...n.querySelectorAll('button.icon-button')].pop());
+      if (cancel) { cancel.click(); any = true; }
+    });
+    return any;
+  };
+  document.addEventListener('click', (e) => {
+    const b = e.target.closest && e.target.closest('#ac-chat .message-buttons button');
+    if (b) { measure(rowOfButtons(b.closest('.message-buttons'))); return; }
+    // Sending from the box while an edit is open: the edit is left (it kept the chat from updating).
+    if (e.target.closest && e.target.closest('#ac-input button')) cancelEdits();
+  }, true);
+  const editLast = () => {
+    const rows = document.querySelectorAll('#ac-chat .message-row.user-row');
+    if (!rows.length) return false;
+    let n = rows[rows.length - 1].nextElementSibling;
+    while (n && !n.classList.contains('message-buttons')) n = n.nextElementSibling;
+    if (!n) return false;
+    // Gradio names the button "Edit" (translated when the page is): else it is the last icon
+    // button outside the feedback menu (Copy, Edit, then the menu).
+    const own = [...n.querySelectorAll('button.icon-button')].filter((b) => !b.closest('.extra-feedback'));
+    const edit = n.querySelector('button[aria-label="Edit"]') || (own.length >= 2 ? own[own.length - 1] : null);
+    if (!edit || edit.disabled) return false;
+    edit.click();
+    const started = Date.now();
+    const focus = () => {  // the editor replaces the bubble on the next render
+      const t = document.querySelector('#ac-chat .message-row.user-row textarea');
+      if (t) { t.focus(); t.setSelectionRange(t.value.length, t.value.length); return; }
+      if (Date.now() - started < 8000) setTimeout(focus, 30);
+    };
+    focus();
+    return true;
+  };
+  document.addEventListener('keydown', (e) => {
+    if (e.isComposing || e.defaultPrevented) return;
+    const mod = mac ? e.metaKey : e.ctrlKey;
+    const key = (e.key || '').toLowerCase();
+    const helpOpen = dialog() && dialog().open;
+    if (mod && e.shiftKey && !e.altKey && (key === 'o' || e.code === 'KeyO')) {
+      e.preventDefault();
+      if (helpOpen) dialog().close();
+      if (click('#ac-new')) setTimeout(() => { const b = box(); if (b) b.focus(); }, 50);
+      return;
+    }
+    if (mod && !e.shiftKey && !e.altKey && (key === 'k' || e.code === 'KeyK')) {
+      e.preventDefault();
+      if (helpOpen) dialog().close();
+      if (window.acSidebar && window.acSidebar.narrow() && !window.acSidebar.isOpen()) window.acSidebar.open();
+      const s = document.querySelector('#ac-search input, #ac-search textarea');
+      if (s) { s.focus(); s.select(); }
+      return;
+    }
+    if (mod && !e.altKey && (key === '/' || e.code === 'Slash')) {
+      e.preventDefault();
+      if (helpOpen) dialog().close(); else showHelp();
+      return;
+    }
+    if (helpOpen) return;  // the dialog's own keys (Esc closes it)
+    if (key === 'escape' && e.target.closest && e.target.closest('#ac-chat textarea.edit-textarea')) {
+      e.preventDefault();  // Esc leaves the edit, as its Cancel button does
+      if (cancelEdits()) setTimeout(() => { const b = box(); if (b) b.focus(); }, 30);
+      return;
+    }
+    if (key === 'enter' && !e.shiftKey && e.target === box() && box().value.trim()) cancelEdits();
+    if (key === 'escape') {
+      const stop = document.querySelector('#ac-input button.stop-button');
+      if (stop && stop.offsetParent !== null) { e.preventDefault(); stop.click(); return; }
+      if (window.acSidebar && window.acSidebar.narrow() && window.acSidebar.isOpen()) { window.acSidebar.close(); }
+      return;
+    }
+    if (e.key === '?' && !mod && !e.altKey && !editable(e.target)) { e.preventDefault(); showHelp(); return; }
+    if (e.key === 'ArrowUp' && !mod && !e.shiftKey && !e.altKey && e.target === box() && !box().value) {
+      if (document.querySelector('#ac-input button.stop-button')) return;  // a reply is streaming
+      if (editLast()) e.preventDefault();
+    }
+  }, true);
+  document.addEventListener('click', (e) => {
+    if (e.target.closest && e.target.closest('#ac-shortcuts-open')) showHelp();
+  });
+  return [];
+}

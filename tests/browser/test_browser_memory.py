@@ -1,0 +1,67 @@
+"""The Memory panel, the "Memory updated" toast and the "Used N memories" note in Chromium against the
+app and the fake server. The plain-function half is ``tests/webui/chat/test_memory_ui.py``."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.support.chromium import TIMEOUT_MS, expect, send
+
+
+@pytest.mark.browser
+def test_memory_panel_toast_and_used_note_in_a_browser(world, page):
+    """The panel, the toast's Undo and the "Used N memories" note as a user sees them."""
+    url = world["start_app"]()
+    page.goto(url)
+    page.locator("#ac-new").click()
+
+    # The model learns a convention: the toast says so; Undo removes it.
+    send(page, "Convention: commit messages are in English. Please review app.py.")
+    toast = page.locator("#ac-memory-toast")
+    expect(toast).to_contain_text("Memory updated", timeout=TIMEOUT_MS)
+    expect(toast).to_contain_text("commit messages are in English")
+    page.locator("#ac-memory-undo").click()
+    expect(toast).to_be_hidden()
+    # A second one is kept.
+    send(page, "Remember that the API lives in app.py.")
+    expect(toast).to_contain_text("the API lives in app.py", timeout=TIMEOUT_MS)
+    page.locator("#ac-memory-dismiss").click()
+
+    # The panel: the kept memory with its conversation; add, edit and delete one.
+    page.locator("#ac-memory-open").click()
+    listing = page.locator("#ac-memory-list")
+    expect(listing).to_contain_text("Remember that the API lives in app.py.")
+    expect(listing).not_to_contain_text("commit messages are in English")
+    expect(listing).to_contain_text("added by the assistant")
+    page.locator("#ac-memory-new textarea").fill("Tests run with pytest")
+    page.locator("#ac-memory-add").click()
+    expect(listing).to_contain_text("Tests run with pytest")
+    item = listing.locator(".ac-mem", has_text="Tests run with pytest")
+    item.get_by_role("button", name="Edit").click()
+    page.locator("#ac-memory-edit textarea").fill("Tests run with pytest -q")
+    page.locator("#ac-memory-save").click()
+    expect(listing).to_contain_text("Tests run with pytest -q")
+    page.once("dialog", lambda d: d.accept())
+    listing.locator(".ac-mem", has_text="pytest -q").get_by_role("button", name="Delete").click()
+    expect(listing).not_to_contain_text("pytest")
+    expect(page.locator("#ac-memory-auto input")).to_be_checked()
+
+    # A new chat starts with the memory: its first reply says "Used 1 memory"; opening it shows which.
+    page.locator("#ac-new").click()
+    send(page, "hello")
+    note = page.locator("#ac-chat", has_text="Used 1 memory")
+    expect(note).to_be_visible(timeout=TIMEOUT_MS)
+    page.get_by_text("Used 1 memory").click()
+    expect(page.locator("#ac-chat")).to_contain_text("[project] Remember that the API lives in app.py.")
+
+    # The memory's link opens the conversation it came from.
+    page.locator("#ac-memory-open").click()
+    listing.locator(".ac-mem-link").first.click()
+    expect(page.locator("[data-testid=user]").first).to_contain_text("Convention: commit messages")
+
+    # Stored on disk, in the data dir's memory log, without the undone fact.
+    logs = list((world["data"] / "memory" / "projects").glob("*.jsonl"))
+    texts = [json.loads(line).get("text") for line in logs[0].read_text().splitlines()]
+    assert "Remember that the API lives in app.py." in texts
+

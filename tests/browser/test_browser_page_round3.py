@@ -1,0 +1,407 @@
+"""The chat page, round 3 (issue 31): what a new user tripped on, in a real Chromium (the app and
+the fake OpenAI server as subprocesses, as in ``test_browser_e2e``)."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from core.memory.context import MEMORY_HEADING
+from core.session.entries import header_entry, message_entry, title_entry
+from core.session.keys import SessionKey, new_session_id, project_key
+from core.stores.jsonl_store import LocalSessionStore
+from tests.support.chromium import TIMEOUT_MS, expect
+
+pytestmark = pytest.mark.browser
+
+SYSTEM_WITH_MEMORY = (f"You are anycode.\n\n{MEMORY_HEADING}\nFacts remembered from the user's earlier "
+                      "conversations (most recent first).\n- [project] Tests run with pytest -q\n")
+
+
+def seed(world, title: str, messages: list[dict], *, age: float = 3600.0) -> str:
+    """Store one conversation of ``messages`` in the world's project; returns its id."""
+    proj = world["proj"]
+    key = SessionKey(project_key(str(proj)), new_session_id())
+    now = time.time() - age
+    entries = [header_entry(key.session_id, key.project_key, str(proj), created_at=now)]
+    entries += [message_entry(m, ts=now + i) for i, m in enumerate(messages)]
+    entries.append(title_entry(title, "user", ts=now + len(messages)))
+    LocalSessionStore(world["data"]).append(key, entries)
+    return key.session_id
+
+
+class TestSearchHitRow:
+    """issue 31, item 2: a click on a search hit highlighted the row above the match in a chat
+    with a "Used N memories" row (the row index counted a row the page draws differently)."""
+
+    def test_the_matching_message_is_highlighted(self, world, page):
+        msgs = [{"role": "system", "content": SYSTEM_WITH_MEMORY}]
+        for i in range(8):
+            msgs.append({"role": "user", "content": f"Question number {i} about the weather."})
+            msgs.append({"role": "assistant", "content": f"Answer number {i}: sunny."})
+        msgs[2] = {"role": "assistant", "content": "The quokka answer is here."}  # under "Used 1 memory"
+        seed(world, "Memory chat", msgs)
+        page.goto(world["start_app"]())
+        expect(page.locator("#ac-list")).to_contain_text("Memory chat")
+        page.locator("#ac-search textarea, #ac-search input").first.press_sequentially("quokka", delay=40)
+        hit = page.locator("#ac-search-results .ac-hit-row")
+        expect(hit).to_have_count(1)
+        hit.click()
+        marked = page.locator("#ac-chat .ac-hit")
+        expect(marked).to_have_count(1, timeout=TIMEOUT_MS)
+        expect(marked).to_contain_text("The quokka answer is here.")
+
+
+class TestBidiControlsShown:
+    """issue 31, item 9: a right-to-left override (U+202E) in a user's message was applied ("evil"
+    showed as "live"), and in a tool call's arguments on the approval card it showed a file name
+    reversed."""
+
+    def test_in_a_user_message_and_on_the_approval_card(self, world, page):
+        from tests.support.chromium import _post, send
+
+        _post(world["fake"] + "/_script", {"replies": [{"tool_calls": [{
+            "name": "write_file", "id": "call_b", "arguments": {"path": "notes\u202etxt.sh", "content": "x\n"}}]}]})
+        page.goto(world["start_app"]())
+        send(page, "say \u202eevil\u202c please")
+        user = page.locator("#ac-chat [data-testid=user]").first
+        expect(user).to_contain_text("\u27e8U+202E\u27e9evil\u27e8U+202C\u27e9 please")
+        assert "\u202e" not in user.inner_text()
+        diff = page.locator("#ac-approval-diff")
+        expect(diff).to_contain_text("notes\u27e8U+202E\u27e9txt.sh")
+        assert "\u202e" not in diff.inner_text()
+        # Copy and Edit give back what was typed, the override included.
+        typed = page.evaluate("() => window.acSourceText('<pre class=\"ac-lit\">\\n' + document.querySelector("
+                              "'#ac-chat [data-testid=user] pre.ac-lit').innerHTML + '</pre>')")
+        assert typed == "say \u202eevil\u202c please"
+
+    def test_in_a_reply_prose_and_code(self, world, page):
+        """issue 31, trial D3: the same override in a model's reply was applied ("evil" read "live")."""
+        from tests.support.chromium import _post, send
+
+        _post(world["fake"] + "/_script", {"replies": [{"text": (
+            "Type \u202eevil\u202c here.\n\n```sh\necho \u202eevil\n```\n")}]})
+        page.goto(world["start_app"]())
+        send(page, "show me")
+        bot = page.locator("#ac-chat [data-testid=bot]").last
+        expect(bot).to_contain_text("Type \u27e8U+202E\u27e9evil\u27e8U+202C\u27e9 here.", timeout=TIMEOUT_MS)
+        expect(bot.locator("pre code").first).to_contain_text("echo \u27e8U+202E\u27e9evil")
+        assert "\u202e" not in bot.inner_text()
+
+
+COVERED_JS = """() => {
+  const bar = document.querySelector('#ac-memory-toast').getBoundingClientRect();
+  const chat = document.querySelector('#ac-chat').getBoundingClientRect();
+  const bots = document.querySelectorAll('#ac-chat [data-testid=bot]');
+  const last = bots[bots.length - 1].getBoundingClientRect();
+  const overlaps = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+  return {covers: overlaps(bar, last) || overlaps(bar, chat), seen: last.bottom <= chat.bottom + 1 && last.top >= chat.top - 1,
+          bar: [bar.top, bar.bottom, bar.left, bar.right], chat: [chat.top, chat.bottom], last: [last.top, last.bottom]};
+}"""
+
+
+class TestMemoryToast:
+    """issue 31, item 7: the "Memory updated" toast covered the chat's last message until closed."""
+
+    def test_it_covers_nothing_and_leaves_by_itself(self, world, page):
+        from tests.support.chromium import send
+        from webui.chat.memory import TOAST_SECONDS
+
+        page.goto(world["start_app"]())
+        toast = page.locator("#ac-memory-toast")
+        for n, width in enumerate((1360, 700, 390)):
+            page.set_viewport_size({"width": width, "height": 800})
+            send(page, f"Convention: rule number {n} is in English. Please review app.py.")
+            expect(toast).to_contain_text("Memory updated", timeout=TIMEOUT_MS)
+            for _ in range(20):  # the chat gives the bar its room on the next layout (at most 2 s under load)
+                where = page.evaluate(COVERED_JS)
+                if not where["covers"] and where["seen"]:
+                    break
+                page.wait_for_timeout(100)
+            assert not where["covers"], f"the bar covers the chat at {width} px: {where}"
+            assert where["seen"], f"the last message is out of sight at {width} px"
+            expect(toast).to_be_hidden(timeout=(TOAST_SECONDS + 5) * 1000)
+
+
+class TestEditBox:
+    """issue 31, item 8: ↑ in the empty box opened a 160 x 64 px edit box, clipping the message,
+    that Esc did not close; /compact sent while it was open showed nothing."""
+
+    LONG = ("This message is long enough to fill most of the bubble's width on a wide window and to "
+            "wrap onto a few lines on a phone, so a small edit box would clip it.")
+
+    def test_as_wide_as_the_message_and_esc_cancels(self, world, page):
+        from tests.support.chromium import send
+
+        page.goto(world["start_app"]())
+        send(page, self.LONG)
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("You said", timeout=TIMEOUT_MS)
+        box = page.locator("#ac-input textarea")
+        edit = page.locator("#ac-chat textarea.edit-textarea")
+        for width in (1360, 700, 390):
+            page.set_viewport_size({"width": width, "height": 800})
+            page.wait_for_timeout(400)
+            bubble = page.locator("#ac-chat .message-row.user-row .message.user").last.bounding_box()
+            box.focus()
+            page.keyboard.press("ArrowUp")
+            expect(edit).to_be_visible()
+            expect(edit).to_have_value(self.LONG)
+            shown = page.locator("#ac-chat .message.user:has(textarea.edit-textarea)").bounding_box()  # editing
+            assert abs(shown["width"] - bubble["width"]) <= 4, (width, shown, bubble)
+            assert edit.bounding_box()["width"] >= bubble["width"] - 40
+            assert shown["height"] >= bubble["height"] - 1, (width, shown, bubble)
+            assert edit.evaluate("t => t.scrollHeight <= t.clientHeight + 1"), f"the text is clipped at {width} px"
+            page.keyboard.press("Escape")
+            expect(edit).to_have_count(0)
+            expect(page.locator("#ac-chat [data-testid=user]").last).to_contain_text(self.LONG)
+        box.focus()
+        page.keyboard.press("ArrowUp")
+        expect(edit).to_be_visible()
+        box.focus()
+        send(page, "/compact")
+        expect(edit).to_have_count(0)
+        expect(page.locator("#ac-chat")).to_contain_text("Earlier messages were summarised", timeout=TIMEOUT_MS)
+
+
+class TestCtrlC:
+    """issue 31, item 12: Ctrl+C with a page open printed two tracebacks (uvicorn's lifespan
+    CancelledError and "Exception in ASGI application") after "open connections did not close"."""
+
+    def test_stops_quietly_in_one_line(self, world, page):
+        import signal
+
+        page.goto(world["start_app"]())
+        expect(page.locator("#ac-input textarea")).to_be_visible()
+        from tests.support.chromium import _post, send
+
+        _post(world["fake"] + "/_script", {"replies": [{"text": "a slow reply " * 200, "delay": 0.05}]})
+        send(page, "take your time")
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("a slow reply", timeout=TIMEOUT_MS)
+        app = world["apps"][-1]
+        before = len(app.lines)
+        app.p.send_signal(signal.SIGINT)
+        assert app.p.wait(timeout=30) == 0
+        time.sleep(0.5)  # the output thread has read the last lines
+        after = "".join(app.lines[before:])
+        assert "Traceback" not in after and "Exception in ASGI application" not in after, after
+        assert "ERROR" not in after and after.strip().splitlines()[-1] == "anycode: stopped.", after
+
+
+PANEL_JS = """() => {
+  const r = (el) => el.getBoundingClientRect();
+  const h4 = document.querySelector('#ac-memory-list h4');
+  const count = h4.querySelector('.ac-mem-count');
+  const range = document.createRange(); range.selectNodeContents(h4.firstChild);
+  const panel = document.querySelector('#ac-memory');
+  const kids = [...panel.children].filter((c) => r(c).height > 0);
+  const used = Math.max(...kids.map((c) => r(c).bottom)) - r(panel).top;
+  return {gap: r(count).left - range.getBoundingClientRect().right, close: r(document.querySelector('#ac-memory-close')).height,
+          empty: r(panel).height - used};
+}"""
+
+
+class TestMemoryPanel:
+    """issue 31, item 10: "This project 1" (the count glued to the label), a tall grey Close
+    block and empty space in the Memory panel."""
+
+    def test_count_apart_small_close_no_empty_room(self, world, page):
+        from core.memory.store import MemoryStore
+
+        MemoryStore.for_store(LocalSessionStore(world["data"])).add(
+            "Tests run with pytest -q", project_key=project_key(str(world["proj"])))
+        page.goto(world["start_app"]())
+        for width in (1360, 700, 390):
+            page.set_viewport_size({"width": width, "height": 800})
+            if width < 800:
+                page.evaluate("() => window.acSidebar && window.acSidebar.open && window.acSidebar.open()")
+            page.locator("#ac-memory-open").click()
+            expect(page.locator("#ac-memory-list")).to_contain_text("Tests run with pytest -q")
+            page.wait_for_timeout(300)
+            got = page.evaluate(PANEL_JS)
+            assert got["gap"] >= 4, (width, got)
+            assert got["close"] <= 40, (width, got)
+            assert got["empty"] <= 24, (width, got)
+            page.locator("#ac-memory-close").click()
+            expect(page.locator("#ac-memory-list")).to_be_hidden()
+
+
+SIDEBAR_JS = """() => {
+  const r = (sel) => { const el = document.querySelector(sel); return el ? el.getBoundingClientRect() : null; };
+  const slot = document.querySelector('#ac-search-slot');
+  const hits = [...document.querySelectorAll('#ac-search-results .ac-hit-row')].map((h) => {
+    const b = h.getBoundingClientRect(); return {h: b.height, natural: h.scrollHeight}; });
+  return {box: r('#ac-search'), all: r('#ac-search-all'), slot: slot.getBoundingClientRect(),
+          scrolls: slot.scrollHeight > slot.clientHeight + 1 ? getComputedStyle(slot).overflowY : 'fits',
+          hits, list: r('#ac-list'), group: r('#ac-list .ac-group, #ac-list h3, #ac-list [class*=group]')};
+}"""
+
+
+class TestSearchPanelRoom:
+    """issue 31, item 4: the results clipped the "All projects" checkbox and the second hit with no
+    scroll; an empty gap sat above "Today" when nothing was searched."""
+
+    def test_results_scroll_and_no_gap_when_idle(self, world, page):
+        for n in range(4):
+            seed(world, f"Chat {n}", [{"role": "user", "content": f"the pelican question {n} " + "filler " * 40},
+                                      {"role": "assistant", "content": "a pelican answer " + "words " * 40}],
+                 age=3600.0 * (n + 1))
+        page.set_viewport_size({"width": 1360, "height": 560})
+        page.goto(world["start_app"]())
+        expect(page.locator("#ac-list")).to_contain_text("Chat 3")
+        idle = page.evaluate(SIDEBAR_JS)
+        assert idle["list"]["top"] - idle["box"]["bottom"] <= 16, idle  # the sidebar's gap only (was 32 px)
+        page.locator("#ac-search textarea, #ac-search input").first.press_sequentially("pelican", delay=30)
+        expect(page.locator("#ac-search-results .ac-hit-row")).to_have_count(4)
+        page.wait_for_timeout(300)
+        got = page.evaluate(SIDEBAR_JS)
+        assert got["all"]["height"] >= 16 and got["all"]["bottom"] <= got["slot"]["bottom"] + 1, got
+        assert all(h["h"] >= h["natural"] - 1 for h in got["hits"]), got  # none squashed
+        assert got["scrolls"] in ("auto", "scroll", "fits"), got
+        last = page.locator("#ac-search-results .ac-hit-row").last
+        last.scroll_into_view_if_needed()
+        expect(last).to_be_in_viewport()
+
+
+class TestTitleField:
+    """issue 31, item 5 (part): the title field cut a long title with no ellipsis and no way to
+    read the rest."""
+
+    def test_long_title_ends_in_an_ellipsis_and_shows_whole_on_hover(self, world, page):
+        title = "A rather long conversation title about migrating the billing service to the new store " * 2
+        title = title.strip()[:150]
+        sid = seed(world, title, [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}])
+        for width in (1360, 700, 390):
+            page.set_viewport_size({"width": width, "height": 800})
+            page.goto(world["start_app"]() + f"?session={sid}" if width == 1360 else page.url)
+            field = page.locator("#ac-title input, #ac-title textarea").first
+            expect(field).to_have_value(title)
+            assert field.evaluate("t => getComputedStyle(t).textOverflow") == "ellipsis"
+            assert field.evaluate("t => t.scrollWidth > t.clientWidth")  # it is longer than the field
+            field.hover()
+            assert field.get_attribute("title") == title
+
+
+ACTIONS = ["#ac-compact", "#ac-archive", "#ac-export-md", "#ac-export-jsonl", "#ac-export-html", "#ac-delete"]
+
+TOPBAR_JS = """(actions) => {
+  const bar = document.querySelector('#ac-topbar').getBoundingClientRect();
+  const shown = [...document.querySelectorAll('#ac-topbar > *, #ac-actions > *')].filter((e) => {
+    const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0 && !e.matches('#ac-actions'); });
+  const boxes = shown.map((e) => { const r = e.getBoundingClientRect();
+    return {id: e.id || e.className, top: r.top, bottom: r.bottom, left: r.left, right: r.right}; });
+  const inView = (sel) => { const el = document.querySelector(sel); const r = el.getBoundingClientRect();
+    if (!r.width || !r.height) return false;
+    const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+    return r.left >= 0 && r.right <= innerWidth && r.bottom <= innerHeight && !!hit && el.contains(hit)
+      && el.scrollWidth <= el.clientWidth + 1; };
+  return {oneRow: Math.max(...boxes.map((b) => b.top)) < Math.min(...boxes.map((b) => b.bottom)),
+          inside: boxes.every((b) => b.left >= bar.left - 1 && b.right <= bar.right + 1), boxes,
+          shown: actions.filter(inView), width: innerWidth};
+}"""
+
+
+class TestTopBarOneRow:
+    """issue 31, item 5: at 700 px Delete wrapped onto a row of its own and at 390 px the top bar
+    took three rows, while the title was cut with no ellipsis; on a narrow bar the actions now
+    fold into a "⋯" menu (a real button: aria-expanded, Esc closes)."""
+
+    # English in light, Chinese (other label widths) in dark (the menu's own colours)
+    @pytest.mark.parametrize("locale,scheme", [("en", "light"), ("zh-CN", "dark")])
+    def test_one_row_at_three_widths_and_the_menu(self, world, page, locale, scheme):
+        from tests.browser.test_browser_layout import check_contrast
+
+        title = "A rather long conversation title about migrating the billing service to the new store"
+        sid = seed(world, title, [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}])
+        url = world["start_app"]() + f"?session={sid}"
+        page = page.context.browser.new_context(locale=locale, color_scheme=scheme).new_page()
+        page.set_default_timeout(TIMEOUT_MS)
+        more = page.locator("#ac-more")
+        for width in (1360, 700, 390):
+            page.set_viewport_size({"width": width, "height": 800})
+            page.goto(url)  # a narrow window starts with the sidebar closed (a drawer)
+            field = page.locator("#ac-title input").first
+            expect(field).to_have_value(title)
+            page.wait_for_timeout(300)  # the bar is measured on the next frame after a resize
+            got = page.evaluate(TOPBAR_JS, ACTIONS)
+            assert got["oneRow"] and got["inside"], (width, got["boxes"])
+            assert field.evaluate("t => getComputedStyle(t).textOverflow") == "ellipsis"
+            field.hover()
+            assert field.get_attribute("title") == title
+            if width == 1360:  # room for every action on the bar itself
+                assert got["shown"] == ACTIONS, got
+                expect(more).to_be_hidden()
+                continue
+            assert got["shown"] == [], got  # folded away, not clipped
+            expect(more).to_be_visible()
+            expect(more).to_have_attribute("aria-expanded", "false")
+            assert more.evaluate("b => b.tagName") == "BUTTON"
+            more.click()
+            expect(more).to_have_attribute("aria-expanded", "true")
+            expect(page.locator("#ac-delete")).to_be_visible()
+            assert page.evaluate(TOPBAR_JS, ACTIONS)["shown"] == ACTIONS  # every action whole and in reach
+            expect(page.locator("#ac-delete")).to_have_text("Delete" if locale == "en" else "删除")
+            assert page.evaluate("() => document.body.classList.contains('dark')") == (scheme == "dark")
+            page.wait_for_timeout(200)
+            assert not check_contrast(page, ["#ac-actions button:not([disabled])", "#ac-more"], f"menu ({scheme})")
+            page.keyboard.press("Escape")
+            expect(more).to_have_attribute("aria-expanded", "false")
+            expect(page.locator("#ac-delete")).to_be_hidden()
+            expect(more).to_be_focused()
+            # by keyboard: Enter opens it on its first item, ↓ moves on, Esc closes back on "⋯"
+            page.keyboard.press("Enter")
+            expect(more).to_have_attribute("aria-expanded", "true")
+            expect(page.locator("#ac-compact")).to_be_focused()
+            page.keyboard.press("ArrowDown")
+            expect(page.locator("#ac-archive")).to_be_focused()
+            page.keyboard.press("Escape")
+            expect(more).to_be_focused()
+            # an item picked from the menu does what the bar's button does, and the menu closes
+            more.click()
+            page.locator("#ac-delete").click()
+            expect(page.locator("#ac-confirm")).to_be_visible()
+            expect(more).to_have_attribute("aria-expanded", "false")
+            page.locator("#ac-cancel-delete").click()
+            expect(page.locator("#ac-confirm")).to_be_hidden()
+        # back at a wide window the actions are on the bar again
+        page.set_viewport_size({"width": 1360, "height": 800})
+        page.wait_for_timeout(300)
+        assert page.evaluate(TOPBAR_JS, ACTIONS)["shown"] == ACTIONS
+
+
+ALL_PROJECTS_JS = """() => {
+  const r = (s) => document.querySelector(s).getBoundingClientRect();
+  const box = r('#ac-search'), all = r('#ac-search-all'), label = r('#ac-search-all label'), slot = r('#ac-search-slot');
+  const input = document.querySelector('#ac-search-all input'), ib = input.getBoundingClientRect();
+  const hit = document.elementFromPoint(ib.left + ib.width / 2, ib.top + ib.height / 2);
+  const lab = document.querySelector('#ac-search-all label');
+  return {below: all.top >= box.bottom - 1, whole: label.top >= slot.top - 1 && label.bottom <= slot.bottom + 1
+          && label.height >= 16 && lab.scrollWidth <= lab.clientWidth + 1,
+          reachable: !!hit && (hit === input || lab.contains(hit)), box: [box.top, box.bottom], all: [all.top, all.bottom],
+          label: [label.top, label.bottom, label.height], slot: [slot.top, slot.bottom]};
+}"""
+
+
+class TestAllProjectsCheckbox:
+    """issue 31, trial D7: the "All projects" checkbox was clipped under the search box at
+    1200×800 (in English and in Chinese, whose label is shorter)."""
+
+    def test_whole_and_below_the_search_box_at_1200(self, world, page):
+        seed(world, "Refactor the config loader", [{"role": "user", "content": "the config loader is slow"},
+                                                   {"role": "assistant", "content": "Let us profile the config."}])
+        url = world["start_app"]()
+        for locale in ("en", "zh-CN"):
+            ctx = page.context.browser.new_context(viewport={"width": 1200, "height": 800}, locale=locale)
+            pg = ctx.new_page()
+            try:
+                pg.goto(url)
+                expect(pg.locator("#ac-list")).to_contain_text("Refactor the config loader", timeout=TIMEOUT_MS)
+                pg.locator("#ac-search textarea, #ac-search input").first.press_sequentially("config", delay=30)
+                expect(pg.locator("#ac-search-results .ac-hit-row").first).to_be_visible(timeout=TIMEOUT_MS)
+                expect(pg.locator("#ac-search-all")).to_contain_text("All projects" if locale == "en" else "所有项目")
+                pg.wait_for_timeout(300)
+                got = pg.evaluate(ALL_PROJECTS_JS)
+                assert got["below"] and got["whole"] and got["reachable"], (locale, got)
+                pg.locator("#ac-search-all input").check()
+                expect(pg.locator("#ac-search-all input")).to_be_checked()
+            finally:
+                ctx.close()

@@ -1,0 +1,62 @@
+"""The sidebar's message search in Chromium: typing a word said in a conversation finds it and the click
+opens the chat at that message. The plain-function half is ``tests/webui/chat/test_search_ui.py``."""
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from core import LocalSessionStore
+from core.session.entries import header_entry, message_entry, title_entry
+from core.session.keys import SessionKey, new_session_id, project_key
+
+
+@pytest.mark.browser
+class TestSearchInBrowser:
+    """Typing a word said in a conversation does not find it, or the click does not open it at that message."""
+
+    def test_type_a_word_and_open_the_result(self, world, page):
+        from tests.support.chromium import expect
+
+        proj, data = world["proj"], world["data"]
+        store = LocalSessionStore(data)
+        now = time.time()
+        target = None
+        for n, (title, word) in enumerate([("Database work", "migration"), ("Frontend polish", "flexbox"),
+                                           ("Old stuff", "nothing")]):
+            key = SessionKey(project_key(str(proj)), new_session_id())
+            entries = [header_entry(key.session_id, key.project_key, str(proj), created_at=now - 3600 * (n + 1))]
+            for i in range(30):
+                text = f"Filler message number {i} about the weather."
+                if word == "flexbox" and i == 24:
+                    text = "Let us center it with a flexbox and call it done, 完成了"
+                entries.append(message_entry({"role": "user" if i % 2 == 0 else "assistant", "content": text},
+                                             ts=now - 3600 * (n + 1) + i))
+            entries.append(title_entry(title, "user", ts=now - 3600 * (n + 1) + 40))
+            store.append(key, entries)
+            if word == "flexbox":
+                target = key.session_id
+        url = world["start_app"]()
+        page.goto(url)
+        expect(page.locator("#ac-list")).to_contain_text("Database work")
+        page.locator("#ac-search textarea, #ac-search input").first.press_sequentially("flexb", delay=60)
+        results = page.locator("#ac-search-results")
+        hit = results.locator(".ac-hit-row")
+        expect(hit).to_have_count(1)
+        expect(hit).to_contain_text("Frontend polish")
+        expect(hit.locator("mark")).to_have_text("flexb")
+        hit.click()
+        expect(page.locator("#ac-title input, #ac-title textarea").first).to_have_value("Frontend polish")
+        expect(page).to_have_url(re.compile(re.escape(target)))  # the address bar follows (replaceState)
+        marked = page.locator("#ac-chat .ac-hit")
+        expect(marked).to_have_count(1)
+        expect(marked).to_contain_text("center it with a flexbox")
+        assert marked.evaluate("el => { const r = el.getBoundingClientRect(); "
+                               "return r.bottom > 0 && r.top < window.innerHeight; }")
+        # Chinese, two characters, from the search box
+        box = page.locator("#ac-search textarea, #ac-search input").first
+        box.fill("完成")
+        expect(results.locator(".ac-hit-row")).to_have_count(1)
+        expect(results.locator("mark")).to_have_text("完成")
+

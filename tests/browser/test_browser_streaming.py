@@ -1,0 +1,247 @@
+"""Streaming replies against what a user does meanwhile, in a real Chromium (same set-up as
+``test_browser_e2e``: the app and the fake OpenAI server run as subprocesses).
+
+Asserts on what the page shows: the address bar, the chat pane, the title field, the sidebar,
+the input box.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from core.stores.jsonl_store import LocalSessionStore
+from core.session.keys import SessionKey, project_key
+from tests.support.chromium import TIMEOUT_MS, _post, _seed, expect, send
+
+pytestmark = pytest.mark.browser
+
+SLOW = {"text": "streaming " * 300, "chunk": 10, "delay": 0.05}  # ~15 s if nobody stops it
+
+
+def _session_param(url: str) -> str | None:
+    found = re.search(r"[?&]session=([0-9a-f-]+)", url)
+    return found.group(1) if found else None
+
+
+def _wait_streaming(page) -> None:
+    expect(page.locator("[data-testid=bot]").last).to_contain_text("streaming streaming")
+    page.wait_for_timeout(1500)  # well into the reply
+
+
+def _stored(world, sid: str) -> list[dict]:
+    entries = LocalSessionStore(world["data"]).load(SessionKey(project_key(str(world["proj"])), sid))
+    return [e["message"] for e in entries or [] if e.get("type") == "message"]
+
+
+class TestSwitchWhileStreaming:
+    """Guards against a reply that keeps the tab on its conversation when the user opens another
+    one (URL, pane and title left behind, the next message appended to the old chat), against a
+    draft typed during a reply being erased, and against a message sent right after Stop being
+    dropped."""
+
+    def test_new_chat_and_sidebar_switch_while_streaming(self, world, page):
+        page.goto(world["start_app"]())
+        box = page.locator("#ac-input textarea")
+        title = page.locator("#ac-title input")
+
+        # 1. New chat while a slow reply streams; a draft typed meanwhile survives the stream
+        _post(world["fake"] + "/_script", {"replies": [SLOW]})
+        send(page, "first question")
+        _wait_streaming(page)
+        first = _session_param(page.url)
+        assert first
+        box.fill("my draft")
+        bot = page.locator("[data-testid=bot]").last
+        before = len(bot.inner_text())
+        page.wait_for_timeout(800)
+        assert len(bot.inner_text()) > before, "the reply should still be streaming"
+        expect(box).to_have_value("my draft")
+
+        page.locator("#ac-new").click()
+        expect(page.locator("[data-testid=user]")).to_have_count(0)
+        expect(page.locator("[data-testid=bot]")).to_have_count(0)
+        expect(title).to_have_value("")
+        expect(title).to_have_attribute("placeholder", "New chat")
+        expect(page).not_to_have_url(re.compile("session="))
+        page.wait_for_timeout(500)  # a late update of the stopped reply must not come back
+        expect(page.locator("[data-testid=user]")).to_have_count(0)
+        expect(box).to_have_value("my draft")
+
+        send(page, "second question")
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("You said: second question")
+        expect(page.locator("[data-testid=user]")).to_have_count(1)
+        second = _session_param(page.url)
+        assert second and second != first
+        old = _stored(world, first)
+        assert [m["role"] for m in old] == ["system", "user", "assistant"]
+        assert old[-1]["content"].startswith("streaming") and len(old[-1]["content"]) < len(SLOW["text"])
+        assert not any(m.get("content") == "second question" for m in old)
+
+        # 2. another chat from the sidebar while a reply streams; its next message goes there
+        _post(world["fake"] + "/_script", {"replies": [SLOW]})
+        send(page, "third question")
+        _wait_streaming(page)
+        page.locator(f"#ac-list [data-sid='{first}']").click()
+        expect(page).to_have_url(re.compile(f"session={first}"))
+        expect(page.locator("[data-testid=user]")).to_have_count(1)
+        expect(page.locator("[data-testid=user]").first).to_have_text("first question")
+        expect(title).to_have_value("Chat: first question")
+        expect(page.locator("#ac-list .ac-session.active")).to_have_attribute("data-sid", first)
+        expect(page.locator("#ac-chat")).not_to_contain_text("Error")
+        box.fill("")
+        send(page, "back in the first chat")
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("You said: back in the first chat")
+        expect(page).to_have_url(re.compile(f"session={first}"))
+        assert [m["content"] for m in _stored(world, first) if m["role"] == "user"] == [
+            "first question", "back in the first chat"]
+        left = _stored(world, second)
+        assert [m["content"] for m in left if m["role"] == "user"] == ["second question", "third question"]
+        assert left[-1]["role"] == "assistant" and left[-1]["content"].startswith("streaming")
+
+    def test_message_sent_right_after_stop_is_sent(self, world, page):
+        page.goto(world["start_app"]())
+        _post(world["fake"] + "/_script", {"replies": [SLOW]})
+        send(page, "one")
+        _wait_streaming(page)
+        page.get_by_role("button", name="Stop").click()
+        send(page, "two")  # at once, while the stopped reply is still being stored
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("You said: two")
+        expect(page.locator("[data-testid=user]")).to_have_count(2)
+        expect(page.locator("[data-testid=user]").last).to_have_text("two")
+        expect(page.get_by_role("button", name="Stop")).to_have_count(0)
+        stored = _stored(world, _session_param(page.url))
+        assert [m["role"] for m in stored] == ["system", "user", "assistant", "user", "assistant"]
+
+
+class TestLostReply:
+    """Guards against a conversation whose last message never got an answer (the app was killed
+    mid-reply) showing no hint and no way to get the answer, and against Unarchive from the
+    archive list leaving the open chat invisible."""
+
+    def test_killed_mid_reply_offers_retry_and_unarchive_returns_to_list(self, world, page):
+        page.goto(world["start_app"]())
+        _post(world["fake"] + "/_script", {"replies": [SLOW]})
+        send(page, "are you still there?")
+        _wait_streaming(page)
+        url = page.url
+        world["apps"][-1].p.kill()  # SIGKILL: no chance to store the reply
+        world["apps"][-1].p.wait(10)
+        page.goto(world["start_app"]().rstrip("/") + "/?" + url.split("?", 1)[1])
+        expect(page.locator("[data-testid=user]")).to_have_text("are you still there?")
+        expect(page.locator("[data-testid=bot]")).to_have_count(0)
+        # never titled: the sidebar and the title field name it by date, not "New chat"
+        label = re.compile(r"^Session \d{4}-\d\d-\d\d \d\d:\d\d$")
+        expect(page.locator("#ac-list .ac-session.active .ac-session-title")).to_have_text(label)
+        expect(page.locator("#ac-title input")).to_have_attribute("placeholder", label)
+        notice = page.locator("#ac-noreply")
+        expect(notice).to_contain_text("No reply was saved for the last message")
+        page.get_by_role("button", name="Retry").click()
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("You said: are you still there?")
+        expect(notice).to_be_hidden()
+        expect(page.locator("[data-testid=user]")).to_have_count(1)
+        page.reload()
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("You said: are you still there?")
+        expect(notice).to_be_hidden()
+
+        # Unarchive from the archive list: back to the main list, the chat visible and selected
+        sid = _session_param(page.url)
+        expect(page.locator("#ac-list")).to_contain_text("Chat: are you still", timeout=TIMEOUT_MS)
+        page.get_by_role("button", name="Archive", exact=True).click()
+        expect(page.locator(f"#ac-list [data-sid='{sid}']")).to_have_count(0)
+        page.get_by_label("Show archived").check()
+        expect(page.locator(f"#ac-list [data-sid='{sid}']")).to_have_count(1)
+        page.locator("#ac-archive").click()  # the top bar's (the archived bar has one too)
+        expect(page.get_by_label("Show archived")).not_to_be_checked()
+        expect(page.locator("#ac-list .ac-session.active")).to_have_attribute("data-sid", sid)
+        expect(page.locator("#ac-list")).not_to_contain_text("No archived conversations")
+        expect(page.get_by_role("button", name="Archive", exact=True)).to_be_visible()
+
+
+def _sessions_on_disk(world) -> list[str]:
+    store = LocalSessionStore(world["data"])
+    from core.session.manager import SessionManager
+
+    return [m.id for m in SessionManager(store).list(project_key(str(world["proj"])))]
+
+
+class TestDoubleSendAndTitle:
+    """Guards against a double-clicked send arrow (or Enter pressed twice) losing the message and
+    locking the tab as "still writing", against empty sessions left by a send, against a rename
+    typed while a reply streams being overwritten, against the title field and the sidebar
+    naming a new chat differently, and against a search box that ignores deletions."""
+
+    def test_double_click_and_double_enter_send_once(self, world, page):
+        page.goto(world["start_app"]())
+        page.locator("#ac-new").click()
+        box = page.locator("#ac-input textarea")
+        box.fill("hello once")
+        page.locator("#ac-input button.submit-button").dblclick()
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("You said: hello once")
+        expect(page.locator("[data-testid=user]")).to_have_count(1)
+        expect(page.get_by_role("button", name="Stop")).to_have_count(0)
+        expect(page.get_by_text("A reply is still being written")).to_have_count(0)
+        sid = _session_param(page.url)
+        assert sid and _sessions_on_disk(world) == [sid]
+        assert [m["role"] for m in _stored(world, sid)] == ["system", "user", "assistant"]
+
+        box.fill("and twice by Enter")
+        box.press("Enter")
+        box.press("Enter")
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("You said: and twice by Enter")
+        expect(page.locator("[data-testid=user]")).to_have_count(2)
+        expect(page.get_by_role("button", name="Stop")).to_have_count(0)
+
+        send(page, "the next one works")
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("You said: the next one works")
+        expect(page.locator("[data-testid=user]")).to_have_count(3)
+        expect(page.get_by_text("A reply is still being written")).to_have_count(0)
+        assert [m["content"] for m in _stored(world, sid) if m["role"] == "user"] == [
+            "hello once", "and twice by Enter", "the next one works"]
+        assert _sessions_on_disk(world) == [sid], "no empty ghost session"
+
+    def test_rename_while_streaming_survives_and_title_matches_sidebar(self, world, page):
+        page.goto(world["start_app"]())
+        title = page.locator("#ac-title input")
+        _post(world["fake"] + "/_script", {"replies": [SLOW]})
+        send(page, "a long answer please")
+        _wait_streaming(page)
+        sid = _session_param(page.url)
+        # the first reply: the field is named like the sidebar's row, not "New chat"
+        listed = page.locator(f"#ac-list [data-sid='{sid}'] .ac-session-title")
+        expect(listed).to_have_text(re.compile(r"^Session \d{4}-\d\d-\d\d \d\d:\d\d$"))
+        expect(title).to_have_attribute("placeholder", listed.inner_text())
+
+        title.click()
+        title.type("My own name")
+        page.wait_for_timeout(1500)  # many streamed updates arrive meanwhile
+        expect(title).to_have_value("My own name")
+        title.press("Enter")
+        expect(page.locator("#ac-list .ac-session.active")).to_contain_text("My own name")
+        page.wait_for_timeout(800)
+        expect(title).to_have_value("My own name")
+        page.get_by_role("button", name="Stop").click()
+        expect(page.get_by_role("button", name="Stop")).to_have_count(0)
+        expect(title).to_have_value("My own name")
+
+    def test_search_filters_on_any_edit(self, world, page):
+        _seed(world["data"], world["proj"])
+        page.goto(world["start_app"]())
+        search = page.locator("#ac-search textarea, #ac-search input").first
+        rows = page.locator("#ac-list .ac-session")
+        expect(rows).to_have_count(4)
+        search.click()
+        search.type("zzzz")
+        expect(page.locator("#ac-list")).to_contain_text("No conversation title matches")
+        search.press("Backspace")
+        search.press("Control+a")
+        search.press("Delete")
+        expect(rows).to_have_count(4)
+        search.type("postgres")
+        expect(rows).to_have_count(1)
+        for _ in range(len("postgres")):
+            search.press("Backspace")
+        expect(rows).to_have_count(4)
+        search.fill("release")  # fill() replaces the text at once, like a paste
+        expect(rows).to_have_count(1)
+        expect(rows.first).to_contain_text("Draft release notes")

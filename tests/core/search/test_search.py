@@ -1,0 +1,366 @@
+"""Full-text search across conversations (issue 16), run against every store (JSONL, SQLite, PostgreSQL)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from core import LocalSessionStore, SessionKey, SessionManager, message_entry
+from core.search import open_search
+from core.search.text import make_snippet, parse_query
+
+ROOT = Path(__file__).resolve().parents[3]
+
+CONVERSATION = [
+    {"role": "user", "content": "We need to fix the database migration before Friday"},
+    {"role": "assistant", "content": "I will look at core.stores.sql_schema and the parse_line helper."},
+    {"role": "user", "content": "请帮我修复数据库迁移的问题"},
+    {"role": "assistant", "content": "データベースの移行を直しました 🎉 done"},
+    {"role": "assistant", "content": None, "tool_calls": [{
+        "id": "call_1", "type": "function",
+        "function": {"name": "read_file", "arguments": '{"path": "src/legacy_loader.py"}'}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "def load_legacy_config():\n    return {}"},
+]
+
+
+def _ids(hits):
+    return [h.session_id for h in hits]
+
+
+@pytest.fixture
+def filled(store, tmp_path):
+    """A store holding one conversation (CONVERSATION) and an unrelated one, in one project."""
+    (tmp_path / "ws").mkdir(exist_ok=True)
+    m = SessionManager(store)
+    a = m.create(tmp_path / "ws")
+    m.add_messages(a.key, CONVERSATION)
+    b = m.create(tmp_path / "ws")
+    m.add_messages(b.key, [{"role": "user", "content": "What is the weather like on Mars?"}])
+    return m, a, b
+
+
+class TestFindsWhatWasSaid:
+    """A word said in a conversation is not found (English, Chinese, Japanese, emoji, identifiers)."""
+
+    @pytest.mark.parametrize("query, index", [
+        ("migration", 0),
+        ("MIGRATION friday", 0),            # case-insensitive, every term, any order
+        ('"database migration"', 0),        # a phrase
+        ("数据库", 2),                       # Chinese inside a sentence without spaces
+        ("迁移", 2),                         # two characters: too short for a trigram, still found
+        ("データベース", 3),                  # Japanese
+        ("🎉", 3),                           # emoji
+        ("sql_schema", 1),                  # part of a dotted name
+        ("parse_line", 1),
+        ("stores", 1),
+        ("legacy_loader", 4),               # a tool call's arguments
+        ("read_file", 4),                   # a tool call's name
+        ("load_legacy_config", 5),          # a tool result
+    ])
+    def test_query_finds_the_message(self, filled, query, index):
+        m, a, b = filled
+        hits = open_search(m.store).search(query, project_keys=[a.key.project_key])
+        assert _ids(hits) == [a.id]
+        assert hits[0].message_index == index
+        assert hits[0].marks, hits[0].snippet
+        s, e = hits[0].marks[0]
+        assert hits[0].snippet[s:e].casefold() in query.casefold().replace('"', "")
+
+    def test_a_phrase_must_be_adjacent(self, filled):
+        m, a, _ = filled
+        assert open_search(m.store).search('"migration database"', project_keys=[a.key.project_key]) == []
+        assert _ids(open_search(m.store).search("migration database", project_keys=[a.key.project_key])) == [a.id]
+
+    def test_every_term_must_match(self, filled):
+        m, a, _ = filled
+        assert open_search(m.store).search("migration mars", project_keys=[a.key.project_key]) == []
+
+    def test_title_is_searched(self, filled):
+        m, a, b = filled
+        m.rename(b.key, "Planetary climate notes")
+        hits = open_search(m.store).search("climate", project_keys=[b.key.project_key])
+        assert _ids(hits) == [b.id] and hits[0].role == "title" and hits[0].title == "Planetary climate notes"
+
+    @pytest.mark.parametrize("query", ['"', "*", "NEAR(", "NEAR(a b)", "-", "(", ")", "a OR b", 'x"y', "''",
+                                       "^", "col:on", "%", "_", "\\", "AND", "*migration*", "-migration",
+                                       '"unclosed migration', "(migration)"])
+    def test_fts_syntax_never_raises(self, filled, query):
+        m, a, _ = filled
+        hits = open_search(m.store).search(query, project_keys=[a.key.project_key])
+        assert isinstance(hits, list)
+
+    def test_a_lone_surrogate_in_the_query_never_raises(self, filled):
+        """A browser sends half an emoji as a lone surrogate (issue 28): UnicodeEncodeError, not hits."""
+        m, a, _ = filled
+        assert open_search(m.store).search("\ud83c", project_keys=[a.key.project_key]) == []
+        hits = open_search(m.store).search("migration \udc00", project_keys=[a.key.project_key])
+        assert isinstance(hits, list)
+        m.add_messages(a.key, [{"role": "user", "content": "broken \ud83c emoji"}])  # stored as U+FFFD
+        assert _ids(open_search(m.store).search("broken \ud83c", project_keys=[a.key.project_key])) == [a.id]
+
+    def test_operator_characters_are_literal(self, store, tmp_path):
+        (tmp_path / "ws").mkdir()
+        m = SessionManager(store)
+        s = m.create(tmp_path / "ws")
+        m.add_messages(s.key, [{"role": "user", "content": "call f(x) with -v and 100% of a*b NEAR the end"}])
+        idx = open_search(store)
+        for q in ["f(x)", "-v", "100%", "a*b", "NEAR", '"NEAR the"']:
+            assert _ids(idx.search(q, project_keys=[s.key.project_key])) == [s.id], q
+        assert idx.search("100_", project_keys=[s.key.project_key]) == []  # LIKE wildcards are literal
+        assert idx.search("f_", project_keys=[s.key.project_key]) == []
+        assert _ids(idx.search("0%", project_keys=[s.key.project_key])) == [s.id]
+
+
+class TestScopeAndLifecycle:
+    """Stale results: a deleted session still found, an archived one shown unmarked, the wrong project."""
+
+    def test_new_messages_are_found_at_once(self, filled):
+        m, a, b = filled
+        idx = open_search(m.store)
+        assert idx.search("saturn", project_keys=[b.key.project_key]) == []
+        m.add_messages(b.key, [{"role": "assistant", "content": "Saturn has rings"}])
+        hits = idx.search("saturn", project_keys=[b.key.project_key])
+        assert _ids(hits) == [b.id] and hits[0].message_index == 1
+
+    def test_deleted_session_vanishes_at_once(self, filled):
+        m, a, _ = filled
+        idx = open_search(m.store)
+        assert idx.search("migration", project_keys=[a.key.project_key])
+        m.delete(a.key)
+        assert idx.search("migration", project_keys=[a.key.project_key]) == []
+
+    def test_archived_only_on_request_and_marked(self, filled):
+        m, a, _ = filled
+        idx = open_search(m.store)
+        m.archive(a.key)
+        assert idx.search("migration", project_keys=[a.key.project_key]) == []
+        hits = idx.search("migration", project_keys=[a.key.project_key], archived=True)
+        assert _ids(hits) == [a.id] and hits[0].archived
+        m.unarchive(a.key)
+        hits = idx.search("migration", project_keys=[a.key.project_key])
+        assert _ids(hits) == [a.id] and not hits[0].archived
+
+    def test_other_projects_only_when_asked(self, filled, tmp_path):
+        m, a, _ = filled
+        (tmp_path / "other").mkdir()
+        o = m.create(tmp_path / "other")
+        m.add_messages(o.key, [{"role": "user", "content": "another migration elsewhere"}])
+        idx = open_search(m.store)
+        assert _ids(idx.search("migration", project_keys=[a.key.project_key])) == [a.id]
+        assert set(_ids(idx.search("migration"))) == {a.id, o.id}
+
+    def test_fork_shows_its_own_matches(self, filled):
+        m, a, _ = filled
+        fork = m.fork(a.key, 1)
+        m.add_messages(fork.key, [{"role": "user", "content": "only in the branch: zeppelin"}])
+        idx = open_search(m.store)
+        pk = [a.key.project_key]
+        assert _ids(idx.search("zeppelin", project_keys=pk)) == [fork.id]
+        assert set(_ids(idx.search("migration", project_keys=pk))) == {a.id, fork.id}
+        assert _ids(idx.search("データベース", project_keys=pk)) == [a.id]  # after the fork point
+
+    def test_sub_agent_records_are_found_on_their_parent(self, filled):
+        m, a, _ = filled
+        sub = SessionKey(a.key.project_key, a.id, "subagents/agent-1")
+        m.store.append(sub, [message_entry({"role": "assistant", "content": "sub-agent found the flux capacitor"})])
+        hits = open_search(m.store).search("capacitor", project_keys=[a.key.project_key])
+        assert _ids(hits) == [a.id] and hits[0].subpath == "subagents/agent-1"
+
+    def test_compaction_summary_is_searched(self, filled):
+        m, a, _ = filled
+        m.store.append(a.key, [{"type": "compaction", "ts": time.time(),
+                                "summary": "Earlier we agreed on the quokka protocol"}])
+        hits = open_search(m.store).search("quokka", project_keys=[a.key.project_key])
+        assert _ids(hits) == [a.id] and hits[0].role == "compaction"
+
+    def test_results_are_newest_first_and_limited(self, store, tmp_path):
+        (tmp_path / "ws").mkdir()
+        m = SessionManager(store)
+        made = []
+        for i in range(5):
+            s = m.create(tmp_path / "ws")
+            m.add_messages(s.key, [{"role": "user", "content": f"kangaroo number {i}"}])
+            made.append(s.id)
+        hits = open_search(store).search("kangaroo", project_keys=[s.key.project_key], limit=3)
+        assert _ids(hits) == made[::-1][:3]
+
+
+class TestJsonlIndexFile:
+    """The JSONL index file going stale or bad: a hand edit, a damaged file, a crash mid-update."""
+
+    @pytest.fixture
+    def jsonl(self, tmp_path):
+        store = LocalSessionStore(tmp_path / "home", fsync=False)
+        (tmp_path / "ws").mkdir()
+        m = SessionManager(store)
+        s = m.create(tmp_path / "ws")
+        m.add_messages(s.key, [{"role": "user", "content": "the original wording"}])
+        return store, m, s
+
+    def test_hand_edited_session_is_reindexed(self, jsonl):
+        store, m, s = jsonl
+        idx = open_search(store)
+        assert _ids(idx.search("original", project_keys=[s.key.project_key])) == [s.id]
+        path = store._main_file(s.key, False)
+        path.write_bytes(path.read_bytes().replace(b"original", b"replaced"))
+        assert idx.search("original", project_keys=[s.key.project_key]) == []
+        assert _ids(idx.search("replaced", project_keys=[s.key.project_key])) == [s.id]
+
+    def test_other_writers_show_within_the_freshness_window(self, jsonl):
+        store, m, s = jsonl
+        idx = open_search(store)
+        idx.fresh_seconds = 0.3
+        assert idx.search("quetzal", project_keys=[s.key.project_key]) == []
+        other = LocalSessionStore(store.base_dir, fsync=False)  # another process's store
+        other.append(s.key, [message_entry({"role": "user", "content": "a quetzal flew by"})])
+        time.sleep(0.35)
+        assert _ids(idx.search("quetzal", project_keys=[s.key.project_key])) == [s.id]
+
+    def test_writes_through_this_store_show_at_once(self, jsonl):
+        store, m, s = jsonl
+        idx = open_search(store)
+        idx.fresh_seconds = 3600
+        assert idx.search("ocelot", project_keys=[s.key.project_key]) == []
+        m.add_messages(s.key, [{"role": "user", "content": "an ocelot"}])
+        assert _ids(idx.search("ocelot", project_keys=[s.key.project_key])) == [s.id]
+        other = LocalSessionStore(store.base_dir, fsync=False)
+        other.remove(s.key)  # deleted by another process: gone from the very next results
+        assert idx.search("ocelot", project_keys=[s.key.project_key]) == []
+
+    def test_damaged_index_is_rebuilt(self, jsonl):
+        store, m, s = jsonl
+        idx = open_search(store)
+        idx.search("original")
+        idx.close()
+        idx.path.write_bytes(b"this is not a database" * 100)
+        assert _ids(idx.search("original", project_keys=[s.key.project_key])) == [s.id]
+
+    def test_deleted_index_is_rebuilt(self, jsonl):
+        store, m, s = jsonl
+        idx = open_search(store)
+        idx.search("original")
+        idx.close()
+        for p in idx.path.parent.iterdir():
+            p.unlink()
+        assert _ids(idx.search("original", project_keys=[s.key.project_key])) == [s.id]
+
+    def test_index_file_is_private(self, jsonl):
+        store, m, s = jsonl
+        idx = open_search(store)
+        idx.search("original")
+        assert stat.S_IMODE(idx.path.stat().st_mode) == 0o600
+        assert stat.S_IMODE(idx.path.parent.stat().st_mode) == 0o700
+
+    def test_torn_tail_is_indexed_once_complete(self, jsonl):
+        store, m, s = jsonl
+        idx = open_search(store)
+        idx.fresh_seconds = 0  # walk on every search: the file is written by hand below
+        path = store._main_file(s.key, False)
+        line = b'{"type":"message","ts":1.0,"message":{"role":"user","content":"half a platypus"}}\n'
+        with open(path, "ab") as f:
+            f.write(line[:30])
+        assert idx.search("platypus", project_keys=[s.key.project_key]) == []
+        with open(path, "ab") as f:
+            f.write(line[30:])
+        hits = idx.search("platypus", project_keys=[s.key.project_key])
+        assert _ids(hits) == [s.id] and hits[0].message_index == 1
+
+    @pytest.mark.slow
+    def test_killed_mid_build_is_repaired_on_next_use(self, tmp_path):
+        store = LocalSessionStore(tmp_path / "home", fsync=False)
+        (tmp_path / "ws").mkdir()
+        m = SessionManager(store)
+        keys = []
+        for i in range(300):
+            s = m.create(tmp_path / "ws")
+            m.add_messages(s.key, [{"role": "user", "content": f"wombat {i} " + "filler text " * 400}])
+            keys.append(s.id)
+        code = ("import sys; from core import LocalSessionStore; from core.search import open_search\n"
+                "idx = open_search(LocalSessionStore(sys.argv[1])); print('start', flush=True); idx.update()\n")
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        p = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "home")], stdout=subprocess.PIPE, env=env)
+        try:
+            assert p.stdout.readline().strip() == b"start"
+            time.sleep(0.3)
+            p.send_signal(signal.SIGKILL)
+        finally:
+            p.wait(timeout=30)
+        hits = open_search(store).search("wombat", project_keys=[s.key.project_key], limit=1000)
+        assert sorted(_ids(hits)) == sorted(keys)
+        hits = open_search(store).search('"wombat 7 filler"', project_keys=[s.key.project_key])
+        assert len(hits) == 1
+        # nothing indexed twice: one document per message
+        conn = open_search(store)._open()
+        assert conn.execute("SELECT count(*) FROM docs").fetchone()[0] == 300
+
+
+class TestQueryParsing:
+    """Odd queries raising or losing words."""
+
+    def test_terms(self):
+        assert parse_query('fix "the bug" now') == ["fix", "the bug", "now"]
+        assert parse_query('"unclosed phrase') == ["unclosed phrase"]
+        assert parse_query("   ") == []
+        assert parse_query("a A a") == ["a"]
+
+    def test_snippet_marks_every_occurrence_around_the_first(self):
+        text = "x " * 200 + "the Bug and the bug again" + " y" * 200
+        snippet, marks = make_snippet(text, ["bug"])
+        assert snippet.startswith("…") and snippet.endswith("…")
+        assert [snippet[s:e] for s, e in marks] == ["Bug", "bug"]
+
+
+class TestSearchCommand:
+    """``anycode sessions search``: wrong project searched, archived shown unmarked, JSON unparsable."""
+
+    @pytest.fixture
+    def home(self, anycode_home, monkeypatch, tmp_path):
+        monkeypatch.delenv("ANYCODE_STORE", raising=False)
+        monkeypatch.delenv("ANYCODE_MIRROR", raising=False)
+        m = SessionManager(LocalSessionStore(anycode_home))
+        here, there = tmp_path / "here", tmp_path / "there"
+        here.mkdir()
+        there.mkdir()
+        a = m.create(here, title="Login work")
+        m.add_messages(a.key, [{"role": "user", "content": "the login form rejects 数据 emails"}])
+        b = m.create(there)
+        m.add_messages(b.key, [{"role": "user", "content": "login from the other project"}])
+        c = m.create(here)
+        m.add_messages(c.key, [{"role": "user", "content": "an old login discussion"}])
+        m.archive(c.key)
+        return m, here, a, b, c
+
+    def _run(self, capsys, *argv):
+        from webui.cli.sessions import main
+
+        code = main(list(argv))
+        return code, capsys.readouterr()
+
+    def test_text_output_marks_the_match(self, home, capsys):
+        m, here, a, b, c = home
+        code, out = self._run(capsys, "search", "数据", "--project", str(here))
+        assert code == 0
+        assert a.id[:8] in out.out and "Login work" in out.out and "[数据]" in out.out
+        assert b.id[:8] not in out.out and c.id[:8] not in out.out
+
+    def test_json_all_projects_and_archived(self, home, capsys):
+        m, here, a, b, c = home
+        code, out = self._run(capsys, "search", "login", "--all-projects", "--archived", "--json")
+        assert code == 0
+        rows = json.loads(out.out)
+        by_id = {r["session_id"]: r for r in rows}
+        assert set(by_id) == {a.id, b.id, c.id}
+        assert by_id[c.id]["archived"] is True and by_id[a.id]["archived"] is False
+        assert all(r["snippet"][s:e].lower() == "login" for r in rows for s, e in r["marks"] if r["role"] != "title")
+
+    def test_no_match_and_odd_query(self, home, capsys):
+        m, here, *_ = home
+        code, out = self._run(capsys, "search", 'NEAR("(*', "--project", str(here))
+        assert code == 0 and out.out.strip() == "No matches."

@@ -1,0 +1,139 @@
+"""Resume on another machine (issue 26, item 4): two data dirs ("machines") sharing one mirror.
+
+Guards against a machine seeing only its own history: B must get A's chats (forks, titles,
+sub-agent records, memories) from the mirror, A must get B's turns back, and when both wrote in
+the same chat neither history may be overwritten.
+"""
+from __future__ import annotations
+
+import pytest
+
+from core import LocalSessionStore, SessionKey, SessionManager, message_entry
+from core.memory.store import MemoryStore
+from core.stores.mirror import MirroredSessionStore
+from core.stores.pull import pull_sessions
+from tests.core.stores.test_mirror import mirror_url, open_mirror
+
+
+def user(text):
+    return {"role": "user", "content": text}
+
+
+def assistant(text):
+    return {"role": "assistant", "content": text}
+
+
+@pytest.fixture(params=["sqlite", "postgresql", "s3", "redis"])
+def shared(request, tmp_path):
+    """(machine A's store, machine B's store, the mirror) — A and B each a JSONL data dir mirrored
+    to the same backend, B's project at another path."""
+    if request.param == "postgresql":
+        from tests.support.pg_server import fresh_database_url
+
+        url = fresh_database_url()
+    else:
+        url = mirror_url(request.param, tmp_path)
+    made = []
+
+    def machine(name):
+        store = MirroredSessionStore(LocalSessionStore(tmp_path / name, fsync=False), open_mirror(url),
+                                     outbox_path=tmp_path / name / "outbox.sqlite3", retry_initial=0.02,
+                                     retry_max=0.1, poll_interval=0.05)
+        made.append(store)
+        return store
+
+    a, b = machine("a"), machine("b")
+    yield a, b, open_mirror(url)
+    for store in made:
+        store.close()
+
+
+def test_b_gets_everything_a_did_and_a_gets_b_back(shared, tmp_path):
+    a, b, mirror = shared
+    ma = SessionManager(a)
+    chat = ma.create(tmp_path / "proj-on-a")
+    ma.add_messages(chat.key, [user("plan the migration"), assistant("step one: back up")])
+    ma.rename(chat.key, "Database migration")
+    fork = ma.fork(chat.key, 0)
+    a.append(SessionKey(chat.key.project_key, chat.key.session_id, "subagents/call_1"),
+             [message_entry(user("look at the schema"))])
+    memories_a = MemoryStore.for_store(a)
+    memories_a.add("Migrations run with alembic", project_key=chat.key.project_key)
+    assert a.flush(15), a.status()
+    assert memories_a.log.flush(15)  # the mirrored memory log's own outbox
+
+    report = pull_sessions(mirror, b)
+    assert report.ok, report.to_dict()
+    mb = SessionManager(b)
+    got = mb.get(chat.key)
+    assert got.title == "Database migration" and [m["content"] for m in got.messages] == ["plan the migration", "step one: back up"]
+    assert b.exists(fork.key)
+    assert b.load(SessionKey(chat.key.project_key, chat.key.session_id, "subagents/call_1"))
+    assert [m.text for m in MemoryStore.for_store(b).list(chat.key.project_key)] == ["Migrations run with alembic"]
+    assert pull_sessions(mirror, b).copied == []  # a second pull copies nothing
+
+    # B carries on; A pulls B's turn.
+    mb.add_messages(chat.key, [user("now step two"), assistant("step two: migrate")])
+    assert b.flush(15), b.status()
+    back = pull_sessions(mirror, a)
+    assert str(chat.key) in back.extended, back.to_dict()
+    assert [m["content"] for m in ma.get(chat.key).messages][-1] == "step two: migrate"
+
+
+def test_both_machines_wrote_the_mirror_history_becomes_a_version(shared, tmp_path):
+    a, b, mirror = shared
+    ma, mb = SessionManager(a), SessionManager(b)
+    chat = ma.create(tmp_path / "proj")
+    ma.add_messages(chat.key, [user("q1"), assistant("a1")])
+    assert a.flush(15)
+    pull_sessions(mirror, b)
+    mb.add_messages(chat.key, [user("from B"), assistant("B's answer")])
+    assert b.flush(15)
+    ma.add_messages(chat.key, [user("from A"), assistant("A's answer")])  # A wrote too, offline from B
+    report = pull_sessions(mirror, a)
+    assert len(report.versions) == 1, report.to_dict()
+    mine = [m["content"] for m in ma.get(chat.key).messages]
+    assert mine == ["q1", "a1", "from A", "A's answer"]  # never overwritten
+    version = ma.get(SessionKey(chat.key.project_key, report.versions[0][1]))
+    assert [m["content"] for m in version.messages] == ["q1", "a1", "from B", "B's answer"]
+    assert version.version_of["session_id"] == chat.key.session_id
+
+
+class TestCheckpointBlobsTravel:
+    """Guards against a rewind on machine B that cannot restore A's files: the checkpoint entries
+    arrive with the history but the bytes they name must come too — through every mirror kind
+    and ``sessions pull`` — or B's rewind says "missing" instead of putting the files back."""
+
+    def test_b_rewinds_a_chat_pulled_from_the_mirror_byte_for_byte(self, shared, tmp_path, fake_openai, monkeypatch):
+        import shutil
+
+        from core.agent import checkpoints
+        from core.agent.runner import run_session
+        from core.agent.tools import Workspace
+        from core.stores.blobs import blobs_for, carrier_for, sha256_hex
+
+        monkeypatch.setenv("ANYCODE_APPROVAL", "auto")
+        monkeypatch.setenv("ANYCODE_MEMORY", "off")
+        a, b, mirror = shared
+        old = b"print('app')\n# \xe2\x9c\x93 byte for byte\r\n"
+        on_a = tmp_path / "on-a" / "shop"
+        on_a.mkdir(parents=True)
+        (on_a / "app.py").write_bytes(old)
+        chat = SessionManager(a).create(on_a)
+        fake_openai.push({"tool_calls": [{"name": "write_file", "arguments": {"path": "notes.md", "content": "# n\n"}}]},
+                         {"tool_calls": [{"name": "write_file", "arguments": {"path": "app.py", "content": "new\n"}}]},
+                         {"text": "Done."})
+        run_session(chat.key, a, "change the files", client=fake_openai.client(), model="gpt-4o-mini",
+                    wait_for_title=10)
+        assert a.flush(15), a.status()
+        assert carrier_for(mirror).has(sha256_hex(old)), "the mirror holds the old bytes A's checkpoint names"
+
+        on_b = tmp_path / "on-b" / "shop"  # B's copy of the folder, as A left it
+        shutil.copytree(on_a, on_b)
+        report = pull_sessions(mirror, b)
+        assert report.ok and report.blobs >= 1, report.to_dict()
+        assert blobs_for(b).get(sha256_hex(old)) == old
+        result = checkpoints.rewind(SessionManager(b), chat.key, 0, Workspace(on_b), mode="files")
+        assert not result.left, result
+        assert (on_b / "app.py").read_bytes() == old and not (on_b / "notes.md").exists()
+        assert pull_sessions(mirror, b).blobs == 0  # nothing twice

@@ -1,0 +1,50 @@
+"""The web UI's chat operations under test without a browser: a project folder, a JSONL store and a
+``WebContext`` over them that talks to the fake OpenAI server (real HTTP).
+
+Fixtures ``project`` (``tmp_path / "proj"`` holding ``notes.txt``), ``store`` (a JSONL store in
+``tmp_path / "data"``), ``ctx`` (the two, with the fake server as the model server); helpers
+:func:`make_ctx` (a context with other model settings or another store) and :func:`run_send` (one
+message sent to the end). A test module imports the fixtures it uses from here.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from core.session.manager import SessionManager
+from core.stores.jsonl_store import LocalSessionStore
+from webui.chat import handlers
+from webui.chat.context import WebContext
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    path = tmp_path / "proj"
+    path.mkdir()
+    (path / "notes.txt").write_text("remember the milk\n")
+    return path
+
+
+@pytest.fixture
+def store(tmp_path):
+    return LocalSessionStore(tmp_path / "data")
+
+
+def make_ctx(store, project, **overrides) -> WebContext:
+    """A ``WebContext`` on ``store`` for ``project``; ``overrides`` are the model settings
+    (``api_key``, ``base_url``, ``max_retries`` ...); exports go to ``project.parent / "exports"``."""
+    return WebContext(manager=SessionManager(store), store=store, project_path=str(project),
+                      model_overrides=overrides, export_dir=project.parent / "exports")
+
+
+@pytest.fixture
+def ctx(store, project, fake_openai):
+    return make_ctx(store, project, api_key="sk-test", base_url=fake_openai.base_url, max_retries=0)
+
+
+def run_send(ctx, state, text, tab="t1"):
+    """``handlers.send`` run to its end; the list of updates (the last one done)."""
+    updates = list(handlers.send(ctx, state, text, None, tab))
+    assert updates[-1].done
+    return updates

@@ -1,0 +1,35 @@
+"""The page to share (issue 31, item 16; webui.chat.share_page) as plain functions."""
+from __future__ import annotations
+
+from core.session.keys import SessionKey
+from core.session.models import Session
+from webui.chat.share_page import reply_html, session_to_html
+
+
+def session(messages, **kw):
+    return Session(key=SessionKey("p", "s1"), title="T", messages=messages, created_at=1.8e9, updated_at=1.8e9, **kw)
+
+
+class TestSharePage:
+    """Guards against the shared page rendering a reply differently from the chat (raw HTML as
+    markup, tables lost), dropping tool steps or summaries, or leaving the system prompt in."""
+
+    def test_reply_as_the_page_renders_it(self):
+        out = reply_html("| a | b |\n|---|---|\n| 1 | 2 |\n\n<b>bold?</b> **yes**\n\n```js\nlet x = 1\n```")
+        assert "<table>" in out and "<strong>yes</strong>" in out and "<b>" not in out
+        assert 'class="hl"' in out
+
+    def test_tools_summaries_and_system(self):
+        msgs = [{"role": "system", "content": "SECRET SYSTEM PROMPT"},
+                {"role": "user", "content": "list"},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "list_files", "arguments": '{"path": "."}'}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "a.py"},
+                {"role": "assistant", "content": "done"}]
+        page = session_to_html(session(msgs, compactions=[{"first_kept_index": 1, "summary": "**earlier**"}]),
+                               version=(2, 3, True), tags=["x"])
+        assert "SECRET" not in page
+        assert "<details><summary>Tool call <code>list_files</code>" in page and "a.py" in page
+        assert "Earlier messages were summarised" in page and "<strong>earlier</strong>" in page
+        assert "Version 2 of 3" in page and "#x" in page
+        assert "@media (prefers-color-scheme: dark)" in page

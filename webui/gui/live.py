@@ -1,0 +1,88 @@
+"""The page's side of :mod:`webui.chat.live` (issue 25): once a second while the page is visible,
+a hidden button asks whether the list changed (a chat created, renamed, archived or deleted by
+another tab or process: the list is drawn again) and whether a reply is being written in the open
+chat elsewhere ("A reply is being written in another tab or window" above the box, and in its
+placeholder). When that reply is done, the chat shows it without a reload. When the list changed
+and the open chat was renamed elsewhere, the title field follows (unless a name is being typed in
+it) in the same event: no listener of its own."""
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Callable
+
+import gradio as gr
+
+from webui.chat import live
+from webui.gui.assets import script
+from webui.i18n import t
+
+if TYPE_CHECKING:
+    from webui.gui.app import Page
+
+log = logging.getLogger(__name__)
+
+LIVE_JS = script("live_check.js", SECONDS_MS=int(live.CHECK_SECONDS * 1000))
+
+
+def build_live_parts(p: Page) -> None:
+    """The bar above the input box (hidden until another tab writes) and the hidden check button."""
+    p.other_bar = gr.HTML("", visible=False, elem_id="ac-other-writing")
+    p.live_btn = gr.Button("live", visible="hidden", elem_id="ac-live-check")
+    p.live_token = gr.State("")  # the list token the sidebar was last drawn with
+    p.live_writing = gr.State(False)  # whether the bar is shown
+
+
+def start_token(ctx: Any, project: str) -> str:
+    """The token a page load starts the live check from (:func:`webui.chat.live.start_token`)."""
+    return live.start_token(ctx, project)
+
+
+def _untouched(field: Any, state: dict[str, Any] | None) -> bool:
+    """True when the title field still shows what the tab was given (its stored title, or empty
+    for an untitled chat): nobody is typing a new name in it."""
+    text = " ".join(str(field or "").split())
+    return text in ("", " ".join(str((state or {}).get("title") or "").split()))
+
+
+def _bar_html() -> str:
+    return f'<div class="ac-other-writing">{t(live.OTHER_WRITING.key)}</div>'
+
+
+def wire_live(p: Page, tab_key: Callable[[Any, Any], str]) -> None:
+    """The once-a-second check (see the module docstring)."""
+    ctx = p.ctx
+
+    def on_check(st, tab_id, known, was_writing, query, archived, field, request: gr.Request):
+        key = tab_key(request, tab_id)
+        found = live.check(ctx, st, key, known)
+        sessions = title = gr.skip()
+        renamed = None
+        if found.list_changed and ctx.running(key):
+            # This tab's own reply changed the list: its send draws it (issue 32: drawn here too,
+            # mid-stream, it held up the first token); the list is compared again once it ends.
+            found = replace(found, token=known, list_changed=False)
+        if found.list_changed and st:
+            limit = {"limit": st["list_limit"]} if st.get("list_limit") else {}
+            sessions = p.list_html(st, query, archived, active=st.get("session"), **limit)
+            renamed = live.title_now(ctx, st, key)  # renamed in another tab or process (trial D6)
+        writing = found.other_writing
+        bar = box = chat = state = gr.skip()
+        if writing != bool(was_writing):
+            bar = gr.HTML(_bar_html() if writing else "", visible=writing)
+            box = gr.Textbox(placeholder=t(live.OTHER_WRITING.key) if writing else t("message_placeholder"))
+            view = None if writing else live.refreshed(ctx, st, key)
+            if view is not None:  # the other tab's reply is done: shown here too, and counted
+                chat, state = view.rows, view.state
+        if renamed is not None and _untouched(field, st):
+            # The title field follows, and the state too (a later rename here is checked against
+            # what the field now shows). A title being typed is left alone: its rename is then
+            # refused as made against an older title (issue 15), never silently applied.
+            title = renamed.text
+            state = dict(state if isinstance(state, dict) and "project" in state else st, title=renamed.title)
+        return sessions, bar, box, found.token or known or "", writing, chat, state, title
+
+    p.live_btn.click(on_check, [p.state, p.tab, p.live_token, p.live_writing, p.search, p.show_archived, p.title],
+                     [p.sessions, p.other_bar, p.box, p.live_token, p.live_writing, p.chat, p.state, p.title],
+                     api_visibility="private", show_progress="hidden", queue=False)
+    p.demo.load(None, None, None, js=LIVE_JS)
