@@ -3,7 +3,8 @@
 Kept apart from :mod:`webui.cli.sessions` (which only registers it) so the search command grows
 without touching the other commands. Output: one block per matching session (id, time, title,
 ``[archived]``/``[sub-agent]`` marks, ``[in version n of m]`` for a match found only in a
-version not in use (one block per conversation, as on the page), the snippet with the match between ``[`` and ``]``), or with
+version not in use (one block per conversation, as on the page), the snippet with the match between ``[`` and ``]``;
+a conversation found by its title or tags shows ``title: …`` or ``tag: #a #b``), or with
 ``--json`` an array of :meth:`core.search.SearchHit.to_dict` objects.
 """
 from __future__ import annotations
@@ -83,7 +84,7 @@ def run(mgr: SessionManager, args: argparse.Namespace) -> int:
     elif not query:  # only tags: the conversations having them
         hits = _tag_only_hits(mgr, projects, wanted, args.archived, limit)
     else:
-        # The index knows no tags: search widely, then keep the tagged conversations' hits.
+        # tag:NAME is an exact tag, not a word: search widely, then keep the tagged conversations' hits.
         found = open_search(mgr.store).search(query, project_keys=projects, archived=args.archived,
                                               limit=max(limit * 20, 500))
         hits = [h for h in found if has_tags(tags.get(h.session_id, ()), wanted)][:limit]

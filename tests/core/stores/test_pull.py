@@ -80,6 +80,26 @@ def test_b_gets_everything_a_did_and_a_gets_b_back(shared, tmp_path):
     assert [m["content"] for m in ma.get(chat.key).messages][-1] == "step two: migrate"
 
 
+def test_a_pulled_chats_tags_are_searched(shared, tmp_path):
+    """Issue 31, item 14: a chat pulled from the mirror must be found by a word of its tags on
+    the machine that pulled it, and no longer once the other machine removed the tag."""
+    from core.search import open_search
+
+    a, b, mirror = shared
+    ma = SessionManager(a)
+    chat = ma.create(tmp_path / "proj")
+    ma.add_messages(chat.key, [user("q1"), assistant("a1")])
+    ma.tag(chat.key, add=["gazebo-build"])
+    assert a.flush(15), a.status()
+    assert pull_sessions(mirror, b).ok
+    hits = open_search(b).search("gazebo", project_keys=[chat.key.project_key])
+    assert [(h.session_id, h.role) for h in hits] == [(chat.key.session_id, "tag")]
+    ma.tag(chat.key, remove=["gazebo-build"])
+    assert a.flush(15), a.status()
+    assert str(chat.key) in pull_sessions(mirror, b).extended
+    assert open_search(b).search("gazebo", project_keys=[chat.key.project_key]) == []
+
+
 def test_both_machines_wrote_the_mirror_history_becomes_a_version(shared, tmp_path):
     a, b, mirror = shared
     ma, mb = SessionManager(a), SessionManager(b)
