@@ -17,6 +17,7 @@ from webui.i18n import t
 
 _AT_URL = re.compile(r" at (\S+?);")
 _STALE = {"title": "err_stale_title", "archive state": "err_stale_archive"}
+_TITLE = {"invisible": "invisible_title_notice"}  # InvalidTitle.reason -> its sentence (else: empty)
 
 
 def describe(err: BaseException) -> str:
@@ -34,6 +35,8 @@ def describe(err: BaseException) -> str:
             text = t("err_session_not_found", what=found.group(1)) if found else None
     elif isinstance(err, E.StaleChange):
         text = t(_STALE.get(str(getattr(err, "what", "")), "err_stale_other"))
+    elif isinstance(err, E.InvalidTitle):
+        text = t(_TITLE.get(getattr(err, "reason", ""), "empty_title_notice"))
     elif isinstance(err, E.InvalidTag):
         text = t("err_invalid_tag")
     elif isinstance(err, E.SessionConflict):
