@@ -17,7 +17,7 @@ from core import settings
 from core.settings import inside_data_dir
 from core.session.compaction import compactions_of
 from core.session.entries import (MAX_TAGS, SessionState, clean_tag, header_entry, message_entry, messages_of,
-                                  pin_entry, reply_agents_of, reply_ends_of, tags_entry, title_entry, version_entry)
+                                  pin_entry, reply_agents_of, reply_ends_of, reply_error_of, tags_entry, title_entry, version_entry)
 from core.errors import (AmbiguousSessionId, AmbiguousTitle, ForbiddenProjectFolder, InvalidTag, InvalidTitle,
                          SessionNotFound, StaleChange)
 from core.session.identity import project_identity
@@ -109,6 +109,7 @@ def session_from_entries(key: SessionKey, entries: list[dict[str, Any]], *, arch
         archived=archived,
         reply_ends=reply_ends_of(entries),
         reply_agents=reply_agents_of(entries),
+        reply_error=reply_error_of(entries),
         compactions=compactions_of(entries),
         version_of=state.version_of,
         current_version=state.current,

@@ -41,6 +41,7 @@ from webui.chat.send import (  # noqa: F401 (the page's namespace: handlers.send
 )
 from webui.chat.views import (  # noqa: F401 (the page's namespace: handlers.reload, handlers.SessionView …)
     CHAT_GONE_NOTICE,
+    NO_REPLY_NOTICE,
     SessionView,
     _error_row,
     _key,
@@ -74,7 +75,6 @@ MODEL_LIST_TTL = 60.0  # seconds a /v1/models answer is reused (every page load 
 EMPTY_TITLE_NOTICE = Msg("empty_title_notice")
 INVISIBLE_TITLE_NOTICE = Msg("invisible_title_notice")  # only zero-width or other invisible characters
 TITLE_SHORTENED_NOTICE = Msg("title_shortened_notice")
-NO_REPLY_NOTICE = Msg("no_reply_notice")
 EXPORT_FAILED_NOTICE = Msg("export_failed")  # a click on Markdown or JSONL found nothing to write
 
 
