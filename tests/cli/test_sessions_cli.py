@@ -87,6 +87,10 @@ class TestReadCommands:
         out_md = tmp_path / "a.md"
         assert run(capsys, "export", a.id[:8], "--project", str(proj), "--format", "md", "-o", str(out_md))[0] == 0
         assert out_md.read_text(encoding="utf-8").startswith("# First chat")
+        # typed HTML is text in the Markdown (trial: it was live HTML in other viewers), code stays
+        mgr.add_messages(a.key, [{"role": "user", "content": "try <img src=x onerror=alert(1)> or `<b>`"}])
+        assert run(capsys, "export", a.id[:8], "--project", str(proj), "--format", "md", "-o", str(out_md))[0] == 0
+        assert "try &lt;img src=x onerror=alert(1)> or `<b>`" in out_md.read_text(encoding="utf-8")
         code, out, _ = run(capsys, "export", a.id[:8], "--project", str(proj), "--format", "jsonl")
         assert code == 0
         assert [json.loads(line) for line in out.splitlines()] == mgr.store.load(a.key)
