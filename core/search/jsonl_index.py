@@ -3,7 +3,7 @@
 ``<data dir>/search/index.sqlite3`` (0600, folder 0700) holds, per session file (main sessions,
 archived ones and sub-agent records), its path, the ``(size, mtime_ns)`` it was indexed at, the
 byte offset read so far with a CRC of the bytes before it (as :mod:`core.stores.jsonl_io` does for
-the list index), the folded metadata (title, times), and its documents (:mod:`core.search.fts`).
+the list index), the folded metadata (title, tags, times), and its documents (:mod:`core.search.fts`).
 
 The index is brought up to date lazily, at query time, for the projects queried: one ``scandir``
 + ``stat`` per file (the same cost as ``list()``); a file that grew with its indexed prefix
@@ -14,7 +14,10 @@ fast as without search, and every writer (other processes, hand edits) is picked
 
 Each file's update is one SQLite transaction, so a crash mid-update leaves the file's previous
 state, which the next query sees as out of date and redoes. A damaged or foreign index file is
-deleted and rebuilt; an index written by another schema version is rebuilt.
+deleted and rebuilt; an index written by another schema version is rebuilt, except a version 3
+index (before tags were searched), which is upgraded in place: its ``tags`` column is filled from
+the folded state each row already holds, so no session file is read again (a first build of a
+large history takes minutes: docs/performance.md). A row whose state cannot be read is re-read.
 """
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ from core.stores.jsonl_io import SIG_BYTES, parse_line
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3  # 2: no triggers; 3: owner in the document id
+SCHEMA_VERSION = 4  # 2: no triggers; 3: owner in the document id; 4: + files.tags (upgraded in place from 3)
 INDEX_DIR = "search"
 INDEX_NAME = "index.sqlite3"
 FRESH_SECONDS = 1.0  # a project walked this recently is not walked again (unless written through this process)
@@ -142,7 +145,10 @@ class JsonlSearchIndex:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version != SCHEMA_VERSION:
                 conn.execute("BEGIN IMMEDIATE")
-                if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                if version == 3:
+                    self._upgrade_from_3(conn)
+                elif version != SCHEMA_VERSION:
                     if version:
                         log.info("%s: index schema %s, rebuilding as %s", self.path, version, SCHEMA_VERSION)
                     self._create(conn)
@@ -163,10 +169,31 @@ class JsonlSearchIndex:
             "CREATE TABLE files(fid INTEGER PRIMARY KEY AUTOINCREMENT, rel TEXT NOT NULL UNIQUE, "
             "project_key TEXT NOT NULL, session_id TEXT NOT NULL, subpath TEXT NOT NULL, archived INTEGER NOT NULL, "
             "size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, offset INTEGER NOT NULL, sig INTEGER NOT NULL, "
-            "messages INTEGER NOT NULL, state TEXT NOT NULL, title TEXT, created_at REAL, updated_at REAL)"
+            "messages INTEGER NOT NULL, state TEXT NOT NULL, title TEXT, created_at REAL, updated_at REAL, "
+            "tags TEXT)"
         )
         conn.execute("CREATE INDEX files_project ON files(project_key, session_id)")
         self._tables.create(conn)
+        conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def _upgrade_from_3(self, conn: sqlite3.Connection) -> None:
+        """A version 3 index (no ``tags`` column) made version 4 in the caller's transaction: each
+        row's tags come from the state it holds (the fold of what was read, tags included), so
+        the documents stay as they are. A row whose state does not parse is marked to be read
+        again in full on the next walk."""
+        log.info("%s: index schema 3, adding the tags column", self.path)
+        conn.execute("ALTER TABLE files ADD COLUMN tags TEXT")
+        for fid, state in conn.execute("SELECT fid, state FROM files").fetchall():
+            try:
+                data = json.loads(state)
+                tags = data.get("tags") or []  # a state from before tags existed has none
+                if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+                    raise ValueError("tags are not a list of strings")
+            except (ValueError, TypeError, AttributeError):
+                conn.execute("UPDATE files SET size = -1, offset = 0 WHERE fid = ?", (fid,))
+                continue
+            if tags:
+                conn.execute("UPDATE files SET tags = ? WHERE fid = ?", (json.dumps(tags), fid))
         conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def _reset(self, why: BaseException) -> None:
@@ -352,17 +379,18 @@ class JsonlSearchIndex:
                 docs.append(doc)
         values = (rec.project_key, rec.session_id, rec.subpath, int(rec.archived), st.st_size, st.st_mtime_ns,
                   offset, zlib.crc32(tail) if offset else 0, messages, json.dumps(state.to_dict()), state.title,
-                  state.created_at, state.updated_at(default=st.st_mtime_ns / 1e9))
+                  state.created_at, state.updated_at(default=st.st_mtime_ns / 1e9),
+                  json.dumps(list(state.tags)) if state.tags else None)
         if row is None:
             fid = conn.execute(
                 "INSERT INTO files(rel, project_key, session_id, subpath, archived, size, mtime_ns, offset, sig, "
-                "messages, state, title, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "messages, state, title, created_at, updated_at, tags) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (rec.rel, *values)).lastrowid
         else:
             fid = row[0]
             conn.execute(
                 "UPDATE files SET project_key=?, session_id=?, subpath=?, archived=?, size=?, mtime_ns=?, "
-                "offset=?, sig=?, messages=?, state=?, title=?, created_at=?, updated_at=? WHERE fid=?",
+                "offset=?, sig=?, messages=?, state=?, title=?, created_at=?, updated_at=?, tags=? WHERE fid=?",
                 (*values, fid))
         self._tables.add(conn, fid, docs)
         return len(data)
@@ -372,7 +400,7 @@ class JsonlSearchIndex:
     def search(self, query: str, *, project_keys: list[str] | None = None, archived: bool = False,
                limit: int = 50) -> list[SearchHit]:
         """Sessions matching every term of ``query`` (:func:`core.search.text.parse_query`), at most
-        ``limit``: title matches first, then newest matching message first. ``project_keys``: the
+        ``limit``: title and tag matches first, then newest matching message first. ``project_keys``: the
         projects searched (None: all); ``archived``: include archived sessions (marked)."""
         terms = parse_query(query)
         if not terms:
@@ -410,8 +438,8 @@ class JsonlSearchIndex:
         if cached is not None and cached[0] == version and cached[1] == key:
             return cached[2]
         rows = conn.execute(
-            f"SELECT fid, project_key, session_id, subpath, archived, title, created_at, updated_at, rel, size, "
-            f"mtime_ns FROM files WHERE {where}", params).fetchall()
+            f"SELECT fid, project_key, session_id, subpath, archived, title, created_at, updated_at, tags, rel, "
+            f"size, mtime_ns FROM files WHERE {where}", params).fetchall()
         scope = Scope(rows)
         self._rows_cache = (version, key, scope)
         return scope
@@ -422,11 +450,11 @@ class JsonlSearchIndex:
         for h in hits:
             for r in scope.by_session.get((h.project_key, h.session_id), ()):
                 try:
-                    st = os.stat(self.projects_dir / r[8])
+                    st = os.stat(self.projects_dir / r[9])
                 except OSError:
                     stale.add(r[1])
                     continue
-                if (st.st_size, st.st_mtime_ns) != (r[9], r[10]):
+                if (st.st_size, st.st_mtime_ns) != (r[10], r[11]):
                     stale.add(r[1])
         return stale
 

@@ -14,6 +14,11 @@ As for the JSONL store the index is brought up to date at query time: rows whose
 moved past the indexed one have only their new entries indexed; rows that vanished (deleted
 sessions) lose their documents; a row whose id changed (a reused primary key) is re-read. Each
 session's update is one transaction, so a crash leaves it as it was, redone on the next query.
+
+Titles and tags are not documents: every search reads them from ``anycode_sessions`` (the store
+keeps its ``title`` and ``tags`` columns folded on every append, migration 7 added ``tags``), so a
+tag added or removed is found, or no longer found, by the very next search, with nothing to
+re-index, and a database from before tags needs no step of its own.
 """
 from __future__ import annotations
 
@@ -229,7 +234,7 @@ class SqlSearchIndex:
         with self.store._errors("search"), self.store._read() as conn:
             sessions = conn.execute(bound(
                 "SELECT s.pk, s.project_key, s.session_id, s.subpath, s.archived, s.title, s.created_at, "
-                f"s.updated_at FROM anycode_sessions s WHERE {where}"), params).all()
+                f"s.updated_at, s.tags FROM anycode_sessions s WHERE {where}"), params).all()
             found = self._candidates(conn, terms, where, params, bound, limit, {r[0] for r in sessions})
             docs = self._fetch(conn, list(found.values()))
         return collect_hits(Scope(sessions), found, docs, terms, limit)

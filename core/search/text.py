@@ -9,6 +9,12 @@
   spaces, ``"quoted phrases"`` kept whole; every FTS operator character is taken literally.
 - :func:`make_snippet` cuts the piece of a text around the first match and says where the
   matches are, so the UI can highlight them after escaping (chat text is never rendered as HTML).
+- A conversation's **title and tags** are matched too (:func:`collect_hits`), from the index's
+  per-session metadata rather than from documents: a term matches when it is part of the title or
+  of one of the tags, ``#`` included (issue 31, item 14: a plain word finds a chat by its tag, as
+  by its title; ``#work`` as tags are shown).
+  They are the fold of the session's entries (the last title, the tags the ``tags`` entries left),
+  which change in place, while documents are only ever appended.
 
 Matching is a case-insensitive substring match of every term (a trigram index in SQLite FTS5
 and PostgreSQL ``pg_trgm``): it finds words inside Chinese and Japanese text, which has no
@@ -16,6 +22,7 @@ spaces, and parts of identifiers such as ``snake_case`` and ``dotted.names``.
 """
 from __future__ import annotations
 
+import json
 import logging
 import re
 from dataclasses import dataclass, field
@@ -32,6 +39,7 @@ TEXT_CHARS = 100_000  # a single message's text beyond this is not indexed (a pa
 MAX_TERMS = 16  # more terms than this are dropped (each costs a scan)
 SNIPPET_CHARS = 160
 INDEXED_ROLES = ("user", "assistant", "tool")
+LABEL_ROLES = ("title", "tag")  # hits found by the conversation's title or tags, not by a message
 # The trigram tokenizer needs 3 characters; shorter terms are matched by a scan (LIKE).
 MIN_INDEXED_TERM = 3
 
@@ -54,10 +62,13 @@ class SearchHit:
 
     ``session_id``/``project_key``: the main session (a sub-agent record's match is reported on its
     parent, with ``subpath`` naming the record); ``title``: the session's title or None;
-    ``archived``; ``message_index``: index into the session's messages (None for a title match);
-    ``role``; ``ts``: the message's time (Unix seconds) or the session's ``updated_at`` for a
-    title match; ``snippet``: plain text around the match; ``marks``: ``[start, end)`` character
-    ranges of the matches inside ``snippet``; ``created_at`` of the session (for its label).
+    ``archived``; ``message_index``: index into the session's messages (None for a title or tag
+    match); ``role``: the message's role, ``"title"`` (every term is in the title) or ``"tag"``
+    (every term is in the title or a tag, at least one only in a tag: the snippet is then the
+    conversation's tags as ``#a #b``); ``ts``: the message's time (Unix seconds) or the session's
+    ``updated_at`` for a title or tag match; ``snippet``: plain text around the match; ``marks``:
+    ``[start, end)`` character ranges of the matches inside ``snippet``; ``created_at`` of the
+    session (for its label).
     """
 
     session_id: str
@@ -189,17 +200,41 @@ def make_snippet(text: str, terms: list[str], width: int = SNIPPET_CHARS) -> tup
     return prefix + piece + ("…" if end < len(flat) else ""), marks
 
 
+def tags_text(tags: Iterable[str]) -> str:
+    """A conversation's tags as a tag hit's snippet shows them: ``#work #urgent``."""
+    return " ".join("#" + t for t in tags)
+
+
+def _tags(value: Any) -> tuple[str, ...]:
+    """Tags as an index row holds them (a JSON list, a list, or NULL) as a tuple; () when malformed."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return ()
+    if isinstance(value, (list, tuple)):
+        return tuple(t for t in value if isinstance(t, str) and t)
+    return ()
+
+
 class Scope:
     """The records a search may report, indexed once (an index may keep it between searches).
 
     ``records``: ``(owner, project_key, session_id, subpath ('' for the main session), archived,
-    title, created_at, updated_at, ...)`` tuples (extra fields are kept as they are)."""
+    title, created_at, updated_at, tags, ...)`` tuples, ``tags`` a JSON list, a list or None
+    (extra fields are kept as they are)."""
 
     def __init__(self, records: Iterable[tuple[Any, ...]]):
         self.rows = {r[0]: r for r in records}
         self.owners = set(self.rows)
         self.mains = {(r[1], r[2]): r for r in self.rows.values() if r[3] == ""}
-        self.titles = [(r[5].casefold(), r) for r in self.mains.values() if r[5]]
+        # (folded title, tags, folded "#tag"s, record) of every main session with a title or tags;
+        # "#tag" as tags are shown, so "#work" finds the tag work too.
+        self.labels: list[tuple[str, tuple[str, ...], list[str], tuple[Any, ...]]] = []
+        for r in self.mains.values():
+            tags = _tags(r[8])
+            if r[5] or tags:
+                self.labels.append(((r[5] or "").casefold(), tags, ["#" + t.casefold() for t in tags], r))
         self.by_session: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
         for r in self.rows.values():
             self.by_session.setdefault((r[1], r[2]), []).append(r)
@@ -210,17 +245,23 @@ def collect_hits(scope: Scope, found: dict[int, int], docs: dict[int, tuple[int,
     """One :class:`SearchHit` per main session, shared by every index.
 
     ``scope``: the records in scope; ``found``: ``{owner: newest matching document id}``; ``docs``:
-    ``{document id: (idx, role, ts, text)}``. Sessions whose title matches come first, then the
-    others, each group most recently active first; a sub-agent record's match is reported on its
-    parent; at most ``limit`` hits."""
+    ``{document id: (idx, role, ts, text)}``. Sessions whose title or tags match come first (a
+    ``"title"`` hit when every term is in the title, else a ``"tag"`` hit), then the others, each
+    group most recently active first; a sub-agent record's match is reported on its parent; at
+    most ``limit`` hits."""
     rows, mains = scope.rows, scope.mains
     hits: dict[tuple[str, str], SearchHit] = {}
     folded = [t.casefold() for t in terms]
-    titled = sorted((r for low, r in scope.titles if all(t in low for t in folded)),
-                    key=lambda r: r[7] or 0, reverse=True)
-    for r in titled[:limit]:
-        snippet, marks = make_snippet(r[5], terms)
-        hits[(r[1], r[2])] = SearchHit(r[2], r[1], r[5], bool(r[4]), None, "title", r[7], snippet, marks, None, r[6])
+    labelled: list[tuple[str, tuple[Any, ...], tuple[str, ...]]] = []
+    for title, tags, low_tags, r in scope.labels:
+        if all(t in title for t in folded):
+            labelled.append(("title", r, tags))
+        elif low_tags and all(t in title or any(t in g for g in low_tags) for t in folded):
+            labelled.append(("tag", r, tags))
+    labelled.sort(key=lambda x: x[1][7] or 0, reverse=True)
+    for role, r, tags in labelled[:limit]:
+        snippet, marks = make_snippet(r[5] if role == "title" else tags_text(tags), terms)
+        hits[(r[1], r[2])] = SearchHit(r[2], r[1], r[5], bool(r[4]), None, role, r[7], snippet, marks, None, r[6])
     best: dict[tuple[str, str], tuple[int, int]] = {}
     for owner, doc_id in found.items():
         r = rows.get(owner)
@@ -243,6 +284,6 @@ def collect_hits(scope: Scope, found: dict[int, int], docs: dict[int, tuple[int,
         sub = r[3] or None
         hit = SearchHit(main[2], main[1], main[5], bool(main[4]), None if sub else idx, role, ts, snippet, marks,
                         sub, main[6])
-        if k in hits or len(hits) < limit:  # a title match keeps its rank and shows the message
+        if k in hits or len(hits) < limit:  # a title or tag match keeps its rank and shows the message
             hits[k] = hit
     return list(hits.values())[:limit]

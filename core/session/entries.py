@@ -7,7 +7,11 @@ Every store holds a session as an ordered list of entries (dicts). Types (``"typ
   "version_of"?: {"session_id": str, "message_index": int}}`` — first entry. ``forked_from``: the
   session this one was copied from and the last copied message; ``version_of``: present on a
   version made by Edit or Regenerate, naming the family's root session (the conversation the
-  sidebar shows) and the last message shared with the session it was made from.
+  sidebar shows) and the last message shared with the session it was made from. ``copy_of``
+  (``{"session_id": str}``, optional) marks a version holding a *copy* of that session's history
+  from elsewhere — a mirror keeping a machine's diverged history, ``sessions pull`` keeping the
+  other machine's (:mod:`core.stores.pull`): a pull does not copy such a version where a history
+  already holds its messages.
 - ``message``: ``{"type": "message", "ts": float, "message": {...}, "end"?: str}`` — ``message`` is the
   OpenAI chat message exactly as sent to the API (no extra keys inside it); ``end`` marks an
   assistant reply the model did not finish (``"length"``, ``"content_filter"``, ``"no_end"``).

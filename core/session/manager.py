@@ -412,7 +412,8 @@ class SessionManager:
         return True
 
     def fork(self, key: SessionKey, message_index: int, *, version: bool = False,
-             extra: list[dict[str, Any]] | None = None) -> Session:
+             extra: list[dict[str, Any]] | None = None, in_use: bool = True,
+             copy_of: str | None = None) -> Session:
         """Copy messages ``[0 .. message_index]`` (inclusive) into a new session and return it.
 
         The cut is first moved out of any tool round (:func:`core.session.versions.valid_cut`):
@@ -429,7 +430,10 @@ class SessionManager:
         sub-agent records of the task calls inside the copied messages are copied along (same
         subpaths), none of later calls. ``extra``: entries that follow the copied ones in the same
         whole creation (a racing reply kept as a version, :meth:`keep_as_version`; their task
-        calls' records are copied too).
+        calls' records are copied too). ``in_use=False``: a version that does not become the one
+        in use (no version entry; ``sessions pull`` keeping another machine's history). ``copy_of``:
+        recorded in the header as ``{"session_id": copy_of}`` — the version holds a copy of that
+        session's history from elsewhere (see :mod:`core.session.entries`).
         Raises :class:`SessionNotFound`, ``IndexError`` for an index outside the messages."""
         entries = self.store.load(key)
         if entries is None:
@@ -471,6 +475,8 @@ class SessionManager:
                                     created_at=now, forked_from=forked_from, version_of=version_of)]
         if original.identity:  # a fork or version is of the same project beyond its path (issue 26)
             new_entries[0]["project_identity"] = original.identity
+        if copy_of is not None:
+            new_entries[0]["copy_of"] = {"session_id": copy_of}
         new_entries += copied
         if original.title and version:
             new_entries.append(title_entry(original.title, original.title_source or "user", ts=now))
@@ -489,7 +495,7 @@ class SessionManager:
             raise
         log.info("forked %s at message %d into %s%s", key.session_id, message_index, new_key.session_id,
                  " (a version)" if version else "")
-        if version:
+        if version and in_use:
             self.store.append(SessionKey(key.project_key, root), [version_entry(new_key.session_id, ts=now)])
         return session_from_entries(new_key, new_entries)
 

@@ -520,7 +520,8 @@ class MirroredSessionStore:
                  held: list[dict[str, Any]]) -> None:
         """The mirror's copy of session ``key`` is not a prefix of the local one: store the local
         history in the mirror as a new version of that conversation (``version_of`` and
-        ``forked_from`` cut after the messages both share), created whole, and send every later
+        ``forked_from`` cut after the messages both share; ``copy_of`` naming ``key``, so a pull
+        here does not bring it back as another version), created whole, and send every later
         write of ``key`` (and its sub-agent records) there. Reported in :meth:`status`, the
         mirror log and the app's log."""
         common = 0
@@ -532,7 +533,8 @@ class MirroredSessionStore:
         version_id = new_session_id()
         link = {"session_id": key.session_id, "message_index": shared - 1}
         header = dict(head, id=version_id, forked_from=link, version_of={"session_id": root,
-                                                                         "message_index": shared - 1})
+                                                                         "message_index": shared - 1},
+                      copy_of={"session_id": key.session_id})  # this machine's own history: a pull here skips it
         target = SessionKey(key.project_key, version_id)
         # Sub-agent records first, so the version is complete once it lists.
         for sub in self.primary_subpaths(key):

@@ -2,16 +2,26 @@
 
 ``anycode sessions pull`` runs :func:`pull_sessions` with the configured mirror as ``remote`` and
 the local store as ``local``. For every session of the chosen projects (main and archived, with
-sub-agent records and memories):
+sub-agent records and memories; each conversation's root before its versions):
 
-- a record this machine does not have is created whole, archived as it is in the mirror;
+- a record this machine does not have is created whole, archived as it is in the mirror —
+  except a version whose messages a history of its conversation here already holds
+  (**already here**): one equal to it, or, for a version marked as a copy (``copy_of`` in its
+  header: this machine's own history the mirror kept when the copies diverged, or a copy an
+  earlier pull made on another machine) or the one this machine's outbox writes to, one it is
+  the start of. A version that is just the start of the conversation (a rewind) still comes;
 - a record this machine holds a prefix of (the other machine carried on) gets the missing tail;
 - a record this machine holds more of (this machine carried on) is left as it is — the mirror
   catches up through the outbox;
 - a record that differs otherwise (both machines wrote after their last exchange) is never
-  overwritten: the mirror's history becomes a **version** of the local conversation
-  (:meth:`~core.session.manager.SessionManager.keep_as_version`, cut after the messages both
-  share), so nothing either machine wrote is lost, and the ``‹ n / m ›`` arrows show both.
+  overwritten: when no history here holds the mirror's messages, the mirror's history becomes a
+  **version** of the local conversation (:meth:`~core.session.manager.SessionManager.fork` cut
+  after the messages both share, its header ``copy_of`` the record), so nothing either machine
+  wrote is lost and the ``‹ n / m ›`` arrows show both. The version in use here does not change.
+  When the other machine carried on after that, the next pull appends the new part to that
+  version (as long as nobody wrote in it here) instead of making another one.
+
+So a repeat pull adds nothing, and neither machine ends up with its own history twice.
 
 Local archive and delete choices are never undone by a pull; memories merge by entry id (a
 removal travels with its add, as in :mod:`core.stores.migrate`). The checkpoint blobs the pulled
@@ -28,6 +38,8 @@ from core.errors import AnycodeError, os_error_message
 from core.session.entries import messages_of
 from core.session.keys import SessionKey
 from core.session.manager import SessionManager
+from core.session.subagents import records_for_calls, subagent_records, tool_call_ids
+from core.session.versions import valid_cut
 from core.stores.blobs import blobs_for, carrier_for, carry_blobs, referenced_in
 from core.stores.migrate import MigrationReport, _copy_memories, _copy_record, subpaths_of
 
@@ -38,14 +50,19 @@ log = logging.getLogger(__name__)
 class PullReport:
     """What :func:`pull_sessions` did; lists hold ``str(SessionKey)``. ``copied``: new here;
     ``extended``: the missing tail appended; ``identical``/``ahead``: nothing to do (equal; this
-    machine holds more); ``versions``: ``(key, version id)`` where both machines wrote and the
-    mirror's history was kept as a version; ``errors``: ``(key, sentence)``; ``memory_entries``:
-    memory log entries copied; ``blobs``: checkpoint blobs copied."""
+    machine holds more); ``already_here``: mirror records not copied because a history of their
+    conversation here already holds their messages (this machine's own history kept there as a
+    version, a copy made by an earlier pull); ``versions``: ``(key, version id)`` where both
+    machines wrote and the mirror's history was kept as a version (not the one in use);
+    ``errors``: ``(key, sentence)``; ``memory_entries``: memory log entries copied; ``blobs``:
+    checkpoint blobs copied. ``extended`` also names a version an earlier pull kept that got the
+    other machine's new messages."""
 
     copied: list[str] = field(default_factory=list)
     extended: list[str] = field(default_factory=list)
     identical: list[str] = field(default_factory=list)
     ahead: list[str] = field(default_factory=list)
+    already_here: list[str] = field(default_factory=list)
     versions: list[tuple[str, str]] = field(default_factory=list)
     errors: list[tuple[str, str]] = field(default_factory=list)
     memory_entries: int = 0
@@ -59,12 +76,16 @@ class PullReport:
     def summary(self) -> str:
         """One sentence for people."""
         text = (f"Pulled {len(self.copied)} new record(s) and the new part of {len(self.extended)}; "
-                f"{len(self.identical) + len(self.ahead)} already up to date here.")
+                f"{len(self.identical) + len(self.ahead) + len(self.already_here)} already up to date here")
+        if self.already_here:
+            text += (f" ({len(self.already_here)} of them the mirror's copy of a history this machine "
+                     "already holds, not copied again)")
+        text += "."
         if self.blobs:
             text += f" {self.blobs} file checkpoint(s) came with them (rewind restores those files here)."
         if self.versions:
             text += (f" {len(self.versions)} conversation(s) had changes on both machines: the other "
-                     "machine's history was kept as a version.")
+                     "machine's history was kept as a version; the version in use here is unchanged.")
         if self.errors:
             text += f" {len(self.errors)} could not be pulled; see above."
         return text
@@ -72,7 +93,7 @@ class PullReport:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return {"copied": self.copied, "extended": self.extended, "identical": self.identical,
-                "ahead": self.ahead, "versions": [list(v) for v in self.versions],
+                "ahead": self.ahead, "already_here": self.already_here, "versions": [list(v) for v in self.versions],
                 "errors": [list(e) for e in self.errors], "memory_entries": self.memory_entries,
                 "blobs": self.blobs, "ok": self.ok}
 
@@ -104,10 +125,15 @@ def pull_sessions(remote: Any, local: Any, *, project_keys: list[str] | None = N
         wanted = set(session_ids)
         families = {meta.family for meta, _ in pulled if meta.id in wanted or meta.family in wanted}
         pulled = [(meta, archived) for meta, archived in pulled if meta.family in families]
+    # Roots first (stable: the listing's order otherwise): a version is then compared with its
+    # conversation's histories here, and a root is never left out for a version holding the same.
+    pulled.sort(key=lambda pair: pair[0].version_of is not None)
     carrier, blobs = carrier_for(remote), blobs_for(local)
     for meta, archived in pulled:
         key = meta.key
         had = local.exists(key)
+        if not had and meta.version_of and _held_here(remote, local, key, report):
+            continue  # its sub-agent records and checkpoints are those of the history holding it
         for sub in [*subpaths_of(remote, key), None]:  # the main record last: it is what lists
             rec = SessionKey(key.project_key, key.session_id, sub)
             if sub is None:  # its checkpoints' bytes first: once it lists, a rewind finds them
@@ -123,8 +149,8 @@ def pull_sessions(remote: Any, local: Any, *, project_keys: list[str] | None = N
     _copy_memories(remote, local, mig)
     report.memory_entries = mig.memory_entries
     report.errors += mig.errors
-    log.info("pulled: %d copied, %d extended, %d versions, %d errors", len(report.copied), len(report.extended),
-             len(report.versions), len(report.errors))
+    log.info("pulled: %d copied, %d extended, %d already here, %d versions, %d errors", len(report.copied),
+             len(report.extended), len(report.already_here), len(report.versions), len(report.errors))
     return report
 
 
@@ -163,18 +189,143 @@ def _pull_record(remote: Any, local: Any, manager: SessionManager, key: SessionK
 
 def _keep_remote_as_version(remote: Any, local: Any, manager: SessionManager, key: SessionKey,
                             report: PullReport) -> None:
-    """Both machines wrote in ``key``: the mirror's messages after the ones both hold become a
-    version of the local conversation."""
-    theirs, mine = messages_of(remote.load(key) or []), messages_of(local.load(key) or [])
+    """Both machines wrote in ``key``: unless a history of the conversation here already holds the
+    mirror's messages, or a copy an earlier pull kept holds their start (then it gets the rest),
+    the mirror's messages after the ones both hold become a version of the local conversation —
+    marked ``copy_of`` ``key``, and not made the version in use."""
+    entries, held = remote.load(key) or [], local.load(key) or []
+    theirs, mine = messages_of(entries), messages_of(held)
+    try:
+        here = _histories_here(local, key.project_key, _root_id(held, key))
+    except (AnycodeError, OSError) as err:
+        report.errors.append((str(key), f"this machine's versions of it could not be read ({err})"))
+        return
+    if any(h.messages[:len(theirs)] == theirs for h in here):
+        report.already_here.append(str(key))
+        return
+    copy = next((h for h in here if h.key != key and h.copy_of == key.session_id
+                 and theirs[:len(h.messages)] == h.messages), None)
+    if copy is not None:
+        _extend_copy(local, key, copy, entries, report)
+        return
     shared = 0
     while shared < min(len(theirs), len(mine)) and theirs[shared] == mine[shared]:
         shared += 1
-    if shared == 0 or shared == len(theirs):
+    if shared == 0:
         report.errors.append((str(key), "the two machines' histories share no message to branch from; left as it is here"))
         return
+    # The last message both hold that ends a round in both histories: no tool call is cut from
+    # its result, and the mirror's messages after it continue it.
+    cut = shared - 1
+    while cut >= 0 and (valid_cut(mine, cut) != cut or valid_cut(theirs, cut) != cut):
+        cut -= 1
     try:
-        version = manager.keep_as_version(key, shared, theirs[shared:])
+        version = manager.fork(key, cut, version=True, extra=_entries_after(entries, cut + 1), in_use=False,
+                               copy_of=key.session_id)
     except (AnycodeError, OSError, IndexError) as err:
         report.errors.append((str(key), f"the other machine's history could not be kept as a version ({err})"))
         return
+    log.warning("pull: both machines wrote in %s; the mirror's history was kept as version %s (the version in "
+                "use here is unchanged)", key, version.id)
     report.versions.append((str(key), version.id))
+
+
+@dataclass
+class _History:
+    """One record of a conversation on this machine: its key, messages and the ``copy_of``
+    session id of its header (None: not a copy)."""
+
+    key: SessionKey
+    messages: list[dict[str, Any]]
+    copy_of: str | None
+
+
+def _root_id(entries: list[dict[str, Any]], key: SessionKey) -> str:
+    head = entries[0] if entries and entries[0].get("type") == "header" else {}
+    link = head.get("version_of")
+    return link["session_id"] if isinstance(link, dict) and isinstance(link.get("session_id"), str) else key.session_id
+
+
+def _histories_here(local: Any, project_key: str, root_id: str) -> list[_History]:
+    """The records of conversation ``root_id`` on this machine (main list and archive)."""
+    out = []
+    for meta in local.list(project_key) + local.list(project_key, archived=True):
+        if meta.id != root_id and (meta.version_of or {}).get("session_id") != root_id:
+            continue
+        entries = local.load(meta.key)
+        if entries is None:
+            continue  # removed meanwhile
+        head = entries[0] if entries and entries[0].get("type") == "header" else {}
+        link = head.get("copy_of")
+        copy_of = link.get("session_id") if isinstance(link, dict) else None
+        out.append(_History(meta.key, messages_of(entries), copy_of if isinstance(copy_of, str) else None))
+    return out
+
+
+def _held_here(remote: Any, local: Any, key: SessionKey, report: PullReport) -> bool:
+    """Whether the mirror's version ``key`` (not on this machine) need not be copied: a history of
+    its conversation here holds the same messages, or — when it is a copy (``copy_of``) or the
+    record this machine's outbox writes one of its histories to — all of them and more. Recorded
+    in ``report.already_here`` then. Read errors answer False (the copy goes ahead as before)."""
+    try:
+        entries = remote.load(key) or []
+        theirs = messages_of(entries)
+        head = entries[0] if entries and entries[0].get("type") == "header" else {}
+        a_copy = isinstance(head.get("copy_of"), dict)
+        for h in _histories_here(local, key.project_key, _root_id(entries, key)):
+            if h.messages == theirs or ((a_copy or _outbox_target(local, h.key) == key.session_id)
+                                        and h.messages[:len(theirs)] == theirs):
+                report.already_here.append(str(key))
+                log.info("pull: %s is already here (its messages are in %s)", key, h.key.session_id)
+                return True
+    except (AnycodeError, OSError) as err:
+        log.warning("pull: could not compare %s with this machine's histories (%s); copying it", key, err)
+    return False
+
+
+def _outbox_target(local: Any, key: SessionKey) -> str | None:
+    """The mirror session this machine's outbox copies ``key`` to (a mirrored store), else None."""
+    outbox = getattr(local, "outbox", None)
+    try:
+        copy = outbox.copy_of(key) if outbox is not None else None
+    except Exception as err:  # sqlite3.Error: an unreadable outbox only loses this shortcut
+        log.warning("pull: cannot read the mirror outbox (%s)", err)
+        return None
+    return copy.target if copy is not None else None
+
+
+def _entries_after(entries: list[dict[str, Any]], held: int) -> list[dict[str, Any]]:
+    """The entries of ``entries`` that follow its first ``held`` messages in a copy: the later
+    message entries as they are (times and marks kept) and the usage and checkpoint entries of
+    those rounds (``at`` past ``held``), in order; titles, version pointers, pins and tags stay
+    with the conversation's root."""
+    out, seen = [], 0
+    for e in entries:
+        kind = e.get("type")
+        if kind == "message" and isinstance(e.get("message"), dict):
+            if seen >= held:
+                out.append(e)
+            seen += 1
+        elif (kind in ("usage", "checkpoint") and isinstance(e.get("at"), int) and e["at"] > held
+              and not e.get("rewind")):
+            out.append(e)
+    return out
+
+
+def _extend_copy(local: Any, key: SessionKey, copy: _History, entries: list[dict[str, Any]],
+                 report: PullReport) -> None:
+    """Append to ``copy`` (a version an earlier pull kept of the mirror's ``key``) what the other
+    machine wrote since, with the sub-agent records of its new task calls (pulled into ``key``)."""
+    tail = _entries_after(entries, len(copy.messages))
+    try:
+        calls = tool_call_ids(messages_of(tail))
+        for rec in records_for_calls(subagent_records(local, key), calls) if calls else []:
+            sub = SessionKey(copy.key.project_key, copy.key.session_id, rec.key.subpath)
+            if not local.exists(sub):
+                local.create_whole(sub, rec.entries)
+        local.append(copy.key, tail, expected_count=len(copy.messages))  # refused if written here meanwhile
+    except (AnycodeError, OSError) as err:
+        report.errors.append((str(key), f"the other machine's new messages could not be added to version "
+                                        f"{copy.key.session_id} ({err})"))
+        return
+    report.extended.append(str(copy.key))

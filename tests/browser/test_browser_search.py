@@ -8,13 +8,14 @@ import time
 import pytest
 
 from core import LocalSessionStore
-from core.session.entries import header_entry, message_entry, title_entry
+from core.session.entries import header_entry, message_entry, tags_entry, title_entry
 from core.session.keys import SessionKey, new_session_id, project_key
 
 
 @pytest.mark.browser
 class TestSearchInBrowser:
-    """Typing a word said in a conversation does not find it, or the click does not open it at that message."""
+    """Typing a word said in a conversation (or part of its tag) does not find it, or the click does not open it
+    at that message."""
 
     def test_type_a_word_and_open_the_result(self, world, page):
         from tests.support.chromium import expect
@@ -22,7 +23,7 @@ class TestSearchInBrowser:
         proj, data = world["proj"], world["data"]
         store = LocalSessionStore(data)
         now = time.time()
-        target = None
+        target = tagged = None
         for n, (title, word) in enumerate([("Database work", "migration"), ("Frontend polish", "flexbox"),
                                            ("Old stuff", "nothing")]):
             key = SessionKey(project_key(str(proj)), new_session_id())
@@ -34,6 +35,9 @@ class TestSearchInBrowser:
                 entries.append(message_entry({"role": "user" if i % 2 == 0 else "assistant", "content": text},
                                              ts=now - 3600 * (n + 1) + i))
             entries.append(title_entry(title, "user", ts=now - 3600 * (n + 1) + 40))
+            if word == "nothing":  # found by its tag alone (issue 31, item 14)
+                entries.append(tags_entry(["quarterly-review"], ts=now - 3600 * (n + 1) + 41))
+                tagged = key.session_id
             store.append(key, entries)
             if word == "flexbox":
                 target = key.session_id
@@ -59,4 +63,13 @@ class TestSearchInBrowser:
         box.fill("完成")
         expect(results.locator(".ac-hit-row")).to_have_count(1)
         expect(results.locator("mark")).to_have_text("完成")
-
+        # A word of a tag: one "Tag" row with the tags, the match marked; the click opens the chat.
+        box.fill("quarterl")
+        hit = results.locator(".ac-hit-row")
+        expect(hit).to_have_count(1)
+        expect(hit).to_contain_text("Old stuff")
+        expect(hit.locator(".ac-hit-snippet")).to_contain_text("Tag: #quarterly-review")
+        expect(hit.locator("mark")).to_have_text("quarterl")
+        hit.click()
+        expect(page.locator("#ac-title input, #ac-title textarea").first).to_have_value("Old stuff")
+        expect(page).to_have_url(re.compile(re.escape(tagged)))

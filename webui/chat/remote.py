@@ -85,7 +85,8 @@ OPEN_WAIT = 10.0  # seconds opening an id the listing does not know waits for th
 def pull_if_remote(ctx: WebContext, session_id: str, project: str | None = None, *,
                    wait: float | None = None) -> SessionKey | None:
     """Bring the conversation ``session_id`` (an id only the mirror holds) here with all its
-    versions (:func:`core.stores.pull.pull_sessions`) and return its key; None when the mirror
+    versions (:func:`core.stores.pull.pull_sessions`) and return its key (a version the pull left
+    out as a copy of a history it brought: its conversation's version in use); None when the mirror
     does not hold it either. An id the sidebar's listing has not seen (a bookmark or a link
     opened before the first listing came back, or a chat made elsewhere a moment ago) is looked
     up in ``project``'s mirror listing now, for up to ``wait`` seconds (default
@@ -105,6 +106,11 @@ def pull_if_remote(ctx: WebContext, session_id: str, project: str | None = None,
     report = pull_sessions(ctx.store.mirror_store(), ctx.store, project_keys=[meta.project_key],
                            aliases=ProjectAliases(ctx.data_dir), session_ids=[session_id])
     key = SessionKey(meta.project_key, session_id)
+    if not ctx.store.exists(key) and str(key) in report.already_here:
+        # A version left out because a history of its conversation here holds its messages
+        # (a copy of it): its conversation opens instead, on the version in use.
+        root = SessionKey(meta.project_key, meta.family)
+        key = ctx.manager.current_version(root) if ctx.store.exists(root) else key
     if not ctx.store.exists(key):
         why = "; ".join(w for _, w in report.errors) or "the mirror no longer has it"
         raise StoreUnavailable(f"The chat from another machine could not be brought here ({why}).")

@@ -2,9 +2,11 @@
 
 Under the search box (which also filters the list by title, as before) a results panel lists the
 conversations whose messages match: title, the matching message's snippet with the match
-highlighted, and its time. A click opens the conversation scrolled to that message, which is
-highlighted for a moment. "All projects" widens the search; "Show archived" includes archived
-conversations (marked). The index is :mod:`core.search`.
+highlighted, and its time. A conversation found by its tags (a word of the query in one of them,
+issue 31 item 14) is listed as a "Tag" row showing its tags, the match highlighted; one found by
+its title alone is not listed (the list below shows it). A click opens the conversation scrolled
+to that message, which is highlighted for a moment. "All projects" widens the search; "Show
+archived" includes archived conversations (marked). The index is :mod:`core.search`.
 
 Plain functions (:func:`results_html`, :func:`hit_row`) are tested without a browser;
 :mod:`webui.gui.search` places the components and wires them. Every piece of chat text is escaped
@@ -25,6 +27,7 @@ from core.session.experts import is_expert_id
 from core.errors import AnycodeError
 from core.session.text import clean_text
 from core.search import SearchHit, open_search
+from core.search.text import LABEL_ROLES
 from core.session.lookup import has_tags, split_tags
 from webui.i18n import t
 from webui.text.error_text import describe
@@ -61,7 +64,7 @@ STYLE = """<style>
 </style>"""
 
 _ROLE_LABEL = {"user": "role_user", "assistant": "role_assistant", "tool": "role_tool",
-               "compaction": "role_compaction", "title": "role_title"}  # catalogue keys
+               "compaction": "role_compaction", "title": "role_title", "tag": "role_tag"}  # catalogue keys
 
 
 # A summary that opens with its own "Summary:" heading (most models write one) would read
@@ -107,15 +110,18 @@ def render_hits(hits: list[SearchHit], *, query: str, now: float | None = None,
                 versions: dict[str, tuple[int, int]] | None = None) -> str:
     """HTML for the results panel (empty string when ``query`` is blank). ``versions``: for a hit
     found in a version that is not its conversation's version in use, ``{session_id: (n, m)}``
-    (see :func:`one_per_conversation`): the row says "in version n of m"."""
+    (see :func:`one_per_conversation`): the row says "in version n of m". Title matches are left
+    out (the list below shows them); a tag match is a "Tag" row showing the conversation's tags."""
     versions = versions or {}
     if not query.strip():
         return ""
     hits = [h for h in hits if h.role != "title"]  # title matches are in the list below already
     if not hits:
         return STYLE + f'<div class="ac-hits"><div class="ac-hits-label">{html.escape(t("search_no_match"))}</div></div>'
+    heading = (t("search_in_messages_tags", n=len(hits)) if any(h.role == "tag" for h in hits)
+               else t("search_in_messages", n=len(hits)))
     out = [STYLE, f'<div class="ac-hits" role="list" aria-label="{html.escape(t("search_found_label"))}">',
-           f'<div class="ac-hits-label">{html.escape(t("search_in_messages", n=len(hits)))}</div>']
+           f'<div class="ac-hits-label">{html.escape(heading)}</div>']
     for h in hits:
         data = json.dumps({"sid": h.session_id, "pk": h.project_key, "role": h.role,
                            "idx": h.message_index if h.message_index is not None else -1})
@@ -169,8 +175,9 @@ def one_per_conversation(manager: Any, hits: list[SearchHit]) -> tuple[list[Sear
     versions share their first messages) into one per conversation (issue 31, item 3): the hit
     in the conversation's version in use when it has one, else the best-ranked hit of another
     version, reported in the returned ``{session_id: (n, m)}`` ("version n of m", creation order,
-    the root being 1). Each hit carries its conversation's title. Order: the first hit of each
-    conversation keeps its place. Metadata only (``manager``'s, a SessionManager: the list of each
+    the root being 1). A title or tag hit is the conversation's (its family root holds both): it
+    names the version in use, unlabelled. Each hit carries its conversation's title. Order: the
+    first hit of each conversation keeps its place. Metadata only (``manager``'s, a SessionManager: the list of each
     project searched). The page's results panel and ``anycode sessions search`` both use it."""
     metas: dict[tuple[str, str], Any] = {}
     for pk in dict.fromkeys(h.project_key for h in hits):
@@ -196,7 +203,9 @@ def one_per_conversation(manager: Any, hits: list[SearchHit]) -> tuple[list[Sear
             continue
         in_use = root.current_version if root.current_version and (pk, root.current_version) in metas else family
         best = next((h for h in found if h.session_id == in_use), found[0])
-        if best.session_id != in_use:
+        if best.role in LABEL_ROLES:
+            best = replace(best, session_id=in_use)
+        elif best.session_id != in_use:
             labels[best.session_id] = ([m.id for m in members].index(best.session_id) + 1, len(members))
         out.append(replace(best, title=root.title or best.title))
     return out, labels

@@ -3,7 +3,8 @@
 Kept apart from :mod:`webui.cli.sessions` (which only registers it) so the search command grows
 without touching the other commands. Output: one block per matching session (id, time, title,
 ``[archived]``/``[sub-agent]`` marks, ``[in version n of m]`` for a match found only in a
-version not in use (one block per conversation, as on the page), the snippet with the match between ``[`` and ``]``), or with
+version not in use (one block per conversation, as on the page), the snippet with the match between ``[`` and ``]``;
+a conversation found by its title or tags shows ``title: …`` or ``tag: #a #b``), or with
 ``--json`` an array of :meth:`core.search.SearchHit.to_dict` objects.
 """
 from __future__ import annotations
@@ -23,6 +24,7 @@ from core.session.lookup import has_tags, split_tags
 from core.session.export import session_label
 from core.session.keys import project_key
 from core.session.manager import SessionManager
+from webui.chat.remote import alias_keys_of_folder
 from webui.chat.search import one_per_conversation
 from webui.cli import console, options
 
@@ -69,9 +71,16 @@ def _tag_only_hits(mgr: SessionManager, projects: list[str] | None, wanted: list
                       created_at=m.created_at) for m in rows[:limit]]
 
 
+def keys_of_folder(mgr: SessionManager, folder: str) -> list[str]:
+    """The project keys whose sessions are the project at ``folder``'s: its own key first, then
+    the keys its git identity was recorded under at other paths (another checkout, another
+    machine: :func:`webui.chat.remote.alias_keys_of_folder`), as the page lists them."""
+    return [project_key(folder), *alias_keys_of_folder(mgr.store, folder)]
+
+
 def run(mgr: SessionManager, args: argparse.Namespace) -> int:
     """Print the sessions matching ``args.query``; exit status 0 (also when nothing matched)."""
-    projects = None if args.all_projects else [project_key(args.project or os.getcwd())]
+    projects = None if args.all_projects else keys_of_folder(mgr, args.project or os.getcwd())
     wanted, query = split_tags(args.query)
     wanted += [clean_tag(t) for t in getattr(args, "tags", ()) or ()]
     limit = max(1, args.limit)
@@ -83,7 +92,7 @@ def run(mgr: SessionManager, args: argparse.Namespace) -> int:
     elif not query:  # only tags: the conversations having them
         hits = _tag_only_hits(mgr, projects, wanted, args.archived, limit)
     else:
-        # The index knows no tags: search widely, then keep the tagged conversations' hits.
+        # tag:NAME is an exact tag, not a word: search widely, then keep the tagged conversations' hits.
         found = open_search(mgr.store).search(query, project_keys=projects, archived=args.archived,
                                               limit=max(limit * 20, 500))
         hits = [h for h in found if has_tags(tags.get(h.session_id, ()), wanted)][:limit]

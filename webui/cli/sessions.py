@@ -232,10 +232,12 @@ def _resolve(mgr: SessionManager, args: argparse.Namespace) -> SessionKey:
     --project) in any project; when none matches, the conversation whose title holds those words
     (:meth:`SessionManager.find_title`, the same order). Raises ``SessionNotFound``,
     ``AmbiguousSessionId``, ``AmbiguousTitle``."""
-    try:
-        return mgr.find(_project(args), args.id)
-    except SessionNotFound:
-        pass
+    here = search_cli.keys_of_folder(mgr, args.project or os.getcwd())
+    for pk in here:  # this folder's project, then its other paths (another checkout or machine)
+        try:
+            return mgr.find(pk, args.id)
+        except SessionNotFound:
+            pass
     found: list[SessionKey] = []
     for info in ([] if args.project else mgr.list_projects()):
         try:
@@ -295,6 +297,16 @@ def _cmd_list(mgr: SessionManager, args: argparse.Namespace) -> int:
     else:
         projects = [(_project(args), args.project or os.getcwd())]
     groups = [(pk, cwd, mgr.list(pk, archived=args.archived)) for pk, cwd in projects]
+    if not args.all_projects:
+        # This folder's project includes its sessions recorded at another path of the same git
+        # checkout (another machine's, after a pull): the page lists them too (trial 7, defect 3).
+        pk, cwd, metas = groups[0]
+        aliases = search_cli.keys_of_folder(mgr, cwd)[1:]
+        if aliases:
+            for alias in aliases:
+                metas = metas + mgr.list(alias, archived=args.archived)
+            metas.sort(key=lambda m: (m.updated_at, m.created_at, m.id), reverse=True)
+            groups = [(pk, cwd, metas)]
     if args.tags:
         # A conversation's tags are its root's: list its versions with it, like the sidebar.
         wanted = {clean_tag(t) for t in args.tags}

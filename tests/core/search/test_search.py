@@ -192,6 +192,101 @@ class TestScopeAndLifecycle:
         assert _ids(hits) == made[::-1][:3]
 
 
+def _as_before_tags(store):
+    """A fresh index of ``store`` over what its index file or tables held before tags were
+    searched. JSONL: the index file as schema 3 left it (no ``tags`` column); SQL: the same
+    tables (titles and tags are read from ``anycode_sessions``, which migration 7 gave tags)."""
+    import sqlite3
+
+    from core.search.jsonl_index import JsonlSearchIndex
+    from core.search.sql_index import SqlSearchIndex
+
+    index = open_search(store)
+    if not isinstance(index, JsonlSearchIndex):
+        return SqlSearchIndex(store)
+    index.close()
+    conn = sqlite3.connect(index.path)
+    conn.execute("ALTER TABLE files DROP COLUMN tags")
+    conn.execute("PRAGMA user_version=3")
+    conn.commit()
+    conn.close()
+    return JsonlSearchIndex(store.base_dir)
+
+
+def _search_cli(capsys, store, ws, *argv):
+    """``anycode sessions search …`` on ``store`` (by its spec: ``jsonl:FOLDER`` or its URL)."""
+    from webui.cli.sessions import main
+
+    spec = (f"jsonl:{store.base_dir}" if isinstance(store, LocalSessionStore)
+            else store.engine.url.render_as_string(hide_password=False))
+    code = main(["search", *argv, "--project", str(ws), "--store", spec])
+    return code, capsys.readouterr().out
+
+
+class TestTagsAreSearched:
+    """Issue 31, item 14: a plain word equal to (or part of) a chat's tag did not find it, since
+    tags were in no index; a removed tag must stop finding it, an index built before must pick
+    tags up without a rebuild, and the terminal must say the match was a tag."""
+
+    def test_a_tag_word_finds_the_chat_once_and_a_removed_tag_does_not(self, filled):
+        m, a, b = filled
+        idx = open_search(m.store)
+        pk = [b.key.project_key]
+        assert idx.search("gazebo", project_keys=pk) == []
+        m.tag(b.key, add=["gazebo-plans", "garden"])
+        for query in ("gazebo", "GAZEBO-plans", "garden gazebo", "#gazebo"):
+            hits = idx.search(query, project_keys=pk)
+            assert _ids(hits) == [b.id], query
+            assert hits[0].role == "tag" and hits[0].message_index is None
+            assert hits[0].snippet == "#gazebo-plans #garden"
+        hits = idx.search("gazebo", project_keys=pk)
+        assert [hits[0].snippet[s:e] for s, e in hits[0].marks] == ["gazebo"]
+        m.rename(b.key, "Backyard")
+        assert _ids(idx.search("backyard gazebo", project_keys=pk)) == [b.id]  # a title word and a tag word
+        assert idx.search("gazebo nowhere", project_keys=pk) == []
+        # As for a title: every term in the title and tags, or every term in one message.
+        assert idx.search("gazebo mars", project_keys=pk) == []
+        m.tag(b.key, remove=["gazebo-plans"])
+        assert idx.search("gazebo", project_keys=pk) == []
+        assert _ids(idx.search("garden", project_keys=pk)) == [b.id]
+        # A message holding the word too: the chat keeps its rank and shows the message, as for a title.
+        m.add_messages(b.key, [{"role": "user", "content": "we weeded the garden"}])
+        hits = idx.search("garden", project_keys=pk)
+        assert _ids(hits) == [b.id] and (hits[0].role, hits[0].message_index) == ("user", 1)
+
+    def test_a_tag_of_an_archived_chat_only_with_archived(self, filled):
+        m, a, b = filled
+        m.tag(b.key, add=["gazebo"])
+        m.archive(b.key)
+        idx = open_search(m.store)
+        assert idx.search("gazebo", project_keys=[b.key.project_key]) == []
+        hits = idx.search("gazebo", project_keys=[b.key.project_key], archived=True)
+        assert _ids(hits) == [b.id] and hits[0].archived and hits[0].role == "tag"
+
+    def test_an_index_built_before_tags_were_searched_picks_them_up(self, filled):
+        m, a, b = filled
+        m.tag(b.key, add=["gazebo"])
+        open_search(m.store).update()
+        old = _as_before_tags(m.store)
+        assert old.update() == 0  # upgraded, not rebuilt: no session read again
+        hits = old.search("gazebo", project_keys=[b.key.project_key])
+        assert _ids(hits) == [b.id] and hits[0].role == "tag"
+        assert _ids(old.search("migration", project_keys=[a.key.project_key])) == [a.id]
+        m.tag(b.key, remove=["gazebo"])
+        assert old.search("gazebo", project_keys=[b.key.project_key]) == []
+
+    def test_the_terminal_says_tag_and_shows_one_block_on_the_version_in_use(self, filled, capsys, tmp_path):
+        m, a, b = filled
+        m.tag(b.key, add=["gazebo-plans"])
+        v = m.fork(b.key, 0, version=True)  # in use now; the tags stay the conversation's (its root's)
+        code, out = _search_cli(capsys, m.store, tmp_path / "ws", "gazebo")
+        assert code == 0
+        assert out.count("\n    ") == 1 and "    tag: #[gazebo]-plans" in out, out
+        assert v.id[:8] in out and "version" not in out, out
+        m.tag(b.key, remove=["gazebo-plans"])
+        assert _search_cli(capsys, m.store, tmp_path / "ws", "gazebo")[1].strip() == "No matches."
+
+
 class TestJsonlIndexFile:
     """The JSONL index file going stale or bad: a hand edit, a damaged file, a crash mid-update."""
 
@@ -271,6 +366,25 @@ class TestJsonlIndexFile:
             f.write(line[30:])
         hits = idx.search("platypus", project_keys=[s.key.project_key])
         assert _ids(hits) == [s.id] and hits[0].message_index == 1
+
+    def test_version_3_index_with_an_unreadable_row_rereads_only_that_file(self, jsonl, tmp_path):
+        import sqlite3
+
+        store, m, s = jsonl
+        other = m.create(tmp_path / "ws")
+        m.add_messages(other.key, [{"role": "user", "content": "a second chat"}])
+        m.tag(other.key, add=["gazebo"])
+        open_search(store).update()
+        path = open_search(store).path
+        old = _as_before_tags(store)
+        conn = sqlite3.connect(path)
+        conn.execute("UPDATE files SET state = '{not json' WHERE session_id = ?", (other.id,))
+        conn.commit()
+        conn.close()
+        assert old.update() == 1  # that file alone, read again in full
+        assert _ids(old.search("gazebo", project_keys=[s.key.project_key])) == [other.id]
+        assert old._open().execute("PRAGMA user_version").fetchone()[0] == 4
+        assert old._open().execute("SELECT count(*) FROM docs").fetchone()[0] == 2  # nothing doubled
 
     @pytest.mark.slow
     def test_killed_mid_build_is_repaired_on_next_use(self, tmp_path):

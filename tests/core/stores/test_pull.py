@@ -80,6 +80,26 @@ def test_b_gets_everything_a_did_and_a_gets_b_back(shared, tmp_path):
     assert [m["content"] for m in ma.get(chat.key).messages][-1] == "step two: migrate"
 
 
+def test_a_pulled_chats_tags_are_searched(shared, tmp_path):
+    """Issue 31, item 14: a chat pulled from the mirror must be found by a word of its tags on
+    the machine that pulled it, and no longer once the other machine removed the tag."""
+    from core.search import open_search
+
+    a, b, mirror = shared
+    ma = SessionManager(a)
+    chat = ma.create(tmp_path / "proj")
+    ma.add_messages(chat.key, [user("q1"), assistant("a1")])
+    ma.tag(chat.key, add=["gazebo-build"])
+    assert a.flush(15), a.status()
+    assert pull_sessions(mirror, b).ok
+    hits = open_search(b).search("gazebo", project_keys=[chat.key.project_key])
+    assert [(h.session_id, h.role) for h in hits] == [(chat.key.session_id, "tag")]
+    ma.tag(chat.key, remove=["gazebo-build"])
+    assert a.flush(15), a.status()
+    assert str(chat.key) in pull_sessions(mirror, b).extended
+    assert open_search(b).search("gazebo", project_keys=[chat.key.project_key]) == []
+
+
 def test_both_machines_wrote_the_mirror_history_becomes_a_version(shared, tmp_path):
     a, b, mirror = shared
     ma, mb = SessionManager(a), SessionManager(b)
@@ -137,3 +157,93 @@ class TestCheckpointBlobsTravel:
         assert not result.left, result
         assert (on_b / "app.py").read_bytes() == old and not (on_b / "notes.md").exists()
         assert pull_sessions(mirror, b).blobs == 0  # nothing twice
+
+
+def histories(manager, key):
+    """``{session id: [message contents]}`` of every member of ``key``'s conversation."""
+    return {m.id: [msg["content"] for msg in manager.get(m.key).messages] for m in manager.family(key)}
+
+
+class TestBothMachinesWroteInOneChat:
+    """Guards against the fresh-user trial of issue 26: A and B both wrote in one chat, so the
+    mirror kept A's history as a version of B's. A pull on A then brought A's own history back a
+    second time (copied from that version record), kept B's history as a version *and made it the
+    one in use* on A, and every repeat pull (and B's) added another copy."""
+
+    A_SIDE = ["q1", "a1", "from A", "A's answer"]
+    B_SIDE = ["q1", "a1", "from B", "B's answer"]
+
+    def diverge(self, shared, tmp_path):
+        """A chats, B pulls; B writes and is mirrored first, then A writes: A's history goes to the
+        mirror as a version (issue 25). Returns (A's manager, B's manager, the chat's key)."""
+        a, b, mirror = shared
+        ma, mb = SessionManager(a), SessionManager(b)
+        chat = ma.create(tmp_path / "proj")
+        ma.add_messages(chat.key, [user("q1"), assistant("a1")])
+        assert a.flush(15), a.status()
+        assert pull_sessions(mirror, b).ok
+        mb.add_messages(chat.key, [user("from B"), assistant("B's answer")])
+        assert b.flush(15), b.status()
+        ma.add_messages(chat.key, [user("from A"), assistant("A's answer")])
+        assert a.flush(15), a.status()
+        assert [c.key for c in a.outbox.diverged()] == [chat.key]  # the trial's set-up: A's history is a version there
+        return ma, mb, chat.key
+
+    def test_pull_on_a_gives_two_histories_and_keeps_a_on_its_own(self, shared, tmp_path):
+        a, b, mirror = shared
+        ma, mb, key = self.diverge(shared, tmp_path)
+
+        report = pull_sessions(mirror, a)
+        assert report.ok, report.to_dict()
+        got = histories(ma, key)
+        assert sorted(got.values()) == sorted([self.A_SIDE, self.B_SIDE]), got  # no third copy of A's
+        assert got[key.session_id] == self.A_SIDE and ma.current_version(key) == key  # still A's own in use
+        assert [k for k, _ in report.versions] == [str(key)]
+        kept = ma.get(SessionKey(key.project_key, report.versions[0][1]))
+        assert [m["content"] for m in kept.messages] == self.B_SIDE and kept.version_of["session_id"] == key.session_id
+        assert report.already_here, report.to_dict()  # the mirror's copy of A's own history
+
+        assert a.flush(15), a.status()  # the kept version reaches the mirror too
+        again = pull_sessions(mirror, a)
+        assert again.ok and not (again.copied or again.extended or again.versions), again.to_dict()
+        assert again.summary().startswith("Pulled 0 new record(s) and the new part of 0;"), again.summary()
+        assert histories(ma, key) == got and ma.current_version(key) == key
+
+        # B sees both too: its own and A's, once each — not A's copy of B's history.
+        on_b = pull_sessions(mirror, b)
+        assert on_b.ok, on_b.to_dict()
+        seen = histories(mb, key)
+        assert sorted(seen.values()) == sorted([self.A_SIDE, self.B_SIDE]), seen
+        assert seen[key.session_id] == self.B_SIDE and mb.current_version(key) == key
+        assert b.flush(15), b.status()
+        assert not pull_sessions(mirror, b).copied and histories(mb, key) == seen
+        assert not pull_sessions(mirror, a).copied and histories(ma, key) == got
+
+    def test_b_carries_on_and_a_pull_extends_the_kept_version(self, shared, tmp_path):
+        a, b, mirror = shared
+        ma, mb, key = self.diverge(shared, tmp_path)
+        kept = pull_sessions(mirror, a).versions[0][1]
+        mb.add_messages(key, [user("B goes on"), assistant("B's second answer")])
+        assert b.flush(15), b.status()
+
+        report = pull_sessions(mirror, a)
+        assert report.ok and not report.versions, report.to_dict()
+        assert str(SessionKey(key.project_key, kept)) in report.extended
+        assert histories(ma, key) == {key.session_id: self.A_SIDE,
+                                      kept: self.B_SIDE + ["B goes on", "B's second answer"]}
+        assert ma.current_version(key) == key
+
+    def test_a_version_that_is_a_prefix_still_arrives(self, shared, tmp_path):
+        # A rewind (or an Edit whose reply never came) leaves a version holding the start of the
+        # conversation: a machine without it must still get it — only copies are left out.
+        a, b, mirror = shared
+        ma = SessionManager(a)
+        chat = ma.create(tmp_path / "proj")
+        ma.add_messages(chat.key, [user("q1"), assistant("a1"), user("q2"), assistant("a2")])
+        rewound = ma.fork(chat.key, 1, version=True)
+        assert a.flush(15), a.status()
+        report = pull_sessions(mirror, b)
+        assert report.ok and not report.already_here, report.to_dict()
+        mb = SessionManager(b)
+        assert histories(mb, chat.key) == {chat.id: ["q1", "a1", "q2", "a2"], rewound.id: ["q1", "a1"]}
+        assert mb.current_version(chat.key) == rewound.key

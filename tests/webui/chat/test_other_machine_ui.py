@@ -214,6 +214,35 @@ class TestChatsOnlyInTheMirror:
             a.close()
             b.close()
 
+    def test_a_link_to_a_version_left_out_as_a_copy_opens_its_conversation(self, tmp_path, monkeypatch):
+        """A pull leaves out a version whose messages another history of the conversation holds
+        (issue 26: no history twice); a link to that version's id must open the conversation
+        instead of saying it could not be brought here."""
+        from tests.core.stores.test_mirror import mirror_url, open_mirror
+        from webui.chat import views
+
+        url = mirror_url("sqlite", tmp_path)
+        a_dir = checkout(tmp_path / "a" / "src" / "shop", "git@example.org:team/shop.git")
+        b_dir = checkout(tmp_path / "b" / "work" / "shop", "https://example.org/team/shop")
+        a = _machine(tmp_path, "a-data", open_mirror(url))
+        b = _machine(tmp_path, "b-data", open_mirror(url))
+        try:
+            ma = SessionManager(a)
+            chat = ma.create(a_dir, title="Twice")
+            ma.add_messages(chat.key, [{"role": "user", "content": "the one question"}])
+            same = ma.fork(chat.key, 0, version=True)  # the same messages as the conversation itself
+            ma.switch_version(chat.key, chat.id)
+            assert a.flush(15), a.status()
+            monkeypatch.setenv("ANYCODE_HOME", str(tmp_path / "b-data"))
+            ctx = make_ctx(b, b_dir)
+            ctx.data_dir = tmp_path / "b-data"
+            view = views.initial_view(ctx, {"session": same.id})
+            assert view.state["session"] == chat.id and not b.exists(same.key), view.notice
+            assert any("the one question" in str(r.get("content")) for r in view.rows)
+        finally:
+            a.close()
+            b.close()
+
     def test_a_chat_deleted_here_is_not_offered_back_while_the_mirror_catches_up(self, tmp_path, monkeypatch):
         """B deletes a chat while its mirror is slow to take the delete: the chat was listed
         "from another machine" (the mirror still had it) and a click brought it back."""

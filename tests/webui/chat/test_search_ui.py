@@ -132,6 +132,30 @@ class TestResultsPanel:
         assert "No message matches." in out
 
 
+class TestTagHits:
+    """Issue 31, item 14: a chat found by a word of its tag must be listed once, saying it was a
+    tag (in the page's language), and open its version in use, not the root the tags live on."""
+
+    def test_a_tag_row_in_english_and_chinese_on_the_version_in_use(self, ctx, tmp_path):
+        from webui import i18n
+
+        s = ctx.manager.create(tmp_path, title="Backyard <plans>")
+        ctx.manager.add_messages(s.key, [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}])
+        ctx.manager.tag(s.key, add=["gazebo-build"])
+        v = ctx.manager.fork(s.key, 0, version=True)  # in use now
+        out = search_panel.results_html(ctx, s.key.project_key, "gazebo")
+        assert out.count('class="ac-hit-row"') == 1
+        assert "In messages and tags (1)" in out and "<b>Tag:</b> #<mark>gazebo</mark>-build" in out
+        assert "Backyard &lt;plans&gt;" in out and "ac-hit-version" not in out
+        data = json.loads(out.split('data-hit="')[1].split('"')[0].replace("&quot;", '"'))
+        assert (data["sid"], data["role"], data["idx"]) == (v.id, "tag", -1)
+        with i18n.using("zh-CN", "Asia/Shanghai"):
+            zh = search_panel.results_html(ctx, s.key.project_key, "gazebo")
+        assert "消息和标签中（1）" in zh and "<b>标签:</b>" in zh
+        ctx.manager.tag(s.key, remove=["gazebo-build"])
+        assert "No message matches." in search_panel.results_html(ctx, s.key.project_key, "gazebo")
+
+
 class TestWarmUp:
     """The first search after start waiting for a whole first build."""
 
