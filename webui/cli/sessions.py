@@ -20,13 +20,14 @@ from typing import Any, Sequence
 import click
 
 from core import settings
-from core.errors import AmbiguousSessionId, AmbiguousTitle, AnycodeError, SessionNotFound, os_error_message
+from core.errors import (AmbiguousSessionId, AmbiguousTitle, AnycodeError, InvalidTitle, SessionNotFound,
+                         os_error_message)
 from core.session.compaction import shown_sizes
 from core.session.entries import clean_tag, messages_of
 from core.session.usage import describe as describe_usage, prices, usage_totals
 from core.session.export import session_label, session_to_jsonl, session_to_markdown
 from core.session.keys import SessionKey, project_key
-from core.session.manager import SessionManager
+from core.session.manager import TITLE_SHORTENED, SessionManager, title_shortened
 from core.session.models import SessionMeta
 from core.session.text import counted
 from core.session.subagents import export_entries, subagent_records
@@ -466,7 +467,14 @@ def _cmd_versions(mgr: SessionManager, args: argparse.Namespace) -> int:
 
 def _cmd_rename(mgr: SessionManager, args: argparse.Namespace) -> int:
     key = _resolve(mgr, args)
-    _out(f"Renamed {key.session_id} to: {mgr.rename(key, args.title)}")
+    try:
+        title = mgr.rename(key, args.title)
+    except InvalidTitle as e:  # nothing written: say why, and that the old title stays
+        print(f"{PROG}: {str(e).rstrip('.')}; the title was kept.", file=sys.stderr)
+        return 1
+    if title_shortened(args.title):
+        print(f"{PROG}: {TITLE_SHORTENED}", file=sys.stderr)
+    _out(f"Renamed {key.session_id} to: {title}")
     return 0
 
 
