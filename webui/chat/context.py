@@ -54,6 +54,9 @@ class WebContext:
     grants: Grants = field(default_factory=Grants, repr=False)
     # Title threads of sends, taken by the tab that waits for the title (webui.chat.titles).
     titles: TitleThreads = field(default_factory=TitleThreads, repr=False)
+    # Each tab's page load, once the page has its answer (by tab key): (done, the state it
+    # showed). A message sent before that waits for it (:meth:`wait_page_loaded`).
+    _loads: dict[str, tuple[threading.Event, list[Any]]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.project_path = normalize_path(self.project_path)
@@ -242,14 +245,47 @@ class WebContext:
                 log.warning("run %s of tab %s still ending after a switch", run.id, tab)
                 break
 
-    def request_stop(self, tab: str, withdrawn: list[str] | None = None) -> bool:
+    def _load_of(self, tab: str) -> tuple[threading.Event, list[Any]]:
+        with self._cancel_lock:
+            found = self._loads.get(tab)
+            if found is None:
+                if len(self._loads) >= MAX_TABS:  # forget the loads of long-closed pages
+                    for old in [t for t, (done, _) in self._loads.items() if done.is_set()][: MAX_TABS // 2]:
+                        del self._loads[old]
+                found = self._loads[tab] = (threading.Event(), [None])
+            return found
+
+    def page_loaded(self, tab: str, state: dict[str, Any] | None) -> None:
+        """``tab``'s page has the answer of its load event, showing tab state ``state``."""
+        done, shown = self._load_of(tab)
+        shown[0] = dict(state) if isinstance(state, dict) else None
+        done.set()
+
+    def wait_page_loaded(self, tab: str, timeout: float) -> dict[str, Any] | None:
+        """The tab state ``tab``'s page load showed, waiting up to ``timeout`` seconds for it
+        (None when it did not come). A message typed and sent before the page's load answered
+        (a slow machine) went out with no tab state — to a new chat, not the ``?session=`` one
+        — and the load's answer then blanked the chat it was being sent in."""
+        done, shown = self._load_of(tab)
+        if not done.wait(timeout):
+            log.warning("tab %s: a message was sent before the page loaded; sent without waiting more", tab)
+            return None
+        return dict(shown[0]) if shown[0] else None
+
+    def request_stop(self, tab: str, withdrawn: list[str] | None = None, upto: Any = None) -> bool:
         """Set the Stop flag of ``tab``'s running reply; False when nothing runs there. Messages
         handed over but not started yet are withdrawn (Stop always leaves the tab idle): their
-        texts are added to ``withdrawn``, for the input box."""
+        texts are added to ``withdrawn``, for the input box.
+
+        ``upto``: the run id the page showed Stop for (its ``pending`` run); runs handed over
+        after it are left alone. The Stop click and a message sent right after it are separate
+        requests that a busy server may take in either order: without this, the later message
+        was withdrawn (or stopped) by the earlier click and never sent."""
         withdrawn = [] if withdrawn is None else withdrawn
         with self._cancel_lock:
             record = self._tabs.get(tab)
-            runs = [r for r in (record.runs if record else []) if not r.done.is_set()]
+            runs = [r for r in (record.runs if record else []) if not r.done.is_set()
+                    and (not isinstance(upto, int) or r.id <= upto)]
             for run in runs:
                 run.cancel.set()
                 if not run.started:

@@ -50,6 +50,7 @@ STREAM_MIN_INTERVAL = 0.04  # seconds between streamed UI updates (coalesces tin
 BUSY_NOTICE = Msg("busy_notice")
 CONFLICT_NOTICE = Msg("conflict_notice")
 SWITCH_WAIT_SECONDS = 10.0  # a switch waits this long for a stopped reply to be stored
+STOP_GRACE_SECONDS = 2.0  # a message taken while a reply runs waits this long for a Stop on its way
 DOUBLE_SUBMIT_SECONDS = 3.0  # the same text sent again this soon while it is pending: ignored
 # One hand-over at a time: the repeat check and the new run are one step, or a double Enter taken
 # by two workers at once (Enter is one queued event, issue 32) would be sent twice.
@@ -166,13 +167,20 @@ def take(ctx: WebContext, tab: str, text: str | None) -> tuple[Any, str | None]:
     if is_blank(text):  # whitespace and zero-width characters only: nothing to send
         return None, None
     text = clean_text(text)  # a lone surrogate (a cut emoji) would kill the page's event stream
-    with _TAKE_LOCK:
-        if ctx.repeated_take(tab, text, DOUBLE_SUBMIT_SECONDS):
-            log.info("ignoring a repeated send of the same message in tab %s", tab)
-            return None, None  # a double click or double Enter: the first one is being sent
-        if ctx.busy(tab):
+    deadline = time.monotonic() + STOP_GRACE_SECONDS
+    while True:
+        with _TAKE_LOCK:
+            if ctx.repeated_take(tab, text, DOUBLE_SUBMIT_SECONDS):
+                log.info("ignoring a repeated send of the same message in tab %s", tab)
+                return None, None  # a double click or double Enter: the first one is being sent
+            if not ctx.busy(tab):
+                return ctx.begin_run(tab, text).id, None
+        # Busy: Stop and a message sent right after it are separate requests, and a busy server
+        # may take the message first; it was refused "a reply is being written" and stayed in
+        # the box although the user had stopped that reply. Wait a moment for the Stop.
+        if time.monotonic() >= deadline:
             return None, BUSY_NOTICE
-        return ctx.begin_run(tab, text).id, None
+        time.sleep(0.05)
 
 
 
@@ -607,11 +615,13 @@ def _runner_kwargs(ctx: WebContext, state: dict[str, Any], client: Any, model: s
 
 
 
-def stop(ctx: WebContext, tab: str, withdrawn: list[str] | None = None) -> bool:
+def stop(ctx: WebContext, tab: str, withdrawn: list[str] | None = None, upto: Any = None) -> bool:
     """Stop the reply streaming in tab ``tab`` (the partial text is kept); False if none runs.
     A message handed over whose send has not started yet is withdrawn; its text is added to
-    ``withdrawn`` (to put back in the input box)."""
-    return ctx.request_stop(tab, withdrawn)
+    ``withdrawn`` (to put back in the input box). ``upto``: the run id the page showed Stop for;
+    a message handed over after it is neither stopped nor withdrawn
+    (:meth:`WebContext.request_stop`)."""
+    return ctx.request_stop(tab, withdrawn, upto)
 
 
 

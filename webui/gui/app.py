@@ -71,6 +71,7 @@ CHAT_HEIGHT = "calc(100vh - 200px)"
 TOAST_SECONDS = 4  # toasts sit over the top bar's buttons: keep them short
 PRIVATE = {"api_visibility": "private"}
 # The three steps of a send stream in order, never queued behind each other's progress bars.
+LOAD_WAIT_SECONDS = 30.0  # how long a message sent before the page's load answered waits for it
 STREAM_ARGS = {"api_visibility": "private", "show_progress": "hidden", "trigger_mode": "multiple"}
 
 # Clicks on a session row become a ``select`` event carrying the row's session id; the list's
@@ -426,8 +427,14 @@ def wire_load(p: Page) -> None:
                 gr.Dropdown(choices=names, value=default),
                 gr.Markdown(banner_text or "", visible=bool(banner_text)), token)
 
+    def on_loaded(st, request: gr.Request):
+        # After the load's answer reached the page (a second event): a message sent before it
+        # waits until here, so the answer can no longer blank the chat that message went to.
+        ctx.page_loaded(_tab_key(request, None), st)
+
     p.demo.load(on_load, None, [*p.view_outputs, p.tab, p.project, p.model, p.banner, p.live_token],
-                api_visibility="private", js=i18n_ui.COOKIE_JS)  # the browser's language and zone first
+                api_visibility="private", js=i18n_ui.COOKIE_JS).then(  # the browser's language and zone first
+        on_loaded, p.state, None, api_visibility="private", show_progress="hidden", queue=False)
     p.sid_box.change(None, p.sid_box, None, js=URL_SYNC_JS)
 
 
@@ -463,6 +470,8 @@ def wire_sending(p: Page) -> None:
     def on_take_send(text, st, model_name, tab_id, query, archived, request: gr.Request):
         # Enter is one event (issue 32): the box is handed over and the reply streams in the same
         # round trip; a hand-over event before the stream cost one more before the model was asked.
+        if st is None:  # sent before the page's load answered (a slow machine): wait for it
+            st = ctx.wait_page_loaded(_tab_key(request, tab_id), LOAD_WAIT_SECONDS)
         box, run_id = on_take(text, tab_id, request)
         yield box, run_id, *[gr.skip()] * len(p.view_outputs)
         if _is_skip(run_id):
@@ -482,10 +491,12 @@ def wire_sending(p: Page) -> None:
     p.after_turn(p.stream(p.chat.option_select(_option_taker(ctx), p.tab, [p.box, p.pending], queue=False,
                                                **STREAM_ARGS)))
 
-    def on_stop(tab_id, text, request: gr.Request):
+    def on_stop(tab_id, text, pending, request: gr.Request):
         tab_key = _tab_key(request, tab_id)
         withdrawn: list[str] = []
-        handlers.stop(ctx, tab_key, withdrawn)
+        # Only what Stop was shown for: a message sent right after the click may reach the
+        # server first, and must still be sent.
+        handlers.stop(ctx, tab_key, withdrawn, upto=pending)
         if withdrawn and not (text or "").strip():
             # stopped before its reply started: the message goes back to the box
             return gr.Textbox(value=withdrawn[-1], submit_btn=True, stop_btn=False)
@@ -493,7 +504,7 @@ def wire_sending(p: Page) -> None:
             return idle_box()  # Stop always recovers
         return gr.skip()  # the stopped reply is being stored; the send resets the box
 
-    p.box.stop(on_stop, [p.tab, p.box], p.box, api_visibility="private", queue=False)
+    p.box.stop(on_stop, [p.tab, p.box, p.pending], p.box, api_visibility="private", queue=False)
 
 
 def _is_skip(value: Any) -> bool:

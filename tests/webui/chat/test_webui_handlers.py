@@ -529,6 +529,56 @@ class TestRunsInATab:
                                         None)) == []
         assert ctx.manager.list(ctx.project_key) == []
 
+    def test_a_message_taken_before_its_stop_arrived_waits_for_the_stop(self, ctx):
+        # A busy server took the message sent right after Stop before the Stop itself: it was
+        # refused as "a reply is being written" and stayed in the box.
+        import threading
+
+        first, _ = handlers.take(ctx, "tab-k", "a long question")
+        ctx.claim_run("tab-k", first)
+        late_stop = threading.Timer(0.4, lambda: handlers.stop(ctx, "tab-k", upto=first))
+        late_stop.start()
+        second, notice = handlers.take(ctx, "tab-k", "right after Stop")
+        late_stop.join()
+        assert second is not None and notice is None
+
+    def test_stop_reaching_the_server_after_the_next_message_leaves_it_alone(self, ctx, monkeypatch):
+        # Stop and the message sent right after it are separate requests; a busy server took the
+        # message first, and the click then withdrew it: it was never sent.
+        from webui.chat import send as send_mod
+
+        monkeypatch.setattr(send_mod, "STOP_GRACE_SECONDS", 0.1)
+        first, _ = handlers.take(ctx, "tab-g", "a long question")
+        ctx.claim_run("tab-g", first)  # its reply is streaming
+        second, notice = handlers.take(ctx, "tab-g", "the next one")
+        assert second is None and notice is not None, "not stopped yet: refused as busy"
+        handlers.stop(ctx, "tab-g", upto=first)
+        second, _ = handlers.take(ctx, "tab-g", "the next one")
+        assert second is not None
+        withdrawn: list[str] = []
+        handlers.stop(ctx, "tab-g", withdrawn, upto=first)  # a repeated, late Stop click
+        assert withdrawn == [] and ctx.busy("tab-g"), "the message sent after the click stays"
+        handlers.stop(ctx, "tab-g", withdrawn, upto=second)  # Stop shown for the second one
+        assert withdrawn == ["the next one"]
+
+    def test_a_message_sent_before_the_page_loaded_waits_for_the_loaded_state(self, ctx):
+        # A send that reached the server before the page's load had answered went out with no
+        # tab state (to a new chat, not the ?session= one) and the load's answer then blanked
+        # the chat it streamed into.
+        import threading
+
+        s = ctx.manager.create(ctx.project_path, title="the linked chat")
+        got: list = []
+        waiter = threading.Thread(target=lambda: got.append(ctx.wait_page_loaded("tab-h", 10)))
+        waiter.start()
+        waiter.join(0.3)
+        assert waiter.is_alive(), "it waits for the load"
+        ctx.page_loaded("tab-h", handlers.open_session(ctx, ctx.project_key, s.id).state)
+        waiter.join(5)
+        assert got and got[0]["session"] == s.id
+        assert ctx.wait_page_loaded("tab-h", 0)["session"] == s.id  # loaded: no wait
+        assert ctx.wait_page_loaded("tab-never", 0.05) is None  # a load that never answers
+
     def test_failed_first_send_leaves_no_empty_session(self, ctx, monkeypatch):
         import core.agent.runner
 
