@@ -38,6 +38,7 @@ from webui.chat.send import (  # noqa: F401 (the page's namespace: handlers.send
     stop,
     take,
     take_retry,
+    with_first_token,
 )
 from webui.chat.views import (  # noqa: F401 (the page's namespace: handlers.reload, handlers.SessionView …)
     CHAT_GONE_NOTICE,

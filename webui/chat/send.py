@@ -7,7 +7,9 @@ page's wiring is :mod:`webui.gui.send`.
 """
 from __future__ import annotations
 
+import contextvars
 import logging
+import queue
 import threading
 import time
 from collections.abc import Generator, Iterator
@@ -56,6 +58,9 @@ DOUBLE_SUBMIT_SECONDS = 3.0  # the same text sent again this soon while it is pe
 _TAKE_LOCK = threading.Lock()
 GONE_CHECK_SECONDS = 2.0  # how often a streaming reply looks whether its chat was deleted elsewhere
 QUEUE_WAIT_SECONDS = 30.0  # a message sent right after Stop waits this long for the stopped run
+# The user's message is held back this long for the reply's first token, so both reach the page
+# in one chat render (issue 32: every new value re-renders the whole shown chat in the browser).
+FIRST_TOKEN_HOLD_SECONDS = 0.3
 
 
 class _LiveRows:
@@ -214,6 +219,74 @@ def send_taken(ctx: WebContext, state: dict[str, Any], tab: str, run_id: Any, mo
         if not run.done.is_set():  # never leave the tab busy, whatever happened above
             ctx.end_run(tab, run, None)
 
+
+
+def with_first_token(updates: Iterator[SendUpdate],
+                     hold: float = FIRST_TOKEN_HOLD_SECONDS) -> Iterator[SendUpdate]:
+    """``updates`` (a send's), the first of them held back up to ``hold`` seconds: when the next
+    one arrives in that time (the reply's first token), only the next is yielded — each update
+    carries the whole chat, so nothing is lost, and the page renders the chat once instead of
+    twice before the reply shows. Past ``hold`` the first is yielded as it is, then the rest.
+
+    The next update is awaited on a helper thread (the send's generator runs there meanwhile,
+    then on here, never on two threads at once); closed early, the send is closed when that
+    thread is done with it, so its ``finally`` (the run's end) still runs."""
+    it = iter(updates)
+    first = next(it, None)
+    if first is None:
+        return
+    if first.done or hold <= 0:
+        yield first
+        yield from it
+        return
+    box: queue.SimpleQueue = queue.SimpleQueue()
+    lock = threading.Lock()
+    left = [False]  # the consumer went away while the helper thread ran the send
+    context = contextvars.copy_context()  # the request's language and the like
+
+    def pull() -> None:
+        try:
+            got: tuple[str, Any] = ("update", context.run(next, it))
+        except StopIteration:
+            got = ("end", None)
+        except BaseException as err:  # noqa: BLE001 -- raised again in the consumer
+            got = ("error", err)
+        with lock:
+            if not left[0]:
+                box.put(got)
+                return
+        if hasattr(it, "close"):
+            it.close()  # nobody takes it any more: the send ends (and stores what it has)
+
+    threading.Thread(target=pull, name="first-token", daemon=True).start()
+    got = None
+    first_out = False
+    try:
+        try:
+            got = box.get(timeout=hold)
+        except queue.Empty:
+            first_out = True
+            yield first
+            got = box.get()
+    finally:
+        if got is None:  # closed while the helper thread runs the send
+            with lock:
+                left[0] = True
+                try:
+                    got = box.get_nowait()  # it was already done: close the send here
+                except queue.Empty:
+                    pass
+            if got is not None and hasattr(it, "close"):
+                it.close()
+    kind, value = got
+    if kind == "error":
+        raise value
+    if kind == "end":
+        if not first_out:
+            yield first
+        return
+    yield value
+    yield from it
 
 
 def send(ctx: WebContext, state: dict[str, Any], text: str | None, model: str | None, tab: str,

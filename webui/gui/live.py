@@ -67,22 +67,32 @@ def wire_live(p: Page, tab_key: Callable[[Any, Any], str]) -> None:
             sessions = p.list_html(st, query, archived, active=st.get("session"), **limit)
             renamed = live.title_now(ctx, st, key)  # renamed in another tab or process (trial D6)
         writing = found.other_writing
-        bar = box = chat = state = gr.skip()
-        if writing != bool(was_writing):
+        bar = box = state = gr.skip()
+        if writing != bool(was_writing):  # when it ends, on_written shows the reply (live_writing.change)
             bar = gr.HTML(_bar_html() if writing else "", visible=writing)
             box = gr.Textbox(placeholder=t(live.OTHER_WRITING.key) if writing else t("message_placeholder"))
-            view = None if writing else live.refreshed(ctx, st, key)
-            if view is not None:  # the other tab's reply is done: shown here too, and counted
-                chat, state = view.rows, view.state
         if renamed is not None and _untouched(field, st):
             # The title field follows, and the state too (a later rename here is checked against
             # what the field now shows). A title being typed is left alone: its rename is then
             # refused as made against an older title (issue 15), never silently applied.
             title = renamed.text
             state = dict(state if isinstance(state, dict) and "project" in state else st, title=renamed.title)
-        return sessions, bar, box, found.token or known or "", writing, chat, state, title
+        return sessions, bar, box, found.token or known or "", writing, state, title
 
+    # The chat is no output of the check (issue 32): the page marks every output of an event it
+    # sends as pending and back, copying the component's whole value each time — 200 messages,
+    # 100–200 ms of the browser's main thread once a second. Only the end of another tab's
+    # reply (live_writing back to False) fills the chat, in an event of its own.
     p.live_btn.click(on_check, [p.state, p.tab, p.live_token, p.live_writing, p.search, p.show_archived, p.title],
-                     [p.sessions, p.other_bar, p.box, p.live_token, p.live_writing, p.chat, p.state, p.title],
+                     [p.sessions, p.other_bar, p.box, p.live_token, p.live_writing, p.state, p.title],
                      api_visibility="private", show_progress="hidden", queue=False)
+
+    def on_written(writing, st, tab_id, request: gr.Request):
+        view = None if writing else live.refreshed(ctx, st, tab_key(request, tab_id))
+        if view is None:
+            return gr.skip(), gr.skip()
+        return view.rows, view.state  # the other tab's reply is done: shown here too, and counted
+
+    p.live_writing.change(on_written, [p.live_writing, p.state, p.tab], [p.chat, p.state],
+                          api_visibility="private", show_progress="hidden")
     p.demo.load(None, None, None, js=LIVE_JS)
