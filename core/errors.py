@@ -91,7 +91,14 @@ class ForbiddenProjectFolder(AnycodeError, ValueError):
 
 
 class InvalidTitle(AnycodeError, ValueError):
-    """A title is empty or whitespace only."""
+    """A title is empty, whitespace only, or shows nothing (invisible characters only).
+
+    ``reason``: ``"empty"`` (nothing or whitespace), ``"invisible"`` (only characters that show
+    nothing, e.g. zero-width spaces) or ``"not text"``."""
+
+    def __init__(self, message: str, reason: str = "empty"):
+        super().__init__(message)
+        self.reason = reason
 
 
 class InvalidTag(AnycodeError, ValueError):

@@ -71,7 +71,9 @@ if (!window.__acOrganise) {
   document.addEventListener('click', (e) => {
     if (e.target instanceof Element && e.target.closest('.ac-row-popup')) return;
     if (act(e)) { e.preventDefault(); e.stopPropagation(); return; }
-    closeMenu();
+    // Only a person's click elsewhere closes the menu: the page's own clicks on hidden buttons
+    // (the live check clicks one every second) closed it under the user's pointer.
+    if (e.isTrusted) closeMenu();
   }, true);
   document.addEventListener('keydown', (e) => {
     if (e.key === 'Escape') { closeMenu(); return; }

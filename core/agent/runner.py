@@ -37,7 +37,8 @@ from core.agent import approval as approvals
 from core.agent import checkpoints
 from core.agent import slots
 from core.agent.workspace import check_workspace
-from core.session.entries import message_entry
+from core.session.entries import message_entry, reply_error_entry
+from core.memory.secrets import hide_secrets
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +173,8 @@ def _run_session_stream(
 
     Raises SessionNotFound, SessionConflict, ValueError (empty input), ModelNotConfigured when
     ``client`` is None (after saving the user message), and typed ModelErrors when the model
-    fails — after storing what was done, including partial reply text. Cancel (``cancel`` set, or
+    fails — after storing what was done, including partial reply text; when no reply text came at
+    all, a reply_error entry keeps why (secrets hidden; :func:`core.session.entries.reply_error_of`). Cancel (``cancel`` set, or
     this generator closed) stores the partial text the user saw and closes unfinished tool calls.
     """
     if user_input is not None and (not isinstance(user_input, str) or is_blank(user_input)):
@@ -237,7 +239,9 @@ def _run_session_stream(
     if user_input is not None:
         yield UserMessageSaved(count)
     if client is None:
-        raise ModelNotConfigured(NOT_CONFIGURED_MESSAGE)
+        err = ModelNotConfigured(NOT_CONFIGURED_MESSAGE)
+        _note_failure(store, key, err, len(messages))
+        raise err
 
     # Issue 30: the project's and the user's agent definitions, named by the task tool.
     agents = _agents_of(workspace) if agents is None else agents
@@ -308,8 +312,11 @@ def _run_session_stream(
             # adding anything (the user message is stored once). Never a loop.
             overflow = None if recovered or run.interrupted_round() else overflow_of(err, guard)
             if overflow is False or overflow is None:
+                partial = run.interrupted_round()
                 _keep_partial(run, manager, key, messages, err, speaker_name)
                 _flush_quietly(recorder, store, getattr(getattr(err, "kept_as", None), "key", key))
+                if not partial:  # no reply at all: the session keeps why (a reload says so)
+                    _note_failure(store, key, err, len(messages))
                 raise
             recovered = True
             log.warning("session %s: the request did not fit the model's window (%s); compacting and retrying once",
@@ -319,6 +326,7 @@ def _run_session_stream(
                 done = done or isinstance(event, CompactionFinished)
                 yield event
             if not done:
+                _note_failure(store, key, err, len(messages))
                 raise
         except BaseException as original:
             # Generator closed (Stop), KeyboardInterrupt, a store failure: keep what the user saw.
@@ -396,6 +404,20 @@ def _flush_quietly(recorder: checkpoints.Recorder | None, store: SessionStore, k
         recorder.flush(store, key)
     except Exception as err:  # noqa: BLE001 -- the original error matters more
         log.warning("could not store the checkpoint of %s's interrupted round: %s", key.session_id, err)
+
+
+def _note_failure(store: SessionStore, key: SessionKey, err: ModelError, at: int) -> None:
+    """Append a reply_error entry (:func:`core.session.entries.reply_error_entry`): the turn on
+    ``key`` failed with ``err`` after ``at`` stored messages and stored no reply, so the page can
+    still say why after a reload. Secrets in the reason and the server's message are hidden
+    (:func:`core.memory.secrets.hide_secrets`). Never raises: the model's error matters more."""
+    try:
+        entry = reply_error_entry(type(err).__name__, hide_secrets(str(err)), at,
+                                  status=getattr(err, "status_code", None),
+                                  detail=hide_secrets(str(getattr(err, "detail", "") or "")))
+        store.append(key, [entry])
+    except Exception as failure:  # noqa: BLE001 -- the original error matters more
+        log.warning("could not store why the reply in %s failed: %s", key.session_id, failure)
 
 
 def _keep_partial(run: TaskAgentRun, manager: SessionManager, key: SessionKey, messages: list[dict],

@@ -139,3 +139,38 @@ def _detector_reason(text: str) -> str | None:
 def looks_secret(text: str) -> bool:
     """True when ``text`` seems to hold a credential (see the module docstring for the rule)."""
     return secret_reason(text) is not None
+
+
+HIDDEN = "[hidden]"
+# A credential in a URL's query (``?key=AIza…``, ``&access_token=…``) or its user part.
+_URL_PARAM = re.compile(r"([?&;](?:[\w.-]*(?:key|token|secret|password|passwd|pwd|auth|signature|sig|"
+                        r"credential)[\w.-]*)=)[^&#\s\"'<>]+", re.IGNORECASE)
+_URL_USER = re.compile(r"(\b[a-z][a-z0-9+.-]*://)[^\s/?#@]*@", re.IGNORECASE)
+_AUTH_VALUE = re.compile(r"\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE)
+
+
+def hide_secrets(text: str) -> str:
+    """``text`` with everything the rules above take for a credential replaced by ``[hidden]``:
+    known key and token formats, ``Authorization`` values, credentials in URLs (the user part
+    and secret-named query parameters such as ``?key=``), named or assigned values
+    (``api_key: …``, ``token=…``) and long random-looking tokens. For text that is kept or shown
+    where a secret must not be: an error's reason stored in a session, the sentence on the page.
+    Other text is returned unchanged."""
+    if not isinstance(text, str) or not text:
+        return text
+    out = _URL_USER.sub(lambda m: m.group(1) + HIDDEN + "@", text)
+    out = _URL_PARAM.sub(lambda m: m.group(1) + HIDDEN, out)
+    out = _AUTH_VALUE.sub(lambda m: f"{m.group(1)} {HIDDEN}", out)
+    for reason, pattern in _PATTERNS:
+        if reason not in ("an authorization header", "a password in a URL"):  # done above, keeping the words
+            out = pattern.sub(HIDDEN, out)
+
+    def value(m: re.Match, keep: Any) -> str:
+        if keep(m.group("value")) or m.group("value") == HIDDEN:
+            return m.group(0)
+        start, end = m.span("value")
+        return m.group(0)[:start - m.start()] + HIDDEN + m.group(0)[end - m.start():]
+
+    out = _NAMED_VALUE.sub(lambda m: value(m, _plain_value), out)
+    out = _ASSIGNED.sub(lambda m: value(m, str.isdigit), out)
+    return _LONG_TOKEN.sub(lambda m: HIDDEN if _looks_random(m.group(0)) else m.group(0), out)

@@ -25,6 +25,13 @@ Every store holds a session as an ordered list of entries (dicts). Types (``"typ
 - ``tags``: ``{"type": "tags", "ts": float, "add": [str], "remove": [str]}`` — appended to a
   conversation's root: tags added and removed (each cleaned by :func:`clean_tag`). The fold applies
   them in file order, so for each tag the last entry naming it wins.
+- ``reply_error``: ``{"type": "reply_error", "ts": float, "at": int, "error": str, "reason": str,
+  "status"?: int, "detail"?: str}`` — a turn failed at the model (HTTP 401, a context-length 400,
+  the server unreachable …) after ``at`` messages were stored, so no reply was saved: ``error``
+  is the error's class name (:mod:`core.errors`), ``reason`` its sentence, ``status``/``detail``
+  the server's status code and message, secrets hidden (:func:`core.memory.secrets.hide_secrets`).
+  Only the last one, and only while the session still holds exactly ``at`` messages, says why the
+  last message has no answer (:func:`reply_error_of`); a reply or any later message makes it history.
 
 Two writers (two tabs, two processes, two machines through a mirror) pinning or tagging at once is
 normal: both entries are appended, none replaces the other, and the fold decides per field — the
@@ -129,6 +136,46 @@ def version_entry(current: str, *, ts: float | None = None) -> dict[str, Any]:
     if not isinstance(current, str) or not current:
         raise ValueError("a version entry names a session id")
     return {"type": "version", "ts": time.time() if ts is None else ts, "current": current}
+
+
+MAX_REASON_CHARS = 1000  # a reply_error's reason and detail are cut to this (a server can send pages)
+
+
+def reply_error_entry(error: str, reason: str, at: int, *, status: int | None = None, detail: str = "",
+                      ts: float | None = None) -> dict[str, Any]:
+    """Build a reply_error entry: the turn failed with error class ``error`` (e.g.
+    ``"ModelAuthError"``) saying ``reason`` after ``at`` stored messages; ``status``/``detail``: the
+    server's status code and message when it sent one. The caller hides secrets first (this module
+    stores what it is given); texts are cut to :data:`MAX_REASON_CHARS`. Raises ``ValueError`` for
+    a negative or non-integer ``at`` or an empty ``reason``."""
+    if not isinstance(at, int) or isinstance(at, bool) or at < 0:
+        raise ValueError("a reply_error entry needs the message count it failed after")
+    if not isinstance(reason, str) or not reason.strip():
+        raise ValueError("a reply_error entry needs a reason")
+    entry: dict[str, Any] = {"type": "reply_error", "ts": time.time() if ts is None else ts, "at": at,
+                             "error": str(error), "reason": reason[:MAX_REASON_CHARS]}
+    if isinstance(status, int) and not isinstance(status, bool):
+        entry["status"] = status
+    if detail:
+        entry["detail"] = str(detail)[:MAX_REASON_CHARS]
+    return entry
+
+
+def reply_error_of(entries: Iterable[Any]) -> dict[str, Any] | None:
+    """The reply_error entry saying why the session's last message has no answer: the last
+    reply_error entry of ``entries`` when it was written at the session's current message count
+    (its ``at``); None when there is none, or messages were added since (a reply, a new message)."""
+    count, last = 0, None
+    for e in entries:
+        if not isinstance(e, dict):
+            continue
+        if e.get("type") == "message" and isinstance(e.get("message"), dict):
+            count += 1
+        elif e.get("type") == "reply_error" and isinstance(e.get("reason"), str) and e["reason"].strip():
+            last = e
+    if last is None or last.get("at") != count or isinstance(last.get("at"), bool):
+        return None
+    return last
 
 
 MAX_TAG_CHARS = 40

@@ -14,6 +14,7 @@ from typing import Any, Iterable
 
 from core.session.compaction import shown_sizes
 from core.session.entries import encode_entries, messages_of
+from core.session.markdown import escape_html
 from core.session.models import Session
 from core.session.text import message_text  # noqa: F401 (core.session.export.message_text, as before)
 
@@ -74,14 +75,15 @@ _SENTINEL = "anycode-export-sentinel"
 
 
 def contained_markdown(text: str) -> str:
-    """A message's Markdown that cannot swallow what follows it in an export: open fences are
-    closed (:func:`closed_fences`); if the text still leaves a block open (an unclosed ``<!--``,
-    ``<pre>`` or ``<script>`` HTML block runs to its end marker, CommonMark 4.6), the whole text is
-    shown fenced instead. Checked with the CommonMark parser itself: a heading written after the
-    result must still parse as a heading."""
+    """A message's Markdown that cannot swallow what follows it in an export, nor show raw HTML:
+    open fences are closed (:func:`closed_fences`) and HTML outside code is made inert
+    (:func:`core.session.markdown.escape_html`: a typed ``<script>`` or ``<img onerror=…>`` reads
+    as text in any Markdown viewer; code stays verbatim); if the text still leaves a block open,
+    the whole text is shown fenced instead. Checked with the CommonMark parser itself: a heading
+    written after the result must still parse as a heading."""
     from markdown_it import MarkdownIt
 
-    out = closed_fences(text)
+    out = escape_html(closed_fences(text))
     tokens = MarkdownIt("commonmark").parse(f"{out}\n\n# {_SENTINEL}\n")
     if any(t.type == "inline" and t.content == _SENTINEL and i and tokens[i - 1].type == "heading_open"
            for i, t in enumerate(tokens)):
@@ -106,12 +108,13 @@ def session_to_markdown(session: Session, subagents: Iterable[Any] | None = None
                         tags: Iterable[str] | None = None) -> str:
     """Render a :class:`~core.session.models.Session` as Markdown: title, facts (id, times, project,
     branch origin, which version of its conversation it is), then every message in order (system
-    included) with tool calls and results as fenced blocks; then each of ``subagents``
+    included) with tool calls and results as fenced blocks (raw HTML in titles, messages and
+    summaries outside code made inert, :func:`contained_markdown`); then each of ``subagents``
     (``core.session.subagents.SubagentRecord``s) as a section of its own. ``version``: ``(n, m,
     in use)`` from :meth:`core.session.manager.SessionManager.version_number`. ``tags``: the
     conversation's tags (:meth:`~core.session.manager.SessionManager.pin_and_tags`; a version's
     own record has none), default the session's own. Returns the text, ending with one newline."""
-    lines = [f"# {session.title or UNTITLED}", "", f"- Session: `{session.id}`",
+    lines = [f"# {escape_html(session.title or UNTITLED)}", "", f"- Session: `{session.id}`",
              f"- Created: {_when(session.created_at)}", f"- Updated: {_when(session.updated_at)}",
              f"- Messages: {len(session.messages)}"]
     if session.cwd:
@@ -134,7 +137,7 @@ def session_to_markdown(session: Session, subagents: Iterable[Any] | None = None
     lines.append("")
     lines += _messages_markdown(session.messages, compactions=session.compactions, agents=session.reply_agents)
     for rec in subagents or ():
-        lines += [f"## Sub-agent: {rec.description}", "",
+        lines += [f"## Sub-agent: {escape_html(str(rec.description))}", "",
                   f"- Record: `{rec.key.subpath}`" + (f", for tool call `{rec.tool_call_id}`" if rec.tool_call_id else ""),
                   ""]
         lines += _messages_markdown(messages_of(rec.entries), level=3)
@@ -155,7 +158,8 @@ def compaction_markdown(compaction: dict[str, Any], level: int = 2) -> list[str]
         before, after, before_est, after_est = sizes
         facts.append(f"{'~' if before_est else ''}{before:,} → {'~' if after_est else ''}{after:,} tokens"
                      + (" (~ estimated)" if before_est or after_est else ""))
-    quoted = ["> " + line if line else ">" for line in str(compaction.get("summary", "")).splitlines()]
+    summary = escape_html(str(compaction.get("summary", "")))  # the model's prose: its HTML inert too
+    quoted = ["> " + line if line else ">" for line in summary.splitlines()]
     return [f"{'#' * level} Earlier messages were summarised ({', '.join(facts)})", "", *quoted, ""]
 
 

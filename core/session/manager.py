@@ -17,7 +17,7 @@ from core import settings
 from core.settings import inside_data_dir
 from core.session.compaction import compactions_of
 from core.session.entries import (MAX_TAGS, SessionState, clean_tag, header_entry, message_entry, messages_of,
-                                  pin_entry, reply_agents_of, reply_ends_of, tags_entry, title_entry, version_entry)
+                                  pin_entry, reply_agents_of, reply_ends_of, reply_error_of, tags_entry, title_entry, version_entry)
 from core.errors import (AmbiguousSessionId, AmbiguousTitle, ForbiddenProjectFolder, InvalidTag, InvalidTitle,
                          SessionNotFound, StaleChange)
 from core.session.identity import project_identity
@@ -42,15 +42,32 @@ DAY_SECONDS = 86400.0
 
 def clean_user_title(title: str) -> str:
     """Turn control and bidi-override characters into spaces, collapse whitespace (newlines
-    included) to single spaces and cut to 200 characters.
+    included) to single spaces and cut to :data:`MAX_TITLE_CHARS` characters (see
+    :func:`title_shortened`; :data:`TITLE_SHORTENED` is the sentence to tell the user).
 
-    Raises :class:`InvalidTitle` when nothing but whitespace is left."""
+    Raises :class:`InvalidTitle` when nothing but whitespace is left (``reason`` ``"empty"``) or
+    only characters that show nothing, such as zero-width spaces (``"invisible"``)."""
     if not isinstance(title, str):
-        raise InvalidTitle("A title must be text.")
-    cleaned = re.sub(r"\s+", " ", TITLE_CONTROLS.sub(" ", title)).strip()
+        raise InvalidTitle("A title must be text.", reason="not text")
+    cleaned = _collapsed(title)
+    if not cleaned:
+        raise InvalidTitle("A title cannot be empty.", reason="empty")
     if is_blank(cleaned):  # zero-width characters only show nothing either
-        raise InvalidTitle("A title cannot be empty.")
+        raise InvalidTitle("That title has no visible characters.", reason="invisible")
     return cleaned[:MAX_TITLE_CHARS]
+
+
+TITLE_SHORTENED = f"Titles are at most {MAX_TITLE_CHARS} characters; yours was shortened."
+
+
+def title_shortened(title: str) -> bool:
+    """True when :func:`clean_user_title` cuts ``title`` to :data:`MAX_TITLE_CHARS` characters
+    (the user is then told so: :data:`TITLE_SHORTENED`)."""
+    return isinstance(title, str) and len(_collapsed(title)) > MAX_TITLE_CHARS
+
+
+def _collapsed(title: str) -> str:
+    return re.sub(r"\s+", " ", TITLE_CONTROLS.sub(" ", title)).strip()
 
 
 def family_titles(metas: list[SessionMeta]) -> list[SessionMeta]:
@@ -92,6 +109,7 @@ def session_from_entries(key: SessionKey, entries: list[dict[str, Any]], *, arch
         archived=archived,
         reply_ends=reply_ends_of(entries),
         reply_agents=reply_agents_of(entries),
+        reply_error=reply_error_of(entries),
         compactions=compactions_of(entries),
         version_of=state.version_of,
         current_version=state.current,

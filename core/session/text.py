@@ -12,9 +12,13 @@ from typing import Any
 
 # Characters that take no room and show nothing: zero-width space/joiners, word joiner and the
 # invisible operators, BOM, soft hyphen, Mongolian vowel separator, bidi marks and isolates,
-# variation selectors, Hangul fillers (Unicode "Default_Ignorable_Code_Point" in common use).
+# variation selectors, Hangul fillers, the unassigned specials U+FFF0–U+FFF8, shorthand format
+# controls, musical invisible formatting, tag characters and the variation selectors supplement
+# (every Unicode "Default_Ignorable_Code_Point"), and the blank Braille cell U+2800 (often used
+# as an "invisible" name).
 INVISIBLE = ("\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
-             "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0")
+             "\u2060-\u206f\u2800\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8"
+             "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff")
 _INVISIBLE = re.compile(f"[{INVISIBLE}]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 

@@ -11,8 +11,8 @@ pytestmark = pytest.mark.browser
 
 class TestOneNoticePerEvent:
     """Guards against an HTTP 500 from the model showing both an error row in the chat and a
-    second "No reply was saved… Retry" bar for the same failure, and against the row's Retry
-    doing nothing."""
+    second "No reply was saved… Retry" bar for the same failure, against the row's Retry
+    doing nothing, and against the bar losing the failure's reason after a reload."""
 
     def test_http_500_shows_one_notice_with_retry(self, world, page):
         page.goto(world["start_app"]())
@@ -27,3 +27,12 @@ class TestOneNoticePerEvent:
         expect(bot.last).to_contain_text("You said: are you there?", timeout=TIMEOUT_MS)
         expect(page.locator("[data-testid=user]")).to_have_count(1)
         expect(page.locator("#ac-noreply")).to_be_hidden()
+
+        # After a reload the bar still says why (trial: only "No reply was saved for the last
+        # message" was left of the model's error).
+        _post(world["fake"] + "/_script", {"replies": [{"error": 500, "message": "boom"}] * 3})
+        send(page, "and now?")
+        expect(bot.last).to_contain_text("\u26a0", timeout=TIMEOUT_MS)
+        page.reload()
+        expect(page.locator("#ac-noreply")).to_contain_text(
+            "No reply was saved: The model server had an internal error (HTTP 500)", timeout=TIMEOUT_MS)

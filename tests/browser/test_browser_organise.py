@@ -22,7 +22,7 @@ def menu_of(page, title):
 
 
 class TestPinTagAndFilter:
-    """Guards against a pinned chat not moving to the top (or not staying there after a reload),
+    """Guards against a row's menu closing by itself before a person chooses, a pinned chat not moving to the top (or not staying there after a reload),
     the row's menu opening the chat instead, tags typed in the menu not shown as chips, and a
     chip's filter showing chats without that tag."""
 
@@ -35,6 +35,11 @@ class TestPinTagAndFilter:
         assert titles(page)[-1] == oldest
 
         menu = menu_of(page, oldest)
+        # The menu stays open while the page's live check runs (once a second, a click on a
+        # hidden button): it used to close by itself within 0.2-1.5 s, before a person could choose.
+        page.wait_for_function("() => document.querySelectorAll('#ac-live-check').length > 0")
+        page.wait_for_timeout(2500)
+        expect(menu).to_be_visible()
         menu.get_by_role("menuitem", name="Pin").click()
         expect(page.locator("#ac-list .ac-group-label").first).to_have_text("Pinned")
         expect(page.locator("#ac-list .ac-session-title").first).to_have_text(oldest)

@@ -172,6 +172,21 @@ class TestDeletedInAnotherTab:
                                                                     timeout=TIMEOUT_MS)
         expect(b.locator("#ac-chat")).not_to_contain_text("deleted in another tab")
         assert _session_id(b) != sid
+        # A deletes B's new chat while no reply runs: B says so within a few seconds (it showed the
+        # chat as live until its next send, trial 7), keeps it on screen, and a send starts anew.
+        second = _session_id(b)
+        page.goto(f"{url}?session={second}")
+        expect(page.locator("#ac-chat")).to_contain_text("You said: my long question for B", timeout=TIMEOUT_MS)
+        page.locator("#ac-delete").click()
+        page.locator("#ac-confirm-delete").click()
+        expect(b.locator("#ac-other-writing")).to_contain_text("What you see here is no longer saved",
+                                                                timeout=TIMEOUT_MS)
+        expect(b.locator("#ac-chat")).to_contain_text("You said: my long question for B")
+        assert "session=" not in b.url
+        send(b, "third start")
+        expect(b.locator("[data-testid=bot]").last).to_contain_text("You said: third start", timeout=TIMEOUT_MS)
+        expect(b.locator("#ac-other-writing")).to_be_hidden(timeout=TIMEOUT_MS)
+        assert _session_id(b) not in (sid, second)
 
 
 class TestRenamedInAnotherTab:

@@ -28,6 +28,7 @@ def checkout(path, remote):
 
 
 def test_pull_brings_the_other_machines_project_to_this_checkout(tmp_path):
+    """Guards against machine B's checkout of the same repository not seeing A's pulled chats."""
     a_dir = checkout(tmp_path / "a" / "app", "git@example.org:team/app.git")
     b_dir = checkout(tmp_path / "b" / "elsewhere" / "app", "https://example.org/team/app")
     mirror = f"sqlite:///{tmp_path / 'mirror.db'}"
@@ -46,6 +47,12 @@ def test_pull_brings_the_other_machines_project_to_this_checkout(tmp_path):
 
     shown = anycode("sessions", "show", chat.id[:8], env=b_env, cwd=b_dir)
     assert shown.returncode == 0 and "the cache is stale" in shown.stdout
+    # The checkout at B's path is the same project: its list and search show A's chat, as the
+    # page does (they said "No sessions yet." / "No matches." although the pull had copied it).
+    listed = anycode("sessions", "list", env=b_env, cwd=b_dir)
+    assert listed.returncode == 0 and "Fix the cache" in listed.stdout, listed.stdout
+    found = anycode("sessions", "search", "stale", env=b_env, cwd=b_dir)
+    assert found.returncode == 0 and "Fix the cache" in found.stdout, found.stdout
     listed = anycode("projects", "--json", env=b_env, cwd=b_dir)
     rows = json.loads(listed.stdout)
     assert [r["identity"] for r in rows] == ["git:example.org/team/app"]

@@ -87,6 +87,10 @@ class TestReadCommands:
         out_md = tmp_path / "a.md"
         assert run(capsys, "export", a.id[:8], "--project", str(proj), "--format", "md", "-o", str(out_md))[0] == 0
         assert out_md.read_text(encoding="utf-8").startswith("# First chat")
+        # typed HTML is text in the Markdown (trial: it was live HTML in other viewers), code stays
+        mgr.add_messages(a.key, [{"role": "user", "content": "try <img src=x onerror=alert(1)> or `<b>`"}])
+        assert run(capsys, "export", a.id[:8], "--project", str(proj), "--format", "md", "-o", str(out_md))[0] == 0
+        assert "try &lt;img src=x onerror=alert(1)> or `<b>`" in out_md.read_text(encoding="utf-8")
         code, out, _ = run(capsys, "export", a.id[:8], "--project", str(proj), "--format", "jsonl")
         assert code == 0
         assert [json.loads(line) for line in out.splitlines()] == mgr.store.load(a.key)
@@ -118,6 +122,24 @@ class TestWriteCommands:
         assert [d["id"] for d in json.loads(out)] == [a.id]
         assert run(capsys, "unarchive", a.id[:8], "--project", str(proj))[0] == 0
         assert a.id in {m.id for m in mgr.list(a.project_key)}
+
+    def test_rename_says_when_a_title_is_cut_or_refused(self, capsys, two, proj, mgr):
+        # Trial: a 250-character title was cut to 200 and one of only invisible characters
+        # stored, both without a word.
+        a = two[0]
+        code, out, err = run(capsys, "rename", a.id[:8], "x" * 250, "--project", str(proj))
+        assert code == 0 and mgr.get(a.key).title == "x" * 200
+        assert err == "anycode sessions: Titles are at most 200 characters; yours was shortened.\n"
+        assert out.startswith(f"Renamed {a.id} to: xxx")
+        for ghost in ("\u200b\u200b", "\U000e0041", "\u2800"):
+            code, out, err = run(capsys, "rename", a.id[:8], ghost, "--project", str(proj))
+            assert (code, out) == (1, "")
+            assert err == "anycode sessions: That title has no visible characters; the title was kept.\n"
+            assert mgr.get(a.key).title == "x" * 200
+        code, _, err = run(capsys, "rename", a.id[:8], "   ", "--project", str(proj))
+        assert code == 1 and err == "anycode sessions: A title cannot be empty; the title was kept.\n"
+        code, _, err = run(capsys, "rename", a.id[:8], "Fine", "--project", str(proj))
+        assert code == 0 and err == "" and mgr.get(a.key).title == "Fine"
 
     def test_rm_asks_unless_yes(self, capsys, two, proj, mgr, monkeypatch):
         a, b = two

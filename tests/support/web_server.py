@@ -30,12 +30,20 @@ class Proc:
         self._q: queue.Queue[str] = queue.Queue()
         self.p = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, text=True)
-        threading.Thread(target=self._pump, daemon=True).start()
+        self._reader = threading.Thread(target=self._pump, daemon=True)
+        self._reader.start()
 
     def _pump(self) -> None:
         for line in self.p.stdout:
             self.lines.append(line)
             self._q.put(line)
+
+    def output(self, timeout: float = 10) -> str:
+        """All the output, to its end, of the process that ended (waits for it; then for the
+        reading thread to get the last lines)."""
+        self.p.wait(timeout)
+        self._reader.join(timeout)
+        return "".join(self.lines)
 
     def wait_for(self, needle: str, timeout: float = 90) -> str:
         """The first line from now on that holds ``needle``; AssertionError with the output so far

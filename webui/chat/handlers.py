@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.errors import AnycodeError, InvalidTitle, SessionNotFound, StaleChange, StoreUnavailable
 from core.session.subagents import export_entries, subagent_records
-from core.session.text import clean_text, is_blank
+from core.session.text import clean_text
 from webui import i18n
 from webui.chat.export import write_exports, write_html
 from webui.chat.titles import title_status  # noqa: F401 (handlers.title_status)
@@ -42,6 +42,7 @@ from webui.chat.send import (  # noqa: F401 (the page's namespace: handlers.send
 )
 from webui.chat.views import (  # noqa: F401 (the page's namespace: handlers.reload, handlers.SessionView …)
     CHAT_GONE_NOTICE,
+    NO_REPLY_NOTICE,
     SessionView,
     _error_row,
     _key,
@@ -73,8 +74,8 @@ log = logging.getLogger(__name__)
 MODEL_LIST_TTL = 60.0  # seconds a /v1/models answer is reused (every page load asks for it)
 # Catalogue keys (webui/locales); as str they read English, i18n.t() gives the request's language.
 EMPTY_TITLE_NOTICE = Msg("empty_title_notice")
+INVISIBLE_TITLE_NOTICE = Msg("invisible_title_notice")  # only zero-width or other invisible characters
 TITLE_SHORTENED_NOTICE = Msg("title_shortened_notice")
-NO_REPLY_NOTICE = Msg("no_reply_notice")
 EXPORT_FAILED_NOTICE = Msg("export_failed")  # a click on Markdown or JSONL found nothing to write
 
 
@@ -175,16 +176,22 @@ def project_choices(ctx: WebContext, current: str | None = None) -> list[tuple[s
 def rename(ctx: WebContext, state: dict[str, Any], title: str | None) -> SessionView:
     """Save ``title`` as the user's title (Enter or leaving the title field).
 
-    Blank titles are refused: the view keeps the stored title and carries a notice. Renaming a
+    Blank titles, and titles of only invisible characters (zero-width spaces …), are refused: the
+    view keeps the stored title and carries a notice saying why. A title over 200 characters is
+    shortened, and the notice says so. Renaming a
     new chat creates its session, so the name is not lost. An unchanged title writes nothing.
     """
+    from core.session.manager import clean_user_title, title_shortened
+
     current = reload(ctx, state)
     text = clean_text((title or "").strip())  # a lone surrogate from the browser would kill the page
-    if is_blank(text):
-        if not (title or "") and not current.title:
-            # leaving the empty title field of a new or untitled chat: nothing to refuse
-            return current
-        return replace(current, notice=i18n.t(EMPTY_TITLE_NOTICE))
+    if not (title or "") and not current.title:
+        # leaving the empty title field of a new or untitled chat: nothing to refuse
+        return current
+    try:
+        clean_user_title(text)  # refused before anything is written: the notice says why
+    except InvalidTitle as err:
+        return replace(current, notice=describe(err))
     if text == current.title:
         return current
     shown = state.get("title")
@@ -192,7 +199,7 @@ def rename(ctx: WebContext, state: dict[str, Any], title: str | None) -> Session
         # The field still holds what this tab showed (focused and left without typing): not a
         # change, so another tab's newer title stays (the field now shows it).
         return current
-    shortened = _title_too_long(text)
+    shortened = title_shortened(text)
     try:
         if not state.get("session"):
             view = view_of(ctx.manager.create(project_cwd(ctx, state["project"]), title=text))
@@ -211,13 +218,6 @@ def rename(ctx: WebContext, state: dict[str, Any], title: str | None) -> Session
     if shortened and view.notice is None:
         view = replace(view, notice=i18n.t(TITLE_SHORTENED_NOTICE), notice_level="info")
     return view
-
-
-def _title_too_long(text: str) -> bool:
-    """True when core will cut ``text`` (cleaned the way it cleans titles) to its maximum."""
-    from core.session.manager import MAX_TITLE_CHARS, TITLE_CONTROLS
-
-    return len(" ".join(TITLE_CONTROLS.sub(" ", text).split())) > MAX_TITLE_CHARS
 
 
 BRANCH_REPEAT_SECONDS = 3.0  # a second "Branch" event this soon after one is the same click

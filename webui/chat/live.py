@@ -149,6 +149,25 @@ def title_now(ctx: Any, state: dict[str, Any] | None, tab: str) -> TitleNow | No
     return TitleNow(me.title or "", "" if me.title_source == "fallback" else (me.title or ""))
 
 
+def deleted_elsewhere(ctx: Any, state: dict[str, Any] | None, tab: str) -> bool:
+    """True when the open chat no longer exists: deleted in another tab or process since this tab
+    showed it (no version of it left). False without an open chat, while this tab runs a reply
+    of its own (its send says so itself: :func:`webui.chat.send._gone_update`) or when the store
+    cannot tell. Metadata only; the page asks it only after the list token changed."""
+    from core.errors import SessionNotFound
+
+    st = state or {}
+    if not st.get("session") or not st.get("project") or ctx.running(tab):
+        return False
+    try:
+        ctx.manager.family(SessionKey(st["project"], st["session"]))
+    except SessionNotFound:
+        return True
+    except Exception as err:  # noqa: BLE001 -- unreadable is not gone: the page keeps what it shows
+        log.info("no delete check for %s: %s", st.get("session"), err)
+    return False
+
+
 def refreshed(ctx: Any, state: dict[str, Any] | None, tab: str) -> Any:
     """The open chat re-read once another tab's or process's reply is done, so this tab shows it
     and its next send continues from it (a :class:`~webui.chat.views.SessionView`); None while

@@ -27,7 +27,7 @@ from webui import i18n
 from webui.i18n import Msg, t
 from webui.render import rows as render
 from webui.text import chat_text
-from webui.text.error_text import describe, os_text
+from webui.text.error_text import describe, describe_stored, os_text
 
 if TYPE_CHECKING:
     from webui.chat.context import WebContext
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CHAT_GONE_NOTICE = Msg("chat_gone")  # the open chat was deleted elsewhere (not "No session <uuid> was found")
+NO_REPLY_NOTICE = Msg("no_reply_notice")  # the bar over a last message without an answer
 
 
 
@@ -55,7 +56,9 @@ class SessionView:
     ``archived``: the session is in the archive; ``notice``: a sentence to show the user, or None;
     ``notice_level``: ``"warning"`` (something was refused or went wrong) or ``"info"``;
     ``label``: what an untitled chat is called (the title field's placeholder);
-    ``needs_reply``: the last stored message is the user's and has no answer (a run was killed).
+    ``needs_reply``: the last stored message is the user's and has no answer (a run was killed);
+    ``no_reply``: then, the sentence the "no reply" bar shows — why, when the turn failed at the
+    model and the session kept the reason ("No reply was saved: <reason>"), else the plain notice.
     """
 
     state: dict[str, Any]
@@ -66,6 +69,7 @@ class SessionView:
     notice_level: str = "warning"
     label: str = render.UNTITLED
     needs_reply: bool = False
+    no_reply: str | None = None
 
     @property
     def session_id(self) -> str | None:
@@ -104,6 +108,7 @@ def view_of(session: Any, *, title_wait: float = 0.0, notice: str | None = None,
     # against what another tab changed since is refused (issue 15; see rename, set_archived).
     state["title"], state["archived"] = session.title or "", bool(session.archived)
     state["compactions"] = len(session.compactions)  # a compaction changes the state: the meter refreshes
+    lost = _reply_lost(session, shown)
     return SessionView(
         state=state,
         title=shown_title(session),
@@ -111,8 +116,22 @@ def view_of(session: Any, *, title_wait: float = 0.0, notice: str | None = None,
         archived=bool(session.archived),
         notice=notice,
         label=render.session_label(session.title, session.created_at, session.title_source),
-        needs_reply=_reply_lost(session, shown),
+        needs_reply=lost,
+        no_reply=no_reply_text(session) if lost else None,
     )
+
+
+def no_reply_text(session: Any) -> str:
+    """What the "no reply" bar says for ``session`` (whose last message has no answer): "No reply
+    was saved: <reason>" when a turn failed at the model and the session kept why
+    (``Session.reply_error``; the sentence :func:`describe` gave it live, secrets hidden), else
+    "No reply was saved for the last message." (the app was stopped mid-reply)."""
+    record = getattr(session, "reply_error", None)
+    if isinstance(record, dict):
+        reason = describe_stored(record).strip()
+        if reason:
+            return t("no_reply_reason", reason=reason)
+    return t(NO_REPLY_NOTICE)
 
 
 

@@ -443,7 +443,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def launch(args: argparse.Namespace) -> int:
     """Start the web UI with the launcher's options and serve until stopped; the exit status
-    (0 stopped, 1 an OS error while starting, 2 a refused option or store, 130 Ctrl+C)."""
+    (0 stopped, 1 an OS error while starting, 2 a refused option or store, 130 Ctrl+C while
+    starting). After a served app stopped (Ctrl+C or SIGTERM alike) the process ends right there,
+    with status 0, once everything is stored (:func:`exit_now`)."""
     args.allowed_host = list(args.allowed_host or ()) or None
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -452,7 +454,7 @@ def launch(args: argparse.Namespace) -> int:
     from core.errors import AnycodeError
 
     try:
-        return _run(args)
+        code = _run(args)
     except (CliError, AnycodeError) as err:  # e.g. the database went away during cleanup
         print(f"anycode: {err}", file=sys.stderr)
         return 2
@@ -465,6 +467,9 @@ def launch(args: argparse.Namespace) -> int:
         logging.getLogger(__name__).debug("start-up failed", exc_info=True)
         print(f"anycode: {os_error_message(err)}; anycode did not start.", file=sys.stderr)
         return 1
+    if getattr(args, "served", False):  # the app ran and stopped cleanly: everything is stored
+        exit_now(code)
+    return code
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -622,8 +627,60 @@ def _serve(args: argparse.Namespace, store: Any, project_path: str, data_dir: Pa
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
         shutil.rmtree(private, ignore_errors=True)  # download copies, not the sessions
+    finish_background_jobs()  # a title or memory job storing what it got: before the store closes
     print("anycode: stopped.", flush=True)
+    args.served = True  # launch(): the store is closed next, then the process ends at once
     return 0
+
+
+BACKGROUND_GRACE = 1.0  # seconds running title and memory jobs get to store their result when stopping
+EXIT_JOIN_GRACE = 2.0  # seconds non-daemon threads (a library's) get before the process ends
+BACKGROUND_JOBS = ("title-", "memory-")  # thread names: core.agent.titles, core.agent.memory_job
+
+
+def finish_background_jobs(grace: float = BACKGROUND_GRACE) -> list[str]:
+    """Wait (at most ``grace`` seconds in all) for the title and memory jobs still running (daemon
+    threads named ``title-…``/``memory-…``), so one that has its answer stores it before the store
+    is closed and the mirror flushed; one still waiting for the model is left (nothing of it was
+    shown or acknowledged; the next exchange of that chat asks again). Returns the names of the
+    jobs still running after the wait."""
+    deadline = time.monotonic() + grace
+    running = [t for t in threading.enumerate() if t.name.startswith(BACKGROUND_JOBS) and t.is_alive()]
+    for thread in running:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    left = [t.name for t in running if t.is_alive()]
+    if left:
+        log.info("stopping with background jobs still waiting for the model: %s", ", ".join(left))
+    return left
+
+
+def exit_now(code: int) -> None:
+    """End the process with ``code`` at once, after a clean stop (the server closed, the
+    background jobs had their grace, the store closed: the mirror got its last writes out).
+
+    Python's own teardown would follow, and on Gradio's import graph that is seconds of garbage
+    collection (2–8 s measured on 2 cores) holding nothing of anycode's: it is what made a stop
+    slow. What a normal exit does first is still done — non-daemon threads are waited for (at most
+    :data:`EXIT_JOIN_GRACE` s), the exit handlers run (logging's flush among them), the output is
+    flushed — only the teardown is skipped (``os._exit``)."""
+    import atexit
+
+    deadline = time.monotonic() + EXIT_JOIN_GRACE
+    for thread in threading.enumerate():  # what a normal exit waits for (none of anycode's own)
+        if not thread.daemon and thread is not threading.current_thread() and thread.is_alive():
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                log.warning("stopping while thread %s still runs", thread.name)
+    try:
+        atexit._run_exitfuncs()  # what a normal exit runs, in the same order (last registered first)
+    except Exception as err:  # noqa: BLE001 -- exiting anyway
+        log.debug("an exit handler failed: %s", err)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more can be said
+            pass
+    os._exit(code)
 
 
 def _no_proxy_for(host: str) -> None:

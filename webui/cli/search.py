@@ -24,6 +24,7 @@ from core.session.lookup import has_tags, split_tags
 from core.session.export import session_label
 from core.session.keys import project_key
 from core.session.manager import SessionManager
+from webui.chat.remote import alias_keys_of_folder
 from webui.chat.search import one_per_conversation
 from webui.cli import console, options
 
@@ -70,9 +71,16 @@ def _tag_only_hits(mgr: SessionManager, projects: list[str] | None, wanted: list
                       created_at=m.created_at) for m in rows[:limit]]
 
 
+def keys_of_folder(mgr: SessionManager, folder: str) -> list[str]:
+    """The project keys whose sessions are the project at ``folder``'s: its own key first, then
+    the keys its git identity was recorded under at other paths (another checkout, another
+    machine: :func:`webui.chat.remote.alias_keys_of_folder`), as the page lists them."""
+    return [project_key(folder), *alias_keys_of_folder(mgr.store, folder)]
+
+
 def run(mgr: SessionManager, args: argparse.Namespace) -> int:
     """Print the sessions matching ``args.query``; exit status 0 (also when nothing matched)."""
-    projects = None if args.all_projects else [project_key(args.project or os.getcwd())]
+    projects = None if args.all_projects else keys_of_folder(mgr, args.project or os.getcwd())
     wanted, query = split_tags(args.query)
     wanted += [clean_tag(t) for t in getattr(args, "tags", ()) or ()]
     limit = max(1, args.limit)

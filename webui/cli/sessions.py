@@ -20,13 +20,14 @@ from typing import Any, Sequence
 import click
 
 from core import settings
-from core.errors import AmbiguousSessionId, AmbiguousTitle, AnycodeError, SessionNotFound, os_error_message
+from core.errors import (AmbiguousSessionId, AmbiguousTitle, AnycodeError, InvalidTitle, SessionNotFound,
+                         os_error_message)
 from core.session.compaction import shown_sizes
 from core.session.entries import clean_tag, messages_of
 from core.session.usage import describe as describe_usage, prices, usage_totals
 from core.session.export import session_label, session_to_jsonl, session_to_markdown
 from core.session.keys import SessionKey, project_key
-from core.session.manager import SessionManager
+from core.session.manager import TITLE_SHORTENED, SessionManager, title_shortened
 from core.session.models import SessionMeta
 from core.session.text import counted
 from core.session.subagents import export_entries, subagent_records
@@ -231,10 +232,12 @@ def _resolve(mgr: SessionManager, args: argparse.Namespace) -> SessionKey:
     --project) in any project; when none matches, the conversation whose title holds those words
     (:meth:`SessionManager.find_title`, the same order). Raises ``SessionNotFound``,
     ``AmbiguousSessionId``, ``AmbiguousTitle``."""
-    try:
-        return mgr.find(_project(args), args.id)
-    except SessionNotFound:
-        pass
+    here = search_cli.keys_of_folder(mgr, args.project or os.getcwd())
+    for pk in here:  # this folder's project, then its other paths (another checkout or machine)
+        try:
+            return mgr.find(pk, args.id)
+        except SessionNotFound:
+            pass
     found: list[SessionKey] = []
     for info in ([] if args.project else mgr.list_projects()):
         try:
@@ -294,6 +297,16 @@ def _cmd_list(mgr: SessionManager, args: argparse.Namespace) -> int:
     else:
         projects = [(_project(args), args.project or os.getcwd())]
     groups = [(pk, cwd, mgr.list(pk, archived=args.archived)) for pk, cwd in projects]
+    if not args.all_projects:
+        # This folder's project includes its sessions recorded at another path of the same git
+        # checkout (another machine's, after a pull): the page lists them too (trial 7, defect 3).
+        pk, cwd, metas = groups[0]
+        aliases = search_cli.keys_of_folder(mgr, cwd)[1:]
+        if aliases:
+            for alias in aliases:
+                metas = metas + mgr.list(alias, archived=args.archived)
+            metas.sort(key=lambda m: (m.updated_at, m.created_at, m.id), reverse=True)
+            groups = [(pk, cwd, metas)]
     if args.tags:
         # A conversation's tags are its root's: list its versions with it, like the sidebar.
         wanted = {clean_tag(t) for t in args.tags}
@@ -454,7 +467,14 @@ def _cmd_versions(mgr: SessionManager, args: argparse.Namespace) -> int:
 
 def _cmd_rename(mgr: SessionManager, args: argparse.Namespace) -> int:
     key = _resolve(mgr, args)
-    _out(f"Renamed {key.session_id} to: {mgr.rename(key, args.title)}")
+    try:
+        title = mgr.rename(key, args.title)
+    except InvalidTitle as e:  # nothing written: say why, and that the old title stays
+        print(f"{PROG}: {str(e).rstrip('.')}; the title was kept.", file=sys.stderr)
+        return 1
+    if title_shortened(args.title):
+        print(f"{PROG}: {TITLE_SHORTENED}", file=sys.stderr)
+    _out(f"Renamed {key.session_id} to: {title}")
     return 0
 
 

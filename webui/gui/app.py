@@ -145,7 +145,8 @@ class Page:
     def view_outputs(self) -> list[Any]:
         """The components a :class:`SessionView` fills, in :meth:`show` order."""
         return [self.state, self.title, self.chat, self.sessions, self.sid_box, self.archive_btn,
-                self.delete_btn, self.md_btn, self.jl_btn, self.timer, self.confirm_row, self.noreply_row]
+                self.delete_btn, self.md_btn, self.jl_btn, self.timer, self.confirm_row, self.noreply_row,
+                self.noreply_text]
 
     @property
     def switch(self) -> dict[str, Any]:
@@ -182,6 +183,8 @@ class Page:
             gr.Timer(active=poll_needed(self.ctx, view.state)),  # else pushed
             gr.Row(visible=False),
             gr.Row(visible=bool(view.needs_reply and self.can_retry)),
+            # why no reply was saved (the model's error, kept in the session), or the plain notice
+            gr.Markdown(view.no_reply or t(handlers.NO_REPLY_NOTICE)) if view.needs_reply else gr.skip(),
         )
 
     def switching(self, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -236,7 +239,7 @@ class Page:
                     drawn = now
                     listed = self.list_html(upd.state, query, archived, active=upd.state["session"])
                 yield (upd.state, title_out, upd.rows, listed,
-                       upd.state["session"] or "", *[gr.skip()] * 6, gr.Row(visible=False))
+                       upd.state["session"] or "", *[gr.skip()] * 6, gr.Row(visible=False), gr.skip())
                 continue
             final = True
             yield self._settled_outputs(st, upd, started_title, query, archived)
@@ -250,7 +253,7 @@ class Page:
                            archived=stored.archived, notice=upd.notice, notice_level=upd.notice_level,
                            label=stored.label,
                            # the error row offers Retry itself: no second bar
-                           needs_reply=stored.needs_reply and not upd.error)
+                           needs_reply=stored.needs_reply and not upd.error, no_reply=stored.no_reply)
         out = list(self.show(view, query, archived))
         if upd.rows is None:  # the store could not be read: leave the chat as it is
             out[2] = gr.skip()
@@ -302,7 +305,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
         live_gui.wire_live(p, _tab_key)  # other tabs and processes, seen live (issue 25)
         p.state_listeners.wire()  # after every feature added what it shows of the state
         # languages (issue 20): static labels in the page setting's language when it overrides
-        i18n_ui.attach(demo, skip=(p.title, p.archive_btn, p.earlier_btn))
+        i18n_ui.attach(demo, skip=(p.title, p.archive_btn, p.earlier_btn, p.noreply_text))
         progress.keep_chats_off_progress(demo)  # last: every event is wired (issue 32)
     return demo
 
@@ -352,7 +355,7 @@ def build_chat_pane(p: Page) -> None:
         # A stored user message without an answer (the app was killed mid-reply, or the model
         # failed): say so and offer to answer it again.
         with gr.Row(visible=False, elem_id="ac-noreply", equal_height=True) as p.noreply_row:
-            gr.Markdown(tr(handlers.NO_REPLY_NOTICE.key), elem_id="ac-noreply-text")
+            p.noreply_text = gr.Markdown(tr(handlers.NO_REPLY_NOTICE.key), elem_id="ac-noreply-text")
             p.retry_btn = gr.Button(tr("retry"), size="sm", elem_id="ac-retry", scale=0, min_width=80)
         p.earlier_btn = gr.Button(tr("show_earlier"), visible=False, size="sm", variant="secondary",
                                   elem_id="ac-earlier")
@@ -661,7 +664,7 @@ def _renamer(p: Page) -> Callable[..., tuple]:
         html_list = p.list_html(st, query, archived, active=before)
         # The tab now shows this title: a later rename is checked against it (issue 15).
         seen = dict(st, title=view.title) if st.get("session") and view.title != st.get("title") else gr.skip()
-        return (seen, view.title, gr.skip(), html_list, *[gr.skip()] * 8)
+        return (seen, view.title, gr.skip(), html_list, *[gr.skip()] * 9)
 
     return on_rename
 

@@ -48,8 +48,11 @@ def _untouched(field: Any, state: dict[str, Any] | None) -> bool:
     return text in ("", " ".join(str((state or {}).get("title") or "").split()))
 
 
-def _bar_html() -> str:
-    return f'<div class="ac-other-writing">{t(live.OTHER_WRITING.key)}</div>'
+def _bar_html(key: str = live.OTHER_WRITING.key) -> str:
+    return f'<div class="ac-other-writing">{t(key)}</div>'
+
+
+DELETED = "deleted"  # the bar's mode (``live_writing``) while it says the open chat was deleted elsewhere
 
 
 def wire_live(p: Page, tab_key: Callable[[Any, Any], str]) -> None:
@@ -71,6 +74,22 @@ def wire_live(p: Page, tab_key: Callable[[Any, Any], str]) -> None:
             renamed = live.title_now(ctx, st, key)  # renamed in another tab or process (trial D6)
         writing = found.other_writing
         bar = box = state = done = gr.skip()
+        if found.list_changed and live.deleted_elsewhere(ctx, st, key):
+            # Deleted in another tab or process (trial 7): said at once, not only on the next send.
+            # What the tab shows stays on screen; the tab becomes a new chat (its next message
+            # starts one, the address drops ?session=), as after a delete during this tab's reply.
+            from webui.chat.views import new_chat
+
+            view = new_chat(ctx, st.get("project"))
+            ctx.supersede(key)  # its next send must not continue the deleted chat's last state
+            bar = gr.HTML(_bar_html("chat_deleted_while_open"), visible=True)
+            return sessions, bar, box, found.token or known or "", DELETED, view.state, "", "", done
+        if was_writing == DELETED:
+            if st and st.get("session"):  # another chat opened, or a message sent: the notice goes
+                bar = gr.HTML("", visible=False)
+                was_writing = False
+            else:
+                return sessions, bar, box, found.token or known or "", DELETED, state, title, gr.skip(), done
         if writing != bool(was_writing):
             bar = gr.HTML(_bar_html() if writing else "", visible=writing)
             box = gr.Textbox(placeholder=t(live.OTHER_WRITING.key) if writing else t("message_placeholder"))
@@ -82,7 +101,7 @@ def wire_live(p: Page, tab_key: Callable[[Any, Any], str]) -> None:
             # refused as made against an older title (issue 15), never silently applied.
             title = renamed.text
             state = dict(state if isinstance(state, dict) and "project" in state else st, title=renamed.title)
-        return sessions, bar, box, found.token or known or "", writing, state, title, done
+        return sessions, bar, box, found.token or known or "", writing, state, title, gr.skip(), done
 
     # The chat is no output of the check (issue 32): an event that fills the chat costs the page a
     # copy of its 200 messages as it starts and ends (webui/gui/progress.py), 100–200 ms of the
@@ -90,7 +109,8 @@ def wire_live(p: Page, tab_key: Callable[[Any, Any], str]) -> None:
     # in an event of its own (a change of live_done: the check is unqueued, and a State's change
     # does not follow an unqueued event).
     p.live_btn.click(on_check, [p.state, p.tab, p.live_token, p.live_writing, p.search, p.show_archived, p.title],
-                     [p.sessions, p.other_bar, p.box, p.live_token, p.live_writing, p.state, p.title, p.live_done],
+                     [p.sessions, p.other_bar, p.box, p.live_token, p.live_writing, p.state, p.title, p.sid_box,
+                      p.live_done],
                      api_visibility="private", show_progress="hidden", queue=False)
 
     def on_written(_done, st, tab_id, request: gr.Request):

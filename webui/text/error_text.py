@@ -13,10 +13,12 @@ import re
 
 from core import errors as E
 from core.errors import is_disk_full, os_error_message
+from core.memory.secrets import hide_secrets
 from webui.i18n import t
 
 _AT_URL = re.compile(r" at (\S+?);")
 _STALE = {"title": "err_stale_title", "archive state": "err_stale_archive"}
+_TITLE = {"invisible": "invisible_title_notice"}  # InvalidTitle.reason -> its sentence (else: empty)
 
 
 def describe(err: BaseException) -> str:
@@ -34,6 +36,8 @@ def describe(err: BaseException) -> str:
             text = t("err_session_not_found", what=found.group(1)) if found else None
     elif isinstance(err, E.StaleChange):
         text = t(_STALE.get(str(getattr(err, "what", "")), "err_stale_other"))
+    elif isinstance(err, E.InvalidTitle):
+        text = t(_TITLE.get(getattr(err, "reason", ""), "empty_title_notice"))
     elif isinstance(err, E.InvalidTag):
         text = t("err_invalid_tag")
     elif isinstance(err, E.SessionConflict):
@@ -66,7 +70,27 @@ def describe(err: BaseException) -> str:
             detail = detail or (inner.group(1) if inner else "")
             if detail:
                 text = t("err_server_said", text=text, detail=_short(detail))
-    return text if text is not None else str(err)
+    text = text if text is not None else str(err)
+    # A model server's message can echo a key ("Incorrect API key provided: sk-…") or a URL with
+    # one: never on the page, never in the session (core hides them in what it stores too).
+    return hide_secrets(text) if isinstance(err, E.ModelError) else text
+
+
+def describe_stored(record: dict) -> str:
+    """The sentence for a stored reply_error entry (``Session.reply_error``, written by
+    :mod:`core.agent.runner` when a turn failed at the model): the same sentence :func:`describe`
+    gave the error live, in the request's language, secrets hidden. An error class this version
+    does not know keeps the stored (English) reason."""
+    reason = hide_secrets(str(record.get("reason") or ""))
+    cls = getattr(E, str(record.get("error") or ""), None)
+    if not (isinstance(cls, type) and issubclass(cls, E.ModelError)):
+        return reason
+    err = cls.__new__(cls)  # rebuilt from its sentence: the classes' own constructors differ
+    Exception.__init__(err, reason)
+    status = record.get("status")
+    err.status_code = status if isinstance(status, int) and not isinstance(status, bool) else None
+    err.detail = str(record.get("detail") or "")
+    return describe(err)
 
 
 def _short(text: str, limit: int = 200) -> str:

@@ -18,6 +18,8 @@ import logging
 import re
 from urllib.parse import urlsplit
 
+from core.session.markdown import code_spans, is_escaped as _escaped  # noqa: F401 (chat_text uses both)
+
 log = logging.getLogger(__name__)
 
 LINK_MARK = "\u2197"  # ↗ (a text glyph: common fonts have it)
@@ -36,7 +38,6 @@ HREF_TAGS = {"link", "image", "use", "feimage"}
 # CommonMark: a backtick fence's info string holds no backtick ("```<b>```" on a line is a code
 # span, not a fence; found by the property test in tests/webui/text/test_chat_text.py)
 _FENCE_OPEN = re.compile(r"^( {0,3})(`{3,}(?=[^`\n]*$)|~{3,})", re.M)
-_BACKTICKS = re.compile(r"`+")
 _ATTR = r"""[^\s"'>/=]+(?:\s*=\s*(?:"[^"]*"|'[^']*'|[^\s"'=<>`]+))?"""
 _TAG = re.compile(r"<([A-Za-z][A-Za-z0-9:-]*)((?:[\s/]+" + _ATTR + r")*)[\s/]*>", re.S)
 _ATTR_RE = re.compile(r"""([^\s"'>/=]+)(?:\s*=\s*("[^"]*"|'[^']*'|[^\s"'=<>`]+))?""", re.S)
@@ -81,45 +82,6 @@ def _segments(text: str) -> list[tuple[str, bool]]:
             last = end
         out.append((prose[last:], False))
     return out
-
-
-# A line that starts a new block and so ends the paragraph before it (CommonMark 5.2, 5.3, 4.2,
-# 4.5): a list item, a block quote, an ATX heading or a fence. A code span never crosses one.
-_BLOCK_START = re.compile(r"(?m)^ {0,3}(?:[-+*](?=[ \t]|$)|\d{1,9}[.)](?=[ \t]|$)|>|#{1,6}(?=[ \t]|$)|`{3,}(?=[^`\n]*$)|~~~)")
-
-
-def code_spans(text: str) -> list[tuple[int, int]]:
-    """``(start, end)`` of each inline code span in ``text``, per CommonMark: a run of N backticks
-    opens one, closed by the next run of exactly N in the same block; a run with no such closer is
-    literal text. A backslash before the opening run escapes its first backtick (so ``\\```x``` ``
-    opens with two); inside a span backslashes are literal, so they never affect the closer. A line
-    starting a list item, quote, heading or fence ends the block: ```<b>`` then ``- `…`` is no span."""
-    starts = [m.start() for m in _BLOCK_START.finditer(text) if m.start() > 0]
-    if not starts:
-        return _spans_in(text, 0)
-    spans: list[tuple[int, int]] = []
-    for begin, end in zip([0, *starts], [*starts, len(text)]):
-        spans += _spans_in(text[begin:end], begin)
-    return spans
-
-
-def _spans_in(text: str, offset: int) -> list[tuple[int, int]]:
-    """:func:`code_spans` of one block, shifted by ``offset``."""
-    runs = [(m.start(), m.end()) for m in _BACKTICKS.finditer(text)]
-    spans: list[tuple[int, int]] = []
-    i = 0
-    while i < len(runs):
-        start, end = runs[i]
-        if _escaped(text, start):
-            start += 1
-        closer = next((j for j in range(i + 1, len(runs)) if runs[j][1] - runs[j][0] == end - start),
-                      None) if end > start else None
-        if closer is None:
-            i += 1
-            continue
-        spans.append((offset + start, offset + runs[closer][1]))
-        i = closer + 1
-    return spans
 
 
 def _fenced(text: str) -> list[tuple[str, bool]]:
@@ -322,13 +284,6 @@ def _rewrite_md_images(text: str) -> str:
         # A reference image (``![alt][ref]``, ``![alt][]``, ``![alt]``): the same reference as a link.
         out.append(_kind_label("image", f"[{alt}]"))
         i = after
-
-
-def _escaped(text: str, pos: int) -> bool:
-    n = 0
-    while pos - n - 1 >= 0 and text[pos - n - 1] == "\\":
-        n += 1
-    return n % 2 == 1
 
 
 def _match_bracket(text: str, start: int) -> int:

@@ -15,7 +15,7 @@ from hypothesis import given, settings, strategies as st
 from core import LocalSessionStore, SessionManager
 from core.agent.loop import RoundCompleted, TextDelta, ToolCallStarted
 from core.session.entries import message_entry
-from core.errors import ModelNotConfigured, ModelServerError, SessionConflict
+from core.errors import ModelAuthError, ModelNotConfigured, ModelServerError, SessionConflict
 from core.agent.repair import INTERRUPTED_RESULT, closing_results, prepare_request
 from core.agent.runner import TitleStarted, UserMessageSaved, run_session, run_session_stream
 from tests.support.stores import make_project, session  # noqa: F401  (fixture)
@@ -111,6 +111,32 @@ class TestPerRoundPersistence:
         with pytest.raises(ModelNotConfigured, match="OPENAI_API_KEY"):
             next(stream)
         assert stored(store, session.key)[-1] == {"role": "user", "content": "hello?"}
+
+    def test_a_failed_turn_keeps_why_with_secrets_hidden(self, fake_openai, store, session):
+        # Trial: after a reload only "No reply was saved" remained; the session now keeps the
+        # reason (an appended reply_error entry), never the key a server echoed.
+        fake_openai.push({"tool_calls": [{"name": "list_files", "arguments": {}}]},
+                         {"error": 401, "message": "Incorrect API key provided: sk-proj-AbCdEfGhIjKlMnOpQrSt1234."})
+        with pytest.raises(ModelAuthError):
+            drain(run_session_stream(session.key, store, "list them", client=fake_openai.client(), model=MODEL))
+        got = SessionManager(store).get(session.key)
+        assert [m["role"] for m in got.messages] == ["system", "user", "assistant", "tool"]
+        err = got.reply_error
+        assert err["at"] == 4 and err["error"] == "ModelAuthError" and err["status"] == 401
+        assert err["detail"] == "Incorrect API key provided: [hidden]." and "HTTP 401" in err["reason"]
+        assert "AbCdEfGh" not in str(store.load(session.key))
+        result = run_session(session.key, store, None, client=fake_openai.client(), model=MODEL, wait_for_title=10)
+        assert result.reply_error is None  # answered now: the reason is history
+
+    def test_no_client_keeps_why_and_a_partial_reply_needs_no_reason(self, fake_openai, store, session):
+        with pytest.raises(ModelNotConfigured):
+            drain(run_session_stream(session.key, store, "hello?", client=None, model=MODEL))
+        assert SessionManager(store).get(session.key).reply_error["error"] == "ModelNotConfigured"
+        fake_openai.push({"text": "Half of an ans", "drop_after": 2})
+        with pytest.raises(ModelServerError):
+            drain(run_session_stream(session.key, store, "again", client=fake_openai.client(), model=MODEL))
+        got = SessionManager(store).get(session.key)
+        assert got.messages[-1]["role"] == "assistant" and got.reply_error is None
 
     def test_expected_count_conflict(self, fake_openai, store, session):
         client = fake_openai.client()

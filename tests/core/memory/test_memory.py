@@ -21,7 +21,7 @@ from core.memory.context import (
 )
 from core.memory.mode import memory_mode, set_automatic
 from core.memory.model import Memory
-from core.memory.secrets import looks_secret
+from core.memory.secrets import hide_secrets, looks_secret
 from core.memory.store import MemoryStore
 from core.stores.memory_log import memory_log_for, project_scope
 
@@ -76,6 +76,26 @@ class TestSecretsFilter:
     ])
     def test_ordinary_facts_pass(self, text):
         assert not looks_secret(text)
+
+
+class TestHideSecrets:
+    """Guards against an error reason kept in a session or shown on the page carrying a key a
+    model server echoed (in its message, a URL or a header), or losing the words around it."""
+
+    @pytest.mark.parametrize("text, shown", [
+        ("Incorrect API key provided: sk-proj-abcdefghijklmnopqrstuvwxyz0123.",
+         "Incorrect API key provided: [hidden]."),
+        ("Could not reach http://me:pw@host:8080/v1?key=AIzaSyA-very-secret-value-1234567890 now",
+         "Could not reach http://[hidden]@host:8080/v1?key=[hidden] now"),
+        ("Authorization: Bearer abcdefghijklmnopqrstuvwxyz123", "Authorization: Bearer [hidden]"),
+        ("x-api-key: abc123def456 was refused", "x-api-key: [hidden] was refused"),
+        ("This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.",
+         None),
+        ("The model server rejected the request (HTTP 400: model gpt-4o-mini-2024-07-18 does not exist).", None),
+        ("Could not reach the model server at http://127.0.0.1:9; check that it is running.", None),
+    ])
+    def test_secrets_hidden_words_kept(self, text, shown):
+        assert hide_secrets(text) == (text if shown is None else shown)
 
 
 class TestParsingRealAnswers:

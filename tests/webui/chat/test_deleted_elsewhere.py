@@ -192,3 +192,17 @@ def test_the_reply_racing_a_delete_in_a_thread_never_raises(tmp_path, project, f
     for upd in updates:
         for row in upd.rows or []:
             _no_key(ctx, row.get("content"))
+
+
+class TestTheLiveCheckSeesTheDelete:
+    """Guards against a tab whose chat was deleted in another tab (no reply running) showing it as
+    live until its next send (trial 7, defect 4): the live check tells it after the list changed."""
+
+    def test_gone_only_once_every_version_is_deleted(self, tmp_path, project, fake_openai):
+        ctx = _ctx(tmp_path, project, fake_openai)
+        s = seeded(ctx)
+        state = handlers.open_session(ctx, ctx.project_key, s.id).state
+        assert live.deleted_elsewhere(ctx, state, "tab-b") is False
+        assert live.deleted_elsewhere(ctx, {"project": ctx.project_key, "session": None}, "tab-b") is False
+        handlers.delete(ctx, handlers.open_session(ctx, ctx.project_key, s.id).state)
+        assert live.deleted_elsewhere(ctx, state, "tab-b") is True

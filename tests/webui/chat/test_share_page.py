@@ -33,3 +33,16 @@ class TestSharePage:
         assert "Earlier messages were summarised" in page and "<strong>earlier</strong>" in page
         assert "Version 2 of 3" in page and "#x" in page
         assert "@media (prefers-color-scheme: dark)" in page
+
+
+class TestSharedPageEscapesTypedHtml:
+    """Guards against the page to share doing what the Markdown export did (trial): a typed
+    ``<script>`` or ``<img onerror>`` in a message becoming live HTML in the page."""
+
+    def test_user_and_assistant_html_is_text(self):
+        typed = "<script>alert(1)</script> <img src=x onerror=alert(1)> <b>bold?</b>"
+        page = session_to_html(session([{"role": "user", "content": typed},
+                                        {"role": "assistant", "content": "ok " + typed}]))
+        body = page[page.index("<body"):]
+        assert "<script>alert" not in body and "<img src=x" not in body and "<b>bold?" not in body
+        assert body.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 2

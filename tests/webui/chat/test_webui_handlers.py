@@ -9,6 +9,7 @@ import pytest
 
 from core.stores.jsonl_store import LocalSessionStore
 from core.session.keys import SessionKey, project_key
+from webui import i18n
 from webui.chat import handlers
 from webui.render import rows as render
 from webui.text.timefmt import group_label, relative_time
@@ -605,6 +606,29 @@ class TestLabelsAndNotices:
         assert view.title == "y" * 200
         assert view.notice == handlers.TITLE_SHORTENED_NOTICE and view.notice_level == "info"
         assert handlers.rename(ctx, view.state, "fine").notice is None
+
+    @pytest.mark.parametrize("ghost", ["\u200b\u200b", "\u2800\u2800", "\U000e0041\U000e0042", "\ufff0",
+                                       "\U0001d173", "\x01\u200b", "\u3164 \u2060"])
+    def test_invisible_title_is_refused_with_a_notice(self, ctx, ghost):
+        # Trial: tag characters, U+FFF0, U+1D173 and the blank Braille cell were stored as the
+        # title with no notice (the sidebar then showed a dated label instead: a silent change).
+        s = seeded(ctx, title="Keep me")
+        state = handlers.open_session(ctx, ctx.project_key, s.id).state
+        view = handlers.rename(ctx, state, ghost)
+        assert view.notice == handlers.INVISIBLE_TITLE_NOTICE and view.notice_level == "warning"
+        assert view.title == "Keep me" and ctx.manager.get(s.key).title == "Keep me"
+        new = handlers.rename(ctx, handlers.new_chat(ctx).state, ghost)  # a new chat is not saved under it
+        assert new.notice == handlers.INVISIBLE_TITLE_NOTICE and not new.session_id
+        assert [m.id for m in ctx.manager.list(ctx.project_key)] == [s.id]
+
+    def test_title_notices_are_in_the_tab_language(self, ctx):
+        s = seeded(ctx, title="Keep me")
+        state = handlers.open_session(ctx, ctx.project_key, s.id).state
+        with i18n.using("zh-CN"):
+            assert handlers.rename(ctx, state, "\x01\x02").notice == i18n.t("empty_title_notice", "zh-CN")
+            assert handlers.rename(ctx, state, "\u200b").notice == i18n.t("invisible_title_notice", "zh-CN")
+            long = handlers.rename(ctx, state, "\u4e2d" * 201)
+            assert long.notice == i18n.t("title_shortened_notice", "zh-CN") and len(long.title) == 200
 
     def test_delete_is_good_news(self, ctx):
         s = seeded(ctx)

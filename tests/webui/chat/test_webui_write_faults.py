@@ -132,7 +132,7 @@ class TestBrowserInput:
     def test_zero_width_title_is_refused(self, ctx):
         first = send(ctx, handlers.tab_state(ctx.project_key), "hello")
         view = handlers.rename(ctx, first.state, "\u200b\u200b")
-        assert view.notice == handlers.EMPTY_TITLE_NOTICE
+        assert view.notice == handlers.INVISIBLE_TITLE_NOTICE
         view = handlers.rename(ctx, first.state, "half an emoji \udc00")
         assert view.title == "half an emoji \ufffd"
         json.dumps(view.title).encode()  # valid text for the page
