@@ -57,6 +57,8 @@ DOUBLE_SUBMIT_SECONDS = 3.0  # the same text sent again this soon while it is pe
 _TAKE_LOCK = threading.Lock()
 GONE_CHECK_SECONDS = 2.0  # how often a streaming reply looks whether its chat was deleted elsewhere
 QUEUE_WAIT_SECONDS = 30.0  # a message sent right after Stop waits this long for the stopped run
+# The user's message is held back this long for the reply's first token, so both reach the page
+# in one chat render (issue 32: every new value re-renders the whole shown chat in the browser).
 
 
 class _LiveRows:

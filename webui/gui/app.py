@@ -41,6 +41,7 @@ from webui.gui import (
     narrow,
     organise,
     notice_place,
+    progress,
     project_move,
     rewind_card,
     search,
@@ -217,7 +218,11 @@ class Page:
         # before its message is stored
         page = st or {}
         drawn = (page.get("session"), live_chat.list_token(self.ctx, page.get("project") or self.ctx.project_key))
-        for upd in handlers.send_taken(self.ctx, st, _tab_key(request, tab_id), run_id, model_name):
+        # The user's message shows at once, before the reply's first token: holding it back to
+        # render both together (tried in issue 32) only made one's own message late with a model
+        # whose first token takes longer than the hold, which is every remote one.
+        updates = handlers.send_taken(self.ctx, st, _tab_key(request, tab_id), run_id, model_name)
+        for upd in updates:
             if started_title is None:
                 started_title = upd.title
             if not upd.done:
@@ -302,6 +307,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
         p.state_listeners.wire()  # after every feature added what it shows of the state
         # languages (issue 20): static labels in the page setting's language when it overrides
         i18n_ui.attach(demo, skip=(p.title, p.archive_btn, p.earlier_btn, p.noreply_text))
+        progress.keep_chats_off_progress(demo)  # last: every event is wired (issue 32)
     return demo
 
 
@@ -328,7 +334,7 @@ def build_sidebar(p: Page) -> None:
             p.mirror_line = gr.HTML("", elem_id="ac-mirror") if handlers.has_mirror(p.ctx) else None
             p.import_foot = gr.Column(elem_id="ac-import-foot")
             p.memory_foot = gr.Column(elem_id="ac-memory-foot")  # the Memory button (gui.memory)
-            i18n_ui.add_language_setting(p.demo)
+            p.lang = i18n_ui.add_language_setting(p.demo)  # set by the page's load (wire_load)
             # the theme switch and the keyboard shortcuts' help (issue 18)
             p.prefs = gr.HTML(page_prefs_html(), js_on_load=theme_switch.SWITCH_JS, elem_id="ac-prefs")
 
@@ -425,14 +431,17 @@ def wire_load(p: Page) -> None:
         return (*shown, uuid.uuid4().hex,
                 gr.Dropdown(choices=handlers.project_choices(ctx, current), value=current),
                 gr.Dropdown(choices=names, value=default),
-                gr.Markdown(banner_text or "", visible=bool(banner_text)), token)
+                gr.Markdown(banner_text or "", visible=bool(banner_text)), token,
+                # the sidebar foot in the tab's language: in this event, not two more (issue 32)
+                i18n_ui.language_setting_update(request), page_prefs_update(request))
 
     def on_loaded(st, request: gr.Request):
         # After the load's answer reached the page (a second event): a message sent before it
         # waits until here, so the answer can no longer blank the chat that message went to.
         ctx.page_loaded(_tab_key(request, None), st)
 
-    p.demo.load(on_load, None, [*p.view_outputs, p.tab, p.project, p.model, p.banner, p.live_token],
+    p.demo.load(on_load, None, [*p.view_outputs, p.tab, p.project, p.model, p.banner, p.live_token, p.lang,
+                                p.prefs],
                 api_visibility="private", js=i18n_ui.COOKIE_JS).then(  # the browser's language and zone first
         on_loaded, p.state, None, api_visibility="private", show_progress="hidden", queue=False)
     p.sid_box.change(None, p.sid_box, None, js=URL_SYNC_JS)
@@ -568,7 +577,6 @@ def wire_sidebar(p: Page) -> None:
     narrow.attach(p.demo)  # narrow windows: the sidebar is a drawer (issue 18)
     topbar_menu.attach(p.demo)  # a narrow top bar: its actions in the "⋯" menu (issue 31)
     shortcuts.attach(p.demo)
-    p.demo.load(page_prefs_html, None, p.prefs, api_visibility="private", show_progress="hidden")  # in the tab's language
     p.demo.load(None, None, None, js=CHAT_TEXT_JS)  # Copy and Edit give the text written
 
     def on_filter(st, query, archived):
@@ -796,6 +804,14 @@ def wire_features(p: Page) -> None:
 def page_prefs_html() -> str:
     """The sidebar foot's theme switch and Keyboard shortcuts help, in the request's language."""
     return theme_switch.switch_html() + shortcuts.help_html()
+
+
+def page_prefs_update(request: gr.Request) -> Any:
+    """:func:`page_prefs_html` for the page's load; ``gr.skip()`` when the request's language is
+    the one the page was built in (its config already holds that HTML)."""
+    if i18n.request_lang(request) == i18n_ui.built_lang():
+        return gr.skip()
+    return page_prefs_html()
 
 
 def _signature_with_tab(fn):

@@ -111,18 +111,35 @@ def attach(demo: gr.Blocks, skip: tuple = ()) -> None:
     demo.load(relabel, None, outputs, api_visibility="private", show_progress="hidden")
 
 
+# The language the page was built in (no request: ``ANYCODE_LANG`` or English): what needs no
+# update on load when a request is in it.
+_BUILT_LANG: list[str] = []
+
+
+def built_lang() -> str:
+    """The language of the labels the server put in the page's config (see :func:`add_language_setting`)."""
+    return _BUILT_LANG[0] if _BUILT_LANG else i18n.request_lang(None)
+
+
 def add_language_setting(demo: gr.Blocks) -> gr.Dropdown:
     """The language setting (sidebar foot): "Automatic (browser)" or a catalogue language. A
-    choice is kept in a cookie and reloads the page in that language. Call inside the Blocks."""
+    choice is kept in a cookie and reloads the page in that language. Call inside the Blocks;
+    the page's load event sets it with :func:`language_setting_update` (issue 32: one load
+    event for the page, not one per feature)."""
+    _BUILT_LANG[:] = [i18n.request_lang(None)]
     setting = gr.Dropdown(label=tr("language"), choices=_choices(), value="auto", elem_id="ac-lang",
                           interactive=True)
     setting.input(None, setting, None, js=SET_LANG_JS)
-
-    def on_load(request: gr.Request):
-        return gr.Dropdown(choices=_choices(), value=i18n.setting_lang(request) or "auto")
-
-    demo.load(on_load, None, setting, api_visibility="private", show_progress="hidden")
     return setting
+
+
+def language_setting_update(request: gr.Request) -> Any:
+    """The language setting for ``request``: its choices in the request's language and the
+    setting chosen; ``gr.skip()`` when the page's config already shows exactly that."""
+    chosen = i18n.setting_lang(request)
+    if chosen is None and i18n.request_lang(request) == built_lang():
+        return gr.skip()
+    return gr.Dropdown(choices=_choices(), value=chosen or "auto")
 
 
 def _choices() -> list[tuple[str, str]]:

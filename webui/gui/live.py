@@ -8,6 +8,7 @@ it) in the same event: no listener of its own."""
 from __future__ import annotations
 
 import logging
+import uuid
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -31,6 +32,8 @@ def build_live_parts(p: Page) -> None:
     p.live_btn = gr.Button("live", visible="hidden", elem_id="ac-live-check")
     p.live_token = gr.State("")  # the list token the sidebar was last drawn with
     p.live_writing = gr.State(False)  # whether the bar is shown
+    # set by the check when another tab's reply is done: its change shows that reply (wire_live)
+    p.live_done = gr.Textbox(visible="hidden", elem_id="ac-live-done")
 
 
 def start_token(ctx: Any, project: str) -> str:
@@ -70,7 +73,7 @@ def wire_live(p: Page, tab_key: Callable[[Any, Any], str]) -> None:
             sessions = p.list_html(st, query, archived, active=st.get("session"), **limit)
             renamed = live.title_now(ctx, st, key)  # renamed in another tab or process (trial D6)
         writing = found.other_writing
-        bar = box = chat = state = gr.skip()
+        bar = box = state = done = gr.skip()
         if found.list_changed and live.deleted_elsewhere(ctx, st, key):
             # Deleted in another tab or process (trial 7): said at once, not only on the next send.
             # What the tab shows stays on screen; the tab becomes a new chat (its next message
@@ -80,29 +83,42 @@ def wire_live(p: Page, tab_key: Callable[[Any, Any], str]) -> None:
             view = new_chat(ctx, st.get("project"))
             ctx.supersede(key)  # its next send must not continue the deleted chat's last state
             bar = gr.HTML(_bar_html("chat_deleted_while_open"), visible=True)
-            return sessions, bar, box, found.token or known or "", DELETED, chat, view.state, "", ""
+            return sessions, bar, box, found.token or known or "", DELETED, view.state, "", "", done
         if was_writing == DELETED:
             if st and st.get("session"):  # another chat opened, or a message sent: the notice goes
                 bar = gr.HTML("", visible=False)
                 was_writing = False
             else:
-                return sessions, bar, box, found.token or known or "", DELETED, chat, state, title, gr.skip()
+                return sessions, bar, box, found.token or known or "", DELETED, state, title, gr.skip(), done
         if writing != bool(was_writing):
             bar = gr.HTML(_bar_html() if writing else "", visible=writing)
             box = gr.Textbox(placeholder=t(live.OTHER_WRITING.key) if writing else t("message_placeholder"))
-            view = None if writing else live.refreshed(ctx, st, key)
-            if view is not None:  # the other tab's reply is done: shown here too, and counted
-                chat, state = view.rows, view.state
+            if not writing:  # the other reply is done: on_written shows it (live_done.change)
+                done = uuid.uuid4().hex
         if renamed is not None and _untouched(field, st):
             # The title field follows, and the state too (a later rename here is checked against
             # what the field now shows). A title being typed is left alone: its rename is then
             # refused as made against an older title (issue 15), never silently applied.
             title = renamed.text
             state = dict(state if isinstance(state, dict) and "project" in state else st, title=renamed.title)
-        return sessions, bar, box, found.token or known or "", writing, chat, state, title, gr.skip()
+        return sessions, bar, box, found.token or known or "", writing, state, title, gr.skip(), done
 
+    # The chat is no output of the check (issue 32): an event that fills the chat costs the page a
+    # copy of its 200 messages as it starts and ends (webui/gui/progress.py), 100–200 ms of the
+    # browser's main thread once a second. Only the end of another tab's reply fills the chat,
+    # in an event of its own (a change of live_done: the check is unqueued, and a State's change
+    # does not follow an unqueued event).
     p.live_btn.click(on_check, [p.state, p.tab, p.live_token, p.live_writing, p.search, p.show_archived, p.title],
-                     [p.sessions, p.other_bar, p.box, p.live_token, p.live_writing, p.chat, p.state, p.title,
-                      p.sid_box],
+                     [p.sessions, p.other_bar, p.box, p.live_token, p.live_writing, p.state, p.title, p.sid_box,
+                      p.live_done],
                      api_visibility="private", show_progress="hidden", queue=False)
+
+    def on_written(_done, st, tab_id, request: gr.Request):
+        view = live.refreshed(ctx, st, tab_key(request, tab_id))
+        if view is None:
+            return gr.skip(), gr.skip()
+        return view.rows, view.state  # the other tab's reply is done: shown here too, and counted
+
+    p.live_done.change(on_written, [p.live_done, p.state, p.tab], [p.chat, p.state],
+                       api_visibility="private", show_progress="hidden")
     p.demo.load(None, None, None, js=LIVE_JS)

@@ -1,0 +1,48 @@
+"""The page's work per action (issue 32): no chat is a progress target (:mod:`webui.gui.progress`);
+the page load is one event for the sidebar foot too."""
+from __future__ import annotations
+
+
+
+
+
+def _config(tmp_path):
+    import json
+
+    from core.stores.jsonl_store import LocalSessionStore
+    from tests.support.chat_ctx import make_ctx
+    from webui.gui.app import build_app
+
+    (tmp_path / "proj").mkdir()
+    ctx = make_ctx(LocalSessionStore(tmp_path / "data"), tmp_path / "proj")
+    return json.loads(json.dumps(build_app(ctx).get_config_file(), default=str))
+
+
+class TestPageEvents:
+    """Guards the browser's work per event: a chat among an event's progress targets made the page
+    copy its 200 messages on every status change of every event (the once-a-second live check
+    included), and the sidebar foot's two load events were two more round trips per page load."""
+
+    def test_no_chat_is_a_progress_target(self, tmp_path):
+        cfg = _config(tmp_path)
+        chats = {c["id"] for c in cfg["components"] if c["type"] == "chatbot"}
+        filling = [d for d in cfg["dependencies"] if chats & set(d["outputs"])]
+        assert len(filling) > 10  # opening, sending, versions, rewind ... all fill the chat
+        for dep in filling:
+            targets = dep["show_progress_on"]
+            assert targets is not None and not chats & set(targets), dep["id"]
+            assert set(targets) == set(dep["outputs"]) - chats  # the others keep their progress
+
+    def test_the_live_check_does_not_fill_the_chat(self, tmp_path):
+        cfg = _config(tmp_path)
+        ids = {c["props"].get("elem_id"): c["id"] for c in cfg["components"]}
+        check = [d for d in cfg["dependencies"] if [ids["ac-live-check"], "click"] in [list(t) for t in d["targets"]]]
+        assert len(check) == 1 and ids["ac-chat"] not in check[0]["outputs"]
+
+    def test_the_sidebar_foot_comes_with_the_page_load(self, tmp_path):
+        cfg = _config(tmp_path)
+        ids = {c["props"].get("elem_id"): c["id"] for c in cfg["components"]}
+        loads = [d for d in cfg["dependencies"] if d["backend_fn"] and any(t[1] == "load" for t in d["targets"])]
+        with_foot = [d for d in loads if {ids["ac-lang"], ids["ac-prefs"]} <= set(d["outputs"])]
+        assert len(with_foot) == 1 and ids["ac-list"] in with_foot[0]["outputs"]
+        assert [d for d in loads if ids["ac-prefs"] in d["outputs"]] == with_foot  # no load event of its own
