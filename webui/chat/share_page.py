@@ -168,7 +168,13 @@ def session_to_html(session: Any, *, version: tuple[int, int, bool] | None = Non
         for c in rest:
             body.append("<details><summary>Earlier messages were summarised</summary>"
                         f"{reply_html(str(c.get('summary', '')))}</details>")
-    return ("<!DOCTYPE html>\n<html lang=\"und\"><head><meta charset=\"utf-8\">"
+    # The conversation's language (screen readers, hyphenation, fonts); "und" when it cannot be
+    # told (too little prose, mixed): the export of an English chat said "und" (trial 7).
+    from core.agent.language import conversation_language
+
+    found = conversation_language(session.messages)
+    lang = html.escape(found.code if found else "und", quote=True)
+    return (f"<!DOCTYPE html>\n<html lang=\"{lang}\"><head><meta charset=\"utf-8\">"
             f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<meta name=\"generator\" content=\"anycode\"><title>{html.escape(title)}</title>"

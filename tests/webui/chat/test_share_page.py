@@ -46,3 +46,17 @@ class TestSharedPageEscapesTypedHtml:
         body = page[page.index("<body"):]
         assert "<script>alert" not in body and "<img src=x" not in body and "<b>bold?" not in body
         assert body.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 2
+
+
+class TestSharedPageLanguage:
+    """Guards against the page of an English (or Chinese) chat saying ``lang="und"`` (trial 7):
+    screen readers read it in the wrong voice."""
+
+    def test_the_conversation_language_or_und(self):
+        english = [{"role": "user", "content": "Please explain how the cache invalidation works in this service."},
+                   {"role": "assistant", "content": "The cache entries expire after five minutes, and every write clears them."}]
+        chinese = [{"role": "user", "content": "请解释一下这个服务里的缓存是怎样失效的，谢谢。"},
+                   {"role": "assistant", "content": "缓存条目五分钟后过期，每次写入都会清除它们。"}]
+        assert '<html lang="en">' in session_to_html(session(english))
+        assert '<html lang="zh-Hans">' in session_to_html(session(chinese))
+        assert '<html lang="und">' in session_to_html(session([{"role": "user", "content": "ok"}]))
