@@ -18,9 +18,11 @@ from core.agent.workspace import check_workspace
 from core.errors import AnycodeError, RewindError
 from core.session.entries import SessionState
 from core.session.keys import SessionKey
+from core.session.text import message_text
 from webui import i18n
 from webui.chat import handlers
 from webui.render import rows as render
+from webui.text.chat_text import visible_bidi
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +87,7 @@ def card(ctx: Any, state: dict[str, Any], message_index: int) -> RewindCard:
         if ws is not None:
             raise
         plan = checkpoints.plan_rewind(ctx.manager, key, message_index, None, mode="conversation")
-    out = RewindCard(message_index, i18n.t("rewind_title", n=plan.keep))
+    out = RewindCard(message_index, _title(ctx, key, message_index, plan.keep))
     shown = [f for f in plan.files if f.status != "same"]
     out.lines = [sentence(f) for f in shown] or [i18n.t("rewind_no_files")]
     out.diff = "".join(f.diff() for f in shown if f.status in ("restore", "outside"))
@@ -129,7 +131,29 @@ def undo(ctx: Any, state: dict[str, Any]) -> handlers.SessionView:
         log.warning("undo of a rewind of %s failed: %s", key.session_id, err)
         return handlers.reload(ctx, state, notice=i18n.t("rewind_failed", error=_reason(err)))
     notice = i18n.t("rewind_undone") + (" " + i18n.tn("rewind_left", len(result.left)) if result.left else "")
-    return handlers.view_of(ctx.manager.get(result.key), notice=notice)
+    view = handlers.view_of(ctx.manager.get(result.key), notice=notice)
+    if not result.left:
+        view.notice_level = "info"  # it did what was asked: not a warning (trial 7)
+    return view
+
+
+TITLE_SNIPPET = 60  # characters of the chosen message quoted in the card's title
+
+
+def _title(ctx: Any, key: Any, message_index: int, keep: int) -> str:
+    """The card's title: the chosen message quoted ("Rewind to “…”"), as the user sees it on
+    screen; the stored message count ("Rewind to message 5": an internal number, trial 7) only
+    when that message has no text (a tool step)."""
+    try:
+        msg = ctx.manager.get(key).messages[message_index]
+        text = " ".join(message_text(msg.get("content")).split())
+    except (AnycodeError, OSError, IndexError, AttributeError):
+        text = ""
+    if not text:
+        return i18n.t("rewind_title", n=keep)
+    if len(text) > TITLE_SNIPPET:
+        text = text[: TITLE_SNIPPET - 1].rstrip() + "…"
+    return i18n.t("rewind_title_quote", text=visible_bidi(text))  # as written, not reordered
 
 
 def _counts(result: checkpoints.RewindResult) -> str:

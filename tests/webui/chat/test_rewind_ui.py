@@ -91,7 +91,17 @@ def test_strings_in_chinese(ctx, fake_openai):
     state = agent_wrote(ctx, fake_openai)
     with i18n.using("zh-CN"):
         card = rewind.card(ctx, state, 1)
-    assert card.title == "回退到第 2 条消息" and card.lines[0].startswith("one.txt：删除")
+    assert card.title == "回退到“write them”" and card.lines[0].startswith("one.txt：删除")
+
+
+def test_the_card_names_the_message_as_shown_and_undo_is_not_a_warning(ctx, fake_openai):
+    # The card said "Rewind to message 2" (a count of stored messages, not what the user sees)
+    # and a successful undo came as a warning (trial 7).
+    state = agent_wrote(ctx, fake_openai)
+    assert rewind.card(ctx, state, 1).title == "Rewind to “write them”"
+    view = rewind.apply(ctx, state, 1, "both")
+    back = rewind.undo(ctx, view.state)
+    assert back.notice_level == "info"
 
 
 class TestEditAndRegenerateOfferTheFiles:
