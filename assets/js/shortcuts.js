@@ -43,11 +43,19 @@
     });
     return any;
   };
+  // A message sent while an edit is open leaves the edit; on a busy machine the edit's Cancel
+  // button can come a moment after its text box, so look again for up to a second.
+  const leaveEdits = (tries = 20) => {
+    cancelEdits();
+    if (tries > 0 && document.querySelector('#ac-chat textarea.edit-textarea')) {
+      setTimeout(() => leaveEdits(tries - 1), 50);
+    }
+  };
   document.addEventListener('click', (e) => {
     const b = e.target.closest && e.target.closest('#ac-chat .message-buttons button');
     if (b) { measure(rowOfButtons(b.closest('.message-buttons'))); return; }
     // Sending from the box while an edit is open: the edit is left (it kept the chat from updating).
-    if (e.target.closest && e.target.closest('#ac-input button')) cancelEdits();
+    if (e.target.closest && e.target.closest('#ac-input button')) leaveEdits();
   }, true);
   const editLast = () => {
     const rows = document.querySelectorAll('#ac-chat .message-row.user-row');
@@ -100,7 +108,7 @@
       if (cancelEdits()) setTimeout(() => { const b = box(); if (b) b.focus(); }, 30);
       return;
     }
-    if (key === 'enter' && !e.shiftKey && e.target === box() && box().value.trim()) cancelEdits();
+    if (key === 'enter' && !e.shiftKey && e.target === box() && box().value.trim()) leaveEdits();
     if (key === 'escape') {
       const stop = document.querySelector('#ac-input button.stop-button');
       if (stop && stop.offsetParent !== null) { e.preventDefault(); stop.click(); return; }
