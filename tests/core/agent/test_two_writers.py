@@ -13,6 +13,7 @@ from core import SessionKey, SessionManager
 from core.agent.loop import RoundCompleted
 from core.agent.runner import ReplyKeptAsVersion, TitleStarted, UserMessageSaved, run_session, run_session_stream
 from core.errors import SessionConflict
+from tests.core.agent.test_runner import drain
 from tests.support.fake_openai import validate_chat_request
 
 MODEL = "gpt-4o-mini"
@@ -56,15 +57,6 @@ def until(stream, kind):
     raise AssertionError(f"the stream ended before a {kind.__name__}")
 
 
-def finish(stream):
-    events = []
-    for event in stream:
-        events.append(event)
-        if isinstance(event, TitleStarted):
-            event.thread.join(10)
-    return events
-
-
 class TestRacingReply:
     def test_reply_racing_another_writer_is_kept_as_version_2_of_2(self, fake_openai, store, session):
         """Issue 25's first scenario through the core API: tab A's reply is still coming when tab B
@@ -77,7 +69,7 @@ class TestRacingReply:
         # Tab B loaded the chat with A's question in it and sends while A's reply is in flight.
         run_session(session.key, store, "question B", client=client, model=MODEL, expected_count=2,
                     wait_for_title=10)
-        events = finish(a)
+        events = drain(a)
         kept = [e for e in events if isinstance(e, ReplyKeptAsVersion)]
         assert len(kept) == 1 and (kept[0].number, kept[0].count) == (2, 2)
         assert kept[0].of == session.key
@@ -110,7 +102,7 @@ class TestRacingReply:
         run_session(session.key, store, "meanwhile", client=client, model=MODEL, expected_count=count,
                     wait_for_title=10)
         fake_openai.push({"tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]})
-        events = finish(a)
+        events = drain(a)
         rounds = [first] + [e for e in events if isinstance(e, RoundCompleted)]
         kept = [e for e in events if isinstance(e, ReplyKeptAsVersion)]
         assert len(kept) == 1
