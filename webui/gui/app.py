@@ -162,8 +162,11 @@ class Page:
         return [self.state, self.search, self.show_archived]
 
     def list_html(self, st: dict[str, Any], query: str | None, archived: Any, **kwargs: Any) -> str:
-        """The sidebar list of the tab's project for the query and archive switch shown."""
-        return handlers.session_list_html(self.ctx, st["project"], query=query or "", archived=bool(archived),
+        """The sidebar list of the tab's project for the query and archive switch shown (the
+        launcher's project before the page's load has given the tab a state: a search typed that
+        early raised)."""
+        project = (st or {}).get("project") or self.ctx.project_key
+        return handlers.session_list_html(self.ctx, project, query=query or "", archived=bool(archived),
                                           **kwargs)
 
     def show(self, view: SessionView, query: str, archived: bool) -> tuple:
@@ -580,7 +583,7 @@ def wire_sidebar(p: Page) -> None:
     p.demo.load(None, None, None, js=CHAT_TEXT_JS)  # Copy and Edit give the text written
 
     def on_filter(st, query, archived):
-        return p.list_html(st, query, archived, active=st.get("session"))
+        return p.list_html(st, query, archived, active=(st or {}).get("session"))
 
     # .change: any edit filters (typing, paste, Backspace, select-all + Delete, clearing)
     p.search.change(on_filter, p.list_inputs, p.sessions, api_visibility="private", trigger_mode="always_last")
