@@ -31,27 +31,66 @@
     while (r && !r.classList.contains('message-row')) r = r.previousElementSibling;
     return r && r.classList.contains('user-row') ? r : null;
   };
+  // The Cancel button of an open edit (Gradio shows Submit and Cancel in its row while it is
+  // edited; names translated with the page), or null while that row still shows its old buttons.
+  const cancelOf = (t) => {
+    const row = t.closest('.message-row');
+    let n = row && row.nextElementSibling;
+    while (n && !n.classList.contains('message-buttons')) n = n.nextElementSibling;
+    if (!n) return null;
+    const own = [...n.querySelectorAll('button.icon-button')];
+    return n.querySelector('button[aria-label="Cancel"]') || (own.length === 2 ? own[1] : null);
+  };
   const cancelEdits = () => {
     let any = false;
     document.querySelectorAll('#ac-chat textarea.edit-textarea').forEach((t) => {
-      const row = t.closest('.message-row');
-      let n = row && row.nextElementSibling;
-      while (n && !n.classList.contains('message-buttons')) n = n.nextElementSibling;
-      const cancel = n && (n.querySelector('button[aria-label="Cancel"]')
-        || [...n.querySelectorAll('button.icon-button')].pop());
-      if (cancel) { cancel.click(); any = true; }
+      const cancel = cancelOf(t);
+      if (cancel && !cancel.disabled) { cancel.click(); any = true; }
     });
     return any;
   };
-  // A message sent while an edit is open leaves the edit; on a busy machine the edit's Cancel
-  // button can come a moment after its text box, so look again for up to a second.
-  const leaveEdits = (tries = 20) => {
-    cancelEdits();
-    if (tries > 0 && document.querySelector('#ac-chat textarea.edit-textarea')) {
-      setTimeout(() => leaveEdits(tries - 1), 50);
-    }
+  // A message sent while an edit is open leaves the edit. Gradio disables the edit's Cancel
+  // while the chat is being written to (the send just fired, or a reply still streams), and
+  // on a busy machine the Cancel button can come a moment after the text box: look again
+  // until the edit is gone, for as long as a reply may take (stop 34: a one-second retry
+  // left the edit open under CI's load).
+  const LEAVE_EDIT_MS = 60000;
+  let leaving = null;
+  const leaveEdits = () => {
+    const until = Date.now() + LEAVE_EDIT_MS;
+    if (leaving) { leaving.until = until; return; }
+    leaving = { until };
+    const step = () => {
+      cancelEdits();
+      if (document.querySelector('#ac-chat textarea.edit-textarea') && Date.now() < leaving.until) {
+        setTimeout(step, 100);
+      } else {
+        leaving = null;
+      }
+    };
+    step();
   };
+  // A double Enter or double click sends once (stop 34): the second one fires before the
+  // server's answer has cleared the box, so it carries the same text. It is told by the
+  // page's own clock, which a loaded server cannot delay: the same text, not typed again,
+  // within DOUBLE_MS of the first. (The server ignores a repeat too, webui.chat.send.take.)
+  const DOUBLE_MS = 2000;
+  let sent = null;  // {text, at} of the last hand-over from the box, until the box is typed in
+  const repeatSend = () => {
+    const b = box();
+    const text = b ? b.value : '';
+    if (!text.trim()) return false;
+    if (sent && sent.text === text && Date.now() - sent.at < DOUBLE_MS) return true;
+    sent = { text, at: Date.now() };
+    return false;
+  };
+  const swallow = (e) => { e.preventDefault(); e.stopImmediatePropagation(); };
+  document.addEventListener('input', (e) => { if (e.target === box()) sent = null; }, true);
   document.addEventListener('click', (e) => {
+    if (e.target.closest && e.target.closest('#ac-input button.submit-button') && repeatSend()) {
+      swallow(e);
+      return;
+    }
     const b = e.target.closest && e.target.closest('#ac-chat .message-buttons button');
     if (b) { measure(rowOfButtons(b.closest('.message-buttons'))); return; }
     // Sending from the box while an edit is open: the edit is left (it kept the chat from updating).
@@ -108,7 +147,10 @@
       if (cancelEdits()) setTimeout(() => { const b = box(); if (b) b.focus(); }, 30);
       return;
     }
-    if (key === 'enter' && !e.shiftKey && e.target === box() && box().value.trim()) leaveEdits();
+    if (key === 'enter' && !e.shiftKey && e.target === box() && box().value.trim()) {
+      if (repeatSend()) { swallow(e); return; }
+      leaveEdits();
+    }
     if (key === 'escape') {
       const stop = document.querySelector('#ac-input button.stop-button');
       if (stop && stop.offsetParent !== null) { e.preventDefault(); stop.click(); return; }
