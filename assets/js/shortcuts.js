@@ -31,12 +31,16 @@
     while (r && !r.classList.contains('message-row')) r = r.previousElementSibling;
     return r && r.classList.contains('user-row') ? r : null;
   };
+  // The row of buttons Gradio puts after a message's row (null when there is none yet).
+  const buttonsOf = (row) => {
+    let n = row && row.nextElementSibling;
+    while (n && !n.classList.contains('message-buttons')) n = n.nextElementSibling;
+    return n;
+  };
   // The Cancel button of an open edit (Gradio shows Submit and Cancel in its row while it is
   // edited; names translated with the page), or null while that row still shows its old buttons.
   const cancelOf = (t) => {
-    const row = t.closest('.message-row');
-    let n = row && row.nextElementSibling;
-    while (n && !n.classList.contains('message-buttons')) n = n.nextElementSibling;
+    const n = buttonsOf(t.closest('.message-row'));
     if (!n) return null;
     const own = [...n.querySelectorAll('button.icon-button')];
     return n.querySelector('button[aria-label="Cancel"]') || (own.length === 2 ? own[1] : null);
@@ -99,8 +103,7 @@
   const editLast = () => {
     const rows = document.querySelectorAll('#ac-chat .message-row.user-row');
     if (!rows.length) return false;
-    let n = rows[rows.length - 1].nextElementSibling;
-    while (n && !n.classList.contains('message-buttons')) n = n.nextElementSibling;
+    const n = buttonsOf(rows[rows.length - 1]);
     if (!n) return false;
     // Gradio names the button "Edit" (translated when the page is): else it is the last icon
     // button outside the feedback menu (Copy, Edit, then the menu).
