@@ -75,17 +75,26 @@
     step();
   };
   // A double Enter or double click sends once (stop 34): the second one fires before the
-  // server's answer has cleared the box, so it carries the same text. It is told by the
-  // page's own clock, which a loaded server cannot delay: the same text, not typed again,
-  // within DOUBLE_MS of the first. (The server ignores a repeat too, webui.chat.send.take.)
+  // server has answered the first, so it carries the same text. It is told by the page's own
+  // clock, which a loaded server cannot delay: the same text, not typed again, within DOUBLE_MS
+  // of the first, while the page shows nothing new since (no message or toast came and went in
+  // between). Once anything was answered — the text put back after "changed elsewhere", an
+  // archived chat, a failed write — the same text sent again is on purpose (stop 35). (The
+  // server ignores a repeat of a run still running too, webui.chat.send.take.)
   const DOUBLE_MS = 2000;
-  let sent = null;  // {text, at} of the last hand-over from the box, until the box is typed in
+  const shown = () => {
+    const rows = document.querySelectorAll('#ac-chat .message-row');
+    const last = rows.length ? rows[rows.length - 1].textContent : '';
+    return `${rows.length}|${last.length}|${last.slice(-80)}|${document.querySelectorAll('.toast-body').length}`;
+  };
+  let sent = null;  // {text, at, seen} of the last hand-over from the box, until the box is typed in
   const repeatSend = () => {
     const b = box();
     const text = b ? b.value : '';
     if (!text.trim()) return false;
-    if (sent && sent.text === text && Date.now() - sent.at < DOUBLE_MS) return true;
-    sent = { text, at: Date.now() };
+    const seen = shown();
+    if (sent && sent.text === text && sent.seen === seen && Date.now() - sent.at < DOUBLE_MS) return true;
+    sent = { text, at: Date.now(), seen };
     return false;
   };
   const swallow = (e) => { e.preventDefault(); e.stopImmediatePropagation(); };

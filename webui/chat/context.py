@@ -142,21 +142,22 @@ class WebContext:
             record = self._tab(tab)
             _drop_orphans(record)
             record.runs.append(run)
-            record.last_run = run
         return run
 
     def repeated_take(self, tab: str, text: str | None, within: float) -> bool:
-        """True when ``tab``'s newest run carries ``text`` and was handed over less than
-        ``within`` seconds ago and not stopped (a double click / double Enter).
+        """True when ``tab``'s newest run is still running, carries ``text``, was handed over
+        less than ``within`` seconds ago and not stopped (a double click / double Enter).
 
-        The newest run counts even when its reply has ended: on a loaded server the second
-        Enter of a double Enter can be taken after a fast reply was already stored, and it was
-        then sent again (CI, stop 34)."""
+        A run that has ended never counts: the same text sent after its reply, or after it was
+        refused and put back in the box ("changed elsewhere", archived, a failed write), is a
+        message the user sent on purpose (CI, stop 35: counting ended runs swallowed those).
+        A double Enter the server takes only after a fast reply ended is told by the page's
+        own clock instead (``assets/js/shortcuts.js``, ``repeatSend``)."""
         with self._cancel_lock:
             record = self._tabs.get(tab)
-            last = record.last_run if record else None
-            if last is None:
+            if not record or not record.runs:
                 return False
+            last = record.runs[-1]
             return (last.text == text and not last.cancel.is_set()
                     and time.monotonic() - last.created < within)
 
@@ -241,7 +242,6 @@ class WebContext:
             runs = list(record.runs) if record else []
             if record is not None:
                 record.last_state = None
-                record.last_run = None  # the same text sent in the chat opened now is a new message
             for run in runs:
                 run.superseded = True
                 run.cancel.set()
@@ -338,4 +338,3 @@ class _TabRuns:
     runs: list[Run] = field(default_factory=list)
     last_state: dict[str, Any] | None = None
     restore: dict[int, str] = field(default_factory=dict)
-    last_run: Run | None = None  # the newest run handed over, kept after it ends (repeat check)

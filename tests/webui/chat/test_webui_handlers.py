@@ -498,19 +498,20 @@ class TestRunsInATab:
                 if m["role"] == "user"] == ["hello twice"]
         assert handlers.take(ctx, "tab-e", "next one")[0] is not None
 
-    def test_double_enter_taken_after_a_fast_reply_ended_is_not_sent_again(self, ctx, fake_openai):
-        # A loaded server can take the second Enter of a double Enter after the first one's
-        # (fast) reply was stored: it was sent again, one user message twice (CI, stop 34).
+    def test_the_same_text_sent_again_after_its_run_ended_is_a_new_message(self, ctx, fake_openai):
+        # The text of a refused send goes back in the box ("changed elsewhere", an archived
+        # chat, a failed write) and Enter sends it again at once; and `/compact` typed right
+        # after the Compact button is a second compaction. Counting an ended run as a double
+        # Enter swallowed all of these (CI, stop 35); a double Enter is told by the page.
         page_state = handlers.new_chat(ctx).state
-        run_id, _ = handlers.take(ctx, "tab-late", "twice by Enter")
-        final = list(handlers.send_taken(ctx, page_state, "tab-late", run_id, None))[-1]
-        assert not ctx.running("tab-late")
-        assert handlers.take(ctx, "tab-late", "twice by Enter") == (None, None)
-        assert [m["content"] for m in _stored(ctx, final.state) if m["role"] == "user"] == ["twice by Enter"]
-        # another text is a new message, and so is the same text in another chat
-        assert handlers.take(ctx, "tab-late", "something else")[0] is not None
-        ctx.supersede("tab-late")
-        assert handlers.take(ctx, "tab-late", "something else")[0] is not None
+        run_id, _ = handlers.take(ctx, "tab-again", "same words")
+        final = list(handlers.send_taken(ctx, page_state, "tab-again", run_id, None))[-1]
+        assert not ctx.running("tab-again")
+        again, notice = handlers.take(ctx, "tab-again", "same words")
+        assert again is not None and notice is None
+        list(handlers.send_taken(ctx, final.state, "tab-again", again, None))
+        assert [m["content"] for m in _stored(ctx, final.state)
+                if m["role"] == "user"] == ["same words", "same words"]
 
     def test_double_enter_taken_by_two_workers_at_once_is_one_run(self, ctx):
         # Enter is one queued event (issue 32): a double Enter can be taken by two threads at
