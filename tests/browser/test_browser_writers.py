@@ -45,6 +45,15 @@ def _contents(store, project_dir, sid):
     return [m["content"] for m in _history(store, project_dir, sid) if m["role"] != "system"]
 
 
+def _one_chat_answered(world, page):
+    """Tab A starts the app, sends "hello" and has its answer: ``(app url, session id)``."""
+    url = world["start_app"]()
+    page.goto(url)
+    send(page, "hello")
+    expect(page.locator("[data-testid=bot]").last).to_contain_text("You said: hello", timeout=TIMEOUT_MS)
+    return url, _session_id(page)
+
+
 def _race(world, a, b_url, b_page=None):
     """Tab A sends a slow reply; tab B (opened at ``b_url`` unless given) sees it being written,
     sends meanwhile, waits, and its reply goes after A's; tab A is told of B's reply and shows it."""
@@ -72,11 +81,7 @@ def _race(world, a, b_url, b_page=None):
 
 class TestTwoTabs:
     def test_a_send_waits_for_the_other_tabs_reply_and_goes_after_it(self, world, page):
-        url = world["start_app"]()
-        page.goto(url)
-        send(page, "hello")
-        expect(page.locator("[data-testid=bot]").last).to_contain_text("You said: hello", timeout=TIMEOUT_MS)
-        sid = _session_id(page)
+        url, sid = _one_chat_answered(world, page)
         b, seen_after = _race(world, page, f"{url}?session={sid}")
         print(f"the other tab showed the reply being written {seen_after:.2f} s after its page was up")
         assert seen_after < 3.5, "the other tab shows the reply being written within about 3 s"
@@ -141,11 +146,7 @@ class TestDeletedInAnotherTab:
     it showed "No session -tmp-proj-…/… was found" with the internal project key."""
 
     def test_the_delete_warns_and_b_keeps_its_message_and_reply(self, world, page):
-        url = world["start_app"]()
-        page.goto(url)
-        send(page, "hello")
-        expect(page.locator("[data-testid=bot]").last).to_contain_text("You said: hello", timeout=TIMEOUT_MS)
-        sid = _session_id(page)
+        url, sid = _one_chat_answered(world, page)
         b = _open_tab(page, f"{url}?session={sid}")
         expect(b.locator("#ac-chat")).to_contain_text("You said: hello", timeout=TIMEOUT_MS)
         _post(world["fake"] + "/_script", {"replies": [{"text": "x " * 300, "delay": 0.05}]})
@@ -192,14 +193,11 @@ class TestDeletedInAnotherTab:
 class TestRenamedInAnotherTab:
     """Guards against the fresh-user trial's D6 (issue 25): a rename in tab A updated tab B's
     sidebar row but not B's title field, so B showed the old name (and B's next rename was
-    refused as made against it); a name being typed in B must not be overwritten either."""
+    refused as made against it); a name being typed in B must not be overwritten either; and
+    against the tag bar under the title not following tags and pins made elsewhere (trial 9)."""
 
     def test_the_title_field_follows_and_a_later_rename_here_is_saved(self, world, page):
-        url = world["start_app"]()
-        page.goto(url)
-        send(page, "hello")
-        expect(page.locator("[data-testid=bot]").last).to_contain_text("You said: hello", timeout=TIMEOUT_MS)
-        sid = _session_id(page)
+        url, sid = _one_chat_answered(world, page)
         a_title = page.locator("#ac-title input")
         expect(a_title).not_to_have_value("", timeout=TIMEOUT_MS)  # the generated title arrived
         b = _open_tab(page, f"{url}?session={sid}")
@@ -227,3 +225,10 @@ class TestRenamedInAnotherTab:
         b_title.press("Enter")
         expect(b.locator("body")).to_contain_text("title was changed elsewhere", timeout=TIMEOUT_MS)
         expect(b_title).to_have_value("Named in tab A again")
+        # Tagged and pinned elsewhere (another process here): the bar under each tab's title
+        # follows, as the sidebar rows do (trial 9: the rows showed the tag, the bars did not).
+        SessionManager(store).tag(SessionKey(project_key(str(world["proj"])), sid), add=["urgent"])
+        SessionManager(store).pin(SessionKey(project_key(str(world["proj"])), sid))
+        for tab in (page, b):
+            expect(tab.locator("#ac-tags")).to_contain_text("urgent", timeout=5_000)
+            expect(tab.locator("#ac-tags .ac-pin")).to_have_count(1)
