@@ -246,6 +246,17 @@ class AgentNotFound(AnycodeError, LookupError):
     """No agent definition has this name (core.agent.definitions)."""
 
 
+class ExpertSessionReadOnly(AnycodeError):
+    """A chat view or a send was asked for an expert agent's own session (``expert-<name>``,
+    issue 30): it is written only by the agent's consultations, so a link or ``--resume`` to it
+    opens nothing writable (the page's Agents section shows it read-only)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        super().__init__(f"This is the expert agent {name!r}'s own session: only its consultations write it. "
+                         "Read it in the sidebar's Agents section.")
+
+
 class ExpertBusy(AnycodeError):
     """An expert agent's session is answering another consultation (another chat, window or
     process) and did not come free in time, or the caller stopped waiting (core.agent.experts)."""

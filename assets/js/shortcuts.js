@@ -77,24 +77,36 @@
   // A double Enter or double click sends once (stop 34): the second one fires before the
   // server has answered the first, so it carries the same text. It is told by the page's own
   // clock, which a loaded server cannot delay: the same text, not typed again, within DOUBLE_MS
-  // of the first, while the page shows nothing new since (no message or toast came and went in
-  // between). Once anything was answered — the text put back after "changed elsewhere", an
-  // archived chat, a failed write — the same text sent again is on purpose (stop 35). (The
-  // server ignores a repeat of a run still running too, webui.chat.send.take.)
+  // of the first, while nothing has answered that send — no new user message in the chat, no
+  // new toast, the box not emptied meanwhile. Once something answered (the text put back after
+  // "changed elsewhere", an archived chat, a failed write), the same text sent again is on
+  // purpose (stop 35). Only answers to the send count: the previous reply's late updates (its
+  // last row redrawn, a title) can land between the two presses of a double Enter (trial 9).
+  // (The server ignores a repeat of a run still running too, webui.chat.send.take.)
   const DOUBLE_MS = 2000;
-  const shown = () => {
-    const rows = document.querySelectorAll('#ac-chat .message-row');
-    const last = rows.length ? rows[rows.length - 1].textContent : '';
-    return `${rows.length}|${last.length}|${last.slice(-80)}|${document.querySelectorAll('.toast-body').length}`;
+  const userRows = () => {
+    const rows = document.querySelectorAll('#ac-chat [data-testid=user]');
+    return `${rows.length}|${rows.length ? rows[rows.length - 1].textContent : ''}`;
   };
-  let sent = null;  // {text, at, seen} of the last hand-over from the box, until the box is typed in
+  let sent = null;  // {text, at, users, toasts, answered} of the last hand-over, until typed in
   const repeatSend = () => {
     const b = box();
     const text = b ? b.value : '';
     if (!text.trim()) return false;
-    const seen = shown();
-    if (sent && sent.text === text && sent.seen === seen && Date.now() - sent.at < DOUBLE_MS) return true;
-    sent = { text, at: Date.now(), seen };
+    const toasts = [...document.querySelectorAll('.toast-body')];
+    if (sent && sent.text === text && Date.now() - sent.at < DOUBLE_MS && !sent.answered
+        && sent.users === userRows() && toasts.every((x) => sent.toasts.has(x))) return true;
+    const mine = { text, at: Date.now(), users: userRows(), toasts: new Set(toasts), answered: false };
+    sent = mine;
+    // The box emptied by the server's answer (and maybe filled again by a refusal): watched,
+    // as a value set by the page's code fires no input event.
+    const watch = () => {
+      if (sent !== mine) return;
+      const now = box();
+      if (!now || now.value !== text) { mine.answered = true; return; }
+      if (Date.now() - mine.at < DOUBLE_MS) setTimeout(watch, 25);
+    };
+    setTimeout(watch, 25);
     return false;
   };
   const swallow = (e) => { e.preventDefault(); e.stopImmediatePropagation(); };

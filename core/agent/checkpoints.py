@@ -26,7 +26,8 @@ old or new); the rewind is recorded first, as a checkpoint with ``"rewind": true
 (its ``before``/``after`` are the files just before and after the rewind), so running it again
 finishes a rewind that was killed, and :func:`undo` puts the files back (a checkpoint with
 ``"undoes": <id>``). A conversation rewind is a new version cut at N
-(:meth:`SessionManager.fork` with ``version=True``, as Edit and Regenerate do; nothing is deleted);
+(:meth:`SessionManager.fork` with ``version=True``, as Edit and Regenerate do; nothing is deleted),
+or the version that already is that cut (made in use again; none when the session ends at N);
 the rewind checkpoint is then appended to both the version (``"from"``: the session it was cut
 from) and that session, so either one knows what the files are.
 """
@@ -405,6 +406,23 @@ class RewindResult:
     id: str | None = None
 
 
+def _conversation_at(manager: Any, key: SessionKey, keep: int) -> SessionKey:
+    """The version of ``key``'s conversation that holds exactly ``key``'s first ``keep`` messages,
+    made the version in use: ``key`` itself when it ends there, an existing version that is that
+    cut (a rewind to the same message made before), else a new one (:meth:`SessionManager.fork`).
+    Rewinding twice to one message made two identical versions (trial 7)."""
+    messages = manager.get(key).messages
+    if keep >= len(messages):
+        return key  # nothing of the conversation to take back
+    wanted = messages[:keep]
+    for meta in manager.family(key):
+        if meta.id != key.session_id and meta.message_count == keep:  # metadata first: few are read
+            other = SessionKey(key.project_key, meta.id)
+            if manager.get(other).messages == wanted:
+                return manager.switch_version(key, meta.id)
+    return manager.fork(key, keep - 1, version=True).key
+
+
 def rewind(manager: Any, key: SessionKey, message_index: int, ws: Workspace | None, *, mode: str = "both",
            chosen: Iterable[str] = ()) -> RewindResult:
     """Rewind ``key`` to message ``message_index`` (see :func:`plan_rewind`; ``chosen``: paths
@@ -424,8 +442,7 @@ def rewind(manager: Any, key: SessionKey, message_index: int, ws: Workspace | No
     fresh = [c for c in changes if not c.interrupted]
     target_key = key
     if mode != "files":
-        version = manager.fork(key, plan.keep - 1, version=True)
-        target_key = version.key
+        target_key = _conversation_at(manager, key, plan.keep)
     rid = None
     if fresh:
         rid = secrets.token_hex(8)

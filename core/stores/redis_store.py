@@ -12,6 +12,7 @@ machine can list, pull and resume from it. Keys (``anycode:`` prefix)::
     anycode:projects                                       sorted set: project key by last activity
     anycode:mem:<scope> / anycode:meme:<scope>             list / set: memory log entries, their eids
     anycode:b:<sha256>                                     string: a checkpoint blob (zlib), core.stores.blobs
+    anycode:bs:<project key>:<session id>                  set: the blobs the session's checkpoints name
 
 - Every write is one optimistic transaction (``WATCH`` the record and its metadata, check
   ``expected_count``/``expected_version`` or the positioned append's overlap, then ``MULTI`` …
@@ -20,7 +21,10 @@ machine can list, pull and resume from it. Keys (``anycode:`` prefix)::
 - ``list()`` reads the sorted set and the metadata strings only.
 - ``ANYCODE_MIRROR_TTL_DAYS`` (optional): every key of a session expires that many days after its
   last write — the backend's own expiry, independent of local cleanup. A listed session whose keys
-  expired is dropped from the sorted set when next listed.
+  expired is dropped from the sorted set when next listed. The checkpoint blobs a session names
+  expire with it: each write of the session sets their expiry again (a blob shared by sessions
+  lives as long as the longest-lived of them), so an old checkpoint of a chat still in use can be
+  rewound on another machine.
 
 redis-py is an optional extra (``pip install -e ".[redis]"``), imported when a store is opened.
 Connection failures raise :class:`~core.errors.StoreUnavailable`.
@@ -38,6 +42,7 @@ from core.session.entries import SessionState, encode_entry
 from core.session.keys import SessionKey
 from core.session.models import ProjectInfo, SessionMeta
 from core.session.store import check_new_record, check_version
+from core.stores.blobs import referenced_in
 from core.stores.memory_log import check_scope
 from core.stores.remote_meta import decode_entries, folded, session_meta, state_of
 
@@ -165,8 +170,9 @@ class RedisSessionStore:
                     record = folded(meta, new_entries, start=start) if main else None
                     p.multi()
                     p.rpush(rec, *todo)
-                    self._index(p, key, record)
+                    self._index(p, key, record, referenced_in(new_entries))
                     p.execute()
+                    self._keep_blobs(key)
                     if first_seq is not None:
                         return start + len(todo)
                     return int(record["state"]["message_count"]) if record else self._messages(key)
@@ -174,10 +180,13 @@ class RedisSessionStore:
                     continue
         raise StoreUnavailable(f"Too many writers append to {key} at once; try again.")
 
-    def _index(self, p: Any, key: SessionKey, record: dict[str, Any] | None) -> None:
-        """Queue the metadata, list and expiry updates of a write into transaction ``p``."""
+    def _index(self, p: Any, key: SessionKey, record: dict[str, Any] | None, blobs: set[str]) -> None:
+        """Queue the metadata, list and expiry updates of a write into transaction ``p``; ``blobs``:
+        the checkpoint blobs the written entries name (kept in the session's blob set)."""
         pk, sid = key.project_key, key.session_id
-        keys = [self._rec(key)]
+        keys = [self._rec(key), self._blob_set(key)]
+        if blobs:
+            p.sadd(self._blob_set(key), *sorted(blobs))
         if record is not None:
             state = state_of(record)
             when = state.updated_at(default=state.created_at or 0.0)
@@ -192,6 +201,24 @@ class RedisSessionStore:
         if ttl:
             for name in keys:
                 p.expire(name, ttl)
+
+    @staticmethod
+    def _blob_set(key: SessionKey) -> str:
+        return f"{NS}:bs:{key.project_key}:{key.session_id}"
+
+    def _keep_blobs(self, key: SessionKey) -> None:
+        """With ``ANYCODE_MIRROR_TTL_DAYS``, set the expiry of every blob the session names again
+        after a write: a blob's own expiry (from its first ``SET``) ran out while the chat that
+        named it was still written to, and rewinding that checkpoint elsewhere found no bytes."""
+        ttl = ttl_seconds()
+        if not ttl:
+            return
+        names = self._r.smembers(self._blob_set(key))
+        if names:
+            with self._r.pipeline(transaction=False) as p:
+                for name in names:
+                    p.expire(f"{NS}:b:{name.decode()}", ttl)
+                p.execute()
 
     def _messages(self, key: SessionKey) -> int:
         return SessionState().feed_all(self.load(key) or []).message_count
@@ -298,7 +325,7 @@ class RedisSessionStore:
                 p.execute()
                 return
             subs = [s.decode() for s in self._r.smembers(f"{NS}:s:{pk}:{sid}")]
-            p.delete(self._rec(key), self._meta_key(key), f"{NS}:s:{pk}:{sid}",
+            p.delete(self._rec(key), self._meta_key(key), f"{NS}:s:{pk}:{sid}", self._blob_set(key),
                      *(self._rec(SessionKey(pk, sid, s)) for s in subs))
             p.zrem(f"{NS}:z:{pk}", sid)
             p.srem(f"{NS}:a:{pk}", sid)

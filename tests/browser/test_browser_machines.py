@@ -3,21 +3,41 @@ sharing one mirror; machine B's page lists A's chat of the same git checkout (at
 marked "from another machine", and a click pulls it and shows its messages."""
 from __future__ import annotations
 
-import subprocess
+import contextlib
 import sys
 
 from core.session.manager import SessionManager
 from core.stores.jsonl_store import LocalSessionStore
-from core.stores.mirror import MirroredSessionStore
 from core.stores.sql_store import SqlSessionStore
 from tests.support.chromium import TIMEOUT_MS, Proc, _env, _free_port, expect
+from tests.support.machines import mirrored, shop_checkouts
 
 
-def checkout(path, remote):
-    path.mkdir(parents=True)
-    subprocess.run(["git", "init", "-q", str(path)], check=True)
-    subprocess.run(["git", "-C", str(path), "remote", "add", "origin", remote], check=True)
-    return path
+@contextlib.contextmanager
+def machine_b_page(tmp_path, b_dir, mirror):
+    """Machine B's app (its own data dir, B's checkout, the shared ``mirror``): yields its URL."""
+    port = _free_port()
+    app = Proc([sys.executable, "-m", "webui", "--no-browser", "--port", str(port), "--project", str(b_dir),
+                "--data-dir", str(tmp_path / "b-data")],
+               _env(tmp_path / "home", ANYCODE_MIRROR=mirror, OPENAI_API_KEY="sk-test",
+                    OPENAI_BASE_URL="http://127.0.0.1:9/v1"), tmp_path)
+    try:
+        app.wait_for("anycode is running at")
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        app.stop()
+
+
+def chat_made_on_a(tmp_path, a_dir, mirror_store, title, messages):
+    """Machine A records a chat and waits until its mirror has it; returns the session."""
+    a = mirrored(tmp_path / "a-data", mirror_store)
+    try:
+        chat = SessionManager(a).create(a_dir, title=title)
+        SessionManager(a).add_messages(chat.key, messages)
+        assert a.flush(15), a.status()
+        return chat
+    finally:
+        a.close()
 
 
 class TestAChatFromAnotherMachine:
@@ -27,30 +47,14 @@ class TestAChatFromAnotherMachine:
     def test_b_sees_a_chat_marked_and_opens_it(self, tmp_path, page):
         mirror = f"sqlite:///{tmp_path / 'mirror.db'}"
         SqlSessionStore(mirror).close()  # the shared database, set up once
-        a_dir = checkout(tmp_path / "a" / "src" / "shop", "git@example.org:team/shop.git")
-        b_dir = checkout(tmp_path / "b" / "work" / "shop", "https://example.org/team/shop")
-
-        # Machine A: its own data dir, mirrored.
-        a = MirroredSessionStore(LocalSessionStore(tmp_path / "a-data"), SqlSessionStore(mirror),
-                                 outbox_path=tmp_path / "a-data" / "outbox.sqlite3", retry_initial=0.02,
-                                 poll_interval=0.05)
-        try:
-            chat = SessionManager(a).create(a_dir, title="Refund ledger on machine A")
-            SessionManager(a).add_messages(chat.key, [{"role": "user", "content": "how are refunds booked?"},
-                                                      {"role": "assistant", "content": "As a negative ledger line."}])
-            assert a.flush(15), a.status()
-        finally:
-            a.close()
+        a_dir, b_dir = shop_checkouts(tmp_path)
+        chat = chat_made_on_a(tmp_path, a_dir, SqlSessionStore(mirror), "Refund ledger on machine A",
+                              [{"role": "user", "content": "how are refunds booked?"},
+                               {"role": "assistant", "content": "As a negative ledger line."}])
 
         # Machine B: another data dir and folder, the same mirror, the page in Chromium.
-        port = _free_port()
-        app = Proc([sys.executable, "-m", "webui", "--no-browser", "--port", str(port), "--project", str(b_dir),
-                    "--data-dir", str(tmp_path / "b-data")],
-                   _env(tmp_path / "home", ANYCODE_MIRROR=mirror, OPENAI_API_KEY="sk-test",
-                        OPENAI_BASE_URL="http://127.0.0.1:9/v1"), tmp_path)
-        try:
-            app.wait_for("anycode is running at")
-            page.goto(f"http://127.0.0.1:{port}/")
+        with machine_b_page(tmp_path, b_dir, mirror) as url:
+            page.goto(url)
             row = page.locator("#ac-list .ac-session.ac-remote", has_text="Refund ledger on machine A")
             expect(row).to_be_visible(timeout=TIMEOUT_MS)
             expect(row.locator(".ac-remote-badge")).to_have_text("from another machine")
@@ -64,9 +68,7 @@ class TestAChatFromAnotherMachine:
             own = page.locator("#ac-list .ac-session", has_text="Refund ledger on machine A")
             expect(own).to_have_count(1)
             expect(own).not_to_have_class("ac-remote", timeout=TIMEOUT_MS)  # B's own now
-            expect(page).to_have_url(f"http://127.0.0.1:{port}/?session={chat.id}")
-        finally:
-            app.stop()
+            expect(page).to_have_url(f"{url}?session={chat.id}")
 
 
 class TestTheFirstListingWithARedisMirror:
@@ -80,36 +82,18 @@ class TestTheFirstListingWithARedisMirror:
         from tests.support.redis_server import fresh_redis_url
 
         mirror = fresh_redis_url()
-        a_dir = checkout(tmp_path / "a" / "src" / "shop", "git@example.org:team/shop.git")
-        b_dir = checkout(tmp_path / "b" / "work" / "shop", "https://example.org/team/shop")
-        port = _free_port()
-        app = Proc([sys.executable, "-m", "webui", "--no-browser", "--port", str(port), "--project", str(b_dir),
-                    "--data-dir", str(tmp_path / "b-data")],
-                   _env(tmp_path / "home", ANYCODE_MIRROR=mirror, OPENAI_API_KEY="sk-test",
-                        OPENAI_BASE_URL="http://127.0.0.1:9/v1"), tmp_path)
-        try:
-            app.wait_for("anycode is running at")
-            page.goto(f"http://127.0.0.1:{port}/")  # B's first page: the mirror has nothing yet
+        a_dir, b_dir = shop_checkouts(tmp_path)
+        with machine_b_page(tmp_path, b_dir, mirror) as url:
+            page.goto(url)  # B's first page: the mirror has nothing yet
             expect(page.locator("#ac-list")).to_contain_text("No conversations", timeout=TIMEOUT_MS)
             page.wait_for_timeout(2500)  # that listing is done (a live check or two)
-            # Machine A writes its chat to the mirror.
-            a = MirroredSessionStore(LocalSessionStore(tmp_path / "a-data"), RedisSessionStore(mirror),
-                                     outbox_path=tmp_path / "a-data" / "outbox.sqlite3", retry_initial=0.02,
-                                     poll_interval=0.05)
-            try:
-                chat = SessionManager(a).create(a_dir, title="Made on machine A")
-                SessionManager(a).add_messages(chat.key, [{"role": "user", "content": "hello from A"},
-                                                          {"role": "assistant", "content": "Hi."}])
-                assert a.flush(15), a.status()
-            finally:
-                a.close()
+            chat_made_on_a(tmp_path, a_dir, RedisSessionStore(mirror), "Made on machine A",
+                           [{"role": "user", "content": "hello from A"}, {"role": "assistant", "content": "Hi."}])
             for opened in (page, page.context.browser.new_page()):  # the page reloaded, and a new tab
                 if opened is page:
                     page.reload()
                 else:
-                    opened.goto(f"http://127.0.0.1:{port}/")
+                    opened.goto(url)
                 expect(opened.locator("#ac-chat")).to_be_visible(timeout=TIMEOUT_MS)
                 row = opened.locator("#ac-list .ac-session.ac-remote", has_text="Made on machine A")
                 expect(row).to_be_visible(timeout=4_000)  # a live check or two (1 s each) after it is up
-        finally:
-            app.stop()

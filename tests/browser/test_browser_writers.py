@@ -45,6 +45,15 @@ def _contents(store, project_dir, sid):
     return [m["content"] for m in _history(store, project_dir, sid) if m["role"] != "system"]
 
 
+def _one_chat_answered(world, page):
+    """Tab A starts the app, sends "hello" and has its answer: ``(app url, session id)``."""
+    url = world["start_app"]()
+    page.goto(url)
+    send(page, "hello")
+    expect(page.locator("[data-testid=bot]").last).to_contain_text("You said: hello", timeout=TIMEOUT_MS)
+    return url, _session_id(page)
+
+
 def _race(world, a, b_url, b_page=None):
     """Tab A sends a slow reply; tab B (opened at ``b_url`` unless given) sees it being written,
     sends meanwhile, waits, and its reply goes after A's; tab A is told of B's reply and shows it."""
@@ -72,11 +81,7 @@ def _race(world, a, b_url, b_page=None):
 
 class TestTwoTabs:
     def test_a_send_waits_for_the_other_tabs_reply_and_goes_after_it(self, world, page):
-        url = world["start_app"]()
-        page.goto(url)
-        send(page, "hello")
-        expect(page.locator("[data-testid=bot]").last).to_contain_text("You said: hello", timeout=TIMEOUT_MS)
-        sid = _session_id(page)
+        url, sid = _one_chat_answered(world, page)
         b, seen_after = _race(world, page, f"{url}?session={sid}")
         print(f"the other tab showed the reply being written {seen_after:.2f} s after its page was up")
         assert seen_after < 3.5, "the other tab shows the reply being written within about 3 s"
@@ -141,11 +146,7 @@ class TestDeletedInAnotherTab:
     it showed "No session -tmp-proj-…/… was found" with the internal project key."""
 
     def test_the_delete_warns_and_b_keeps_its_message_and_reply(self, world, page):
-        url = world["start_app"]()
-        page.goto(url)
-        send(page, "hello")
-        expect(page.locator("[data-testid=bot]").last).to_contain_text("You said: hello", timeout=TIMEOUT_MS)
-        sid = _session_id(page)
+        url, sid = _one_chat_answered(world, page)
         b = _open_tab(page, f"{url}?session={sid}")
         expect(b.locator("#ac-chat")).to_contain_text("You said: hello", timeout=TIMEOUT_MS)
         _post(world["fake"] + "/_script", {"replies": [{"text": "x " * 300, "delay": 0.05}]})
@@ -195,11 +196,7 @@ class TestRenamedInAnotherTab:
     refused as made against it); a name being typed in B must not be overwritten either."""
 
     def test_the_title_field_follows_and_a_later_rename_here_is_saved(self, world, page):
-        url = world["start_app"]()
-        page.goto(url)
-        send(page, "hello")
-        expect(page.locator("[data-testid=bot]").last).to_contain_text("You said: hello", timeout=TIMEOUT_MS)
-        sid = _session_id(page)
+        url, sid = _one_chat_answered(world, page)
         a_title = page.locator("#ac-title input")
         expect(a_title).not_to_have_value("", timeout=TIMEOUT_MS)  # the generated title arrived
         b = _open_tab(page, f"{url}?session={sid}")

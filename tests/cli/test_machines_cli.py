@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from core import LocalSessionStore, SessionManager
+from tests.support.machines import checkout
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -18,13 +19,6 @@ ROOT = Path(__file__).resolve().parents[2]
 def anycode(*args, env=None, cwd=None):
     return subprocess.run([sys.executable, "-m", "webui", *args], cwd=cwd or ROOT, capture_output=True, text=True,
                           timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
-
-
-def checkout(path, remote):
-    path.mkdir(parents=True)
-    subprocess.run(["git", "init", "-q", str(path)], check=True)
-    subprocess.run(["git", "-C", str(path), "remote", "add", "origin", remote], check=True)
-    return path
 
 
 def test_pull_brings_the_other_machines_project_to_this_checkout(tmp_path):

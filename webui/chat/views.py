@@ -18,10 +18,12 @@ from core.agent.repair import INTERRUPTED_RESULT
 from core.errors import (
     AmbiguousSessionId,
     AnycodeError,
+    ExpertSessionReadOnly,
     InvalidSessionKey,
     SessionNotFound,
     StoreUnavailable,
 )
+from core.session.experts import expert_name
 from core.session.keys import SessionKey
 from webui import i18n
 from webui.i18n import Msg, t
@@ -177,7 +179,7 @@ def open_session(ctx: WebContext, project: str, session_id: str, *, include: int
     Raises ``SessionNotFound`` / ``AmbiguousSessionId`` / ``InvalidSessionKey``;
     ``StoreUnavailable`` when a chat from another machine cannot be pulled.
     """
-    key = _find_in_project(ctx, project, session_id)
+    key = _writable(_find_in_project(ctx, project, session_id))
     if include is None:
         key = ctx.manager.current_version(key)  # a conversation opens on the version last used
     # A search hit shows the version holding it, and the version in use stays what it was: only
@@ -185,6 +187,16 @@ def open_session(ctx: WebContext, project: str, session_id: str, *, include: int
     session = ctx.manager.get(key)
     return view_of(session, start=shown_from(session, include=include))
 
+
+
+def _writable(key: SessionKey) -> SessionKey:
+    """``key`` itself, unless it is an expert agent's own session (issue 30): that one is written
+    only by its consultations and opens read-only from the Agents section, never as a chat a
+    message could be sent into (``?session=expert-x`` did). Raises ``ExpertSessionReadOnly``."""
+    name = expert_name(key.session_id)
+    if name is not None:
+        raise ExpertSessionReadOnly(name)
+    return key
 
 
 def _find_in_project(ctx: WebContext, project: str, session_id: str) -> SessionKey:
@@ -243,8 +255,8 @@ def initial_view(ctx: WebContext, query_params: dict[str, str] | None) -> Sessio
     if not wanted:
         return new_chat(ctx)
     try:
-        return view_of(ctx.manager.get(ctx.manager.current_version(locate(ctx, wanted))))
-    except (SessionNotFound, AmbiguousSessionId, InvalidSessionKey, StoreUnavailable) as err:
+        return view_of(ctx.manager.get(ctx.manager.current_version(_writable(locate(ctx, wanted)))))
+    except (SessionNotFound, AmbiguousSessionId, InvalidSessionKey, StoreUnavailable, ExpertSessionReadOnly) as err:
         log.info("cannot open session %r from the URL: %s", wanted, err)
         return new_chat(ctx, notice=describe(err))
 

@@ -40,6 +40,8 @@ def describe(err: BaseException) -> str:
         text = t(_TITLE.get(getattr(err, "reason", ""), "empty_title_notice"))
     elif isinstance(err, E.InvalidTag):
         text = t("err_invalid_tag")
+    elif isinstance(err, E.ExpertSessionReadOnly):
+        text = t("err_expert_read_only", name=err.name)
     elif isinstance(err, E.SessionConflict):
         text = t("err_session_conflict")
     elif isinstance(err, E.ModelNotConfigured):

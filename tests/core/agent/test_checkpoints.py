@@ -152,6 +152,21 @@ class TestRewind:
         r = checkpoints.rewind(mgr, key, 1, None, mode="conversation")
         assert r.key != key and len(mgr.get(r.key).messages) == 2 and snapshot(project) == after
 
+    def test_rewinding_twice_to_one_message_makes_one_version(self, fake_openai, store, project):
+        """Guards against trial 7's two identical versions: a rewind to the message a version
+        already ends at (from that version, or again from the original) makes no new one."""
+        mgr, key = agent_chat(fake_openai, store, project)
+        first = checkpoints.rewind(mgr, key, 1, None, mode="conversation")
+        assert first.key != key and len(mgr.family(key)) == 2
+        again = checkpoints.rewind(mgr, first.key, 1, None, mode="conversation")  # from the version itself
+        assert again.key == first.key and len(mgr.family(key)) == 2
+        mgr.switch_version(key, key.session_id)
+        back = checkpoints.rewind(mgr, key, 1, None, mode="conversation")  # from the original, again
+        assert back.key == first.key and len(mgr.family(key)) == 2
+        assert mgr.current_version(key) == first.key, "that version is the one in use again"
+        other = checkpoints.rewind(mgr, key, 3, None, mode="conversation")  # another message: a new one
+        assert other.key not in (key, first.key) and len(mgr.family(key)) == 3
+
     def test_a_hand_edited_file_is_left_alone_unless_chosen(self, fake_openai, store, project):
         mgr, key = agent_chat(fake_openai, store, project)
         ws = Workspace(project)

@@ -18,14 +18,7 @@ from core.session.identity import normalize_remote, project_identity
 from core.session.keys import project_key
 from core.stores.aliases import ProjectAliases, learn_from_store
 from core.stores.pull import pull_sessions
-
-
-def checkout(path, remote):
-    """A real git checkout at ``path`` whose origin is ``remote``."""
-    path.mkdir(parents=True)
-    subprocess.run(["git", "init", "-q", str(path)], check=True)
-    subprocess.run(["git", "-C", str(path), "remote", "add", "origin", remote], check=True)
-    return path
+from tests.support.machines import checkout
 
 
 class TestIdentity:

@@ -418,3 +418,38 @@ class TestWhatOtherMachinesRead:
         assert sorted(mirror_db.project_keys()) == sorted([key.project_key, plain.project_key])
         assert mirror_db.project_identity(key.project_key) == "git:example.org/team/shop"
         assert mirror_db.project_identity(plain.project_key) is None
+
+
+class TestRedisExpiryKeepsWhatAChatNames:
+    """Guards against ``ANYCODE_MIRROR_TTL_DAYS`` letting a checkpoint's bytes expire in the Redis
+    mirror while the chat that names them is still written to: a blob kept the expiry of its first
+    write, the chat's records were given a new one on every write, and rewinding that older
+    checkpoint on another machine found no bytes to restore."""
+
+    def test_every_write_of_the_session_sets_its_blobs_expiry_again(self, monkeypatch):
+        import zlib
+
+        import redis
+
+        from core.agent.checkpoints import checkpoint_entry
+        from core.stores.blobs import sha256_hex
+        from core.stores.redis_store import NS, RedisSessionStore
+        from tests.support.redis_server import fresh_redis_url
+
+        monkeypatch.setenv("ANYCODE_MIRROR_TTL_DAYS", "2")
+        url = fresh_redis_url()
+        store, raw = RedisSessionStore(url), redis.Redis.from_url(url)
+        data = b"print('the first version')\n"
+        name = sha256_hex(data)
+        store.put_blob(name, zlib.compress(data, 1))
+        key = SessionKey(PK, "s1")
+        store.append(key, [header_entry("s1", PK, "/home/user/proj", created_at=1.0), user("write it"),
+                           checkpoint_entry(1, [{"path": "app.py", "before": None, "after": name}])])
+        two_days = 2 * 86400
+        assert two_days - 60 < raw.ttl(f"{NS}:b:{name}") <= two_days
+        raw.expire(f"{NS}:b:{name}", 30)  # as if most of the two days had passed
+        store.append(key, [user("a week later, the chat goes on")])  # no checkpoint in this write
+        assert raw.ttl(f"{NS}:b:{name}") > two_days - 60, "the blob lives as long as the chat again"
+        assert raw.ttl(store._meta_key(key)) > two_days - 60
+        store.remove(key)
+        assert not raw.exists(f"{NS}:bs:{PK}:s1"), "the session's blob list goes with it"

@@ -116,6 +116,32 @@ class TestAgentsSection:
         assert agents.section_html(agents.Section()) == ""
 
 
+class TestAnExpertSessionIsNoChatToWriteIn:
+    """Guards against a link (``?session=expert-architect``, ``--resume``) or an id picked by hand
+    opening an expert agent's own session as a chat: a message sent there was stored in the
+    expert's session, which only its consultations may write (issue 30)."""
+
+    def test_a_link_opens_a_new_chat_with_a_sentence_and_nothing_is_written(self, ctx):
+        from core.agent.definitions import AgentDefinition
+        from core.agent.experts import Consultation
+        from core.session.experts import expert_key
+        from webui.chat import views
+
+        arch = AgentDefinition("architect", "d", "You are the architect.", mode="expert")
+        with Consultation.open(ctx.store, ctx.project_key, arch, ctx.project_path, "sys") as c:
+            c.ask("Where does the app start?")
+            c.store_round([{"role": "assistant", "content": "In src/app.py."}])
+        key = expert_key(ctx.project_key, "architect")
+        before = ctx.manager.get(key).messages
+        for wanted in (key.session_id, "expert-arch"):  # the whole id and a prefix
+            view = views.initial_view(ctx, {"session": wanted})
+            assert view.state.get("session") is None, "a new chat, not the expert's session"
+            assert "only its consultations write it" in view.notice and "architect" in view.notice
+        with pytest.raises(Exception, match="only its consultations write it"):
+            handlers.open_session(ctx, ctx.project_key, key.session_id)
+        assert ctx.manager.get(key).messages == before
+
+
 class TestSearchLeavesExpertsOut:
     """Guards against the chat search offering an expert's session as a chat to open (and type into)."""
 

@@ -7,26 +7,18 @@ against A's folder (absent on B) turning the file tools off.
 from __future__ import annotations
 
 import os
-import subprocess
 
 import pytest
 
 from core import LocalSessionStore, SessionManager
 from core.stores.pull import pull_sessions
 from tests.support.chat_ctx import make_ctx
+from tests.support.machines import checkout, mirrored, shop_checkouts
 from webui.chat import approvals, handlers, remote
 
 
-def checkout(path, remote):
-    path.mkdir(parents=True)
-    subprocess.run(["git", "init", "-q", str(path)], check=True)
-    subprocess.run(["git", "-C", str(path), "remote", "add", "origin", remote], check=True)
-    return path
-
-
 def test_b_lists_opens_and_works_in_its_own_folder(tmp_path, monkeypatch):
-    a_dir = checkout(tmp_path / "a" / "src" / "shop", "git@example.org:team/shop.git")
-    b_dir = checkout(tmp_path / "b" / "work" / "shop", "https://example.org/team/shop")
+    a_dir, b_dir = shop_checkouts(tmp_path)
     machine_a = LocalSessionStore(tmp_path / "a-data")
     chat = SessionManager(machine_a).create(a_dir, title="Checkout bug")
     SessionManager(machine_a).add_messages(chat.key, [{"role": "user", "content": "why does checkout fail?"}])
@@ -62,18 +54,14 @@ class TestMemoriesOfTheSameProjectElsewhere:
 
     def test_b_lists_and_uses_as_memories(self, tmp_path, monkeypatch, fake_openai):
         from core.memory.store import MemoryStore
-        from core.stores.mirror import MirroredSessionStore
         from tests.core.stores.test_mirror import open_mirror
         from tests.support.chat_ctx import run_send
         from tests.support.s3_server import fresh_s3_url
         from webui.chat import memory as memory_panel
 
         url = fresh_s3_url(monkeypatch)
-        a_dir = checkout(tmp_path / "a" / "src" / "shop", "git@example.org:team/shop.git")
-        b_dir = checkout(tmp_path / "b" / "work" / "shop", "https://example.org/team/shop")
-        machine_a = MirroredSessionStore(LocalSessionStore(tmp_path / "a-data"), open_mirror(url),
-                                         outbox_path=tmp_path / "a-data" / "outbox.sqlite3", retry_initial=0.02,
-                                         poll_interval=0.05)
+        a_dir, b_dir = shop_checkouts(tmp_path)
+        machine_a = mirrored(tmp_path / "a-data", open_mirror(url))
         try:
             chat = SessionManager(machine_a).create(a_dir, title="Checkout bug")
             SessionManager(machine_a).add_messages(chat.key, [{"role": "user", "content": "hi"}])
@@ -112,13 +100,6 @@ class TestMemoriesOfTheSameProjectElsewhere:
 # --- chats only in the mirror (issue 26, item 4) ---------------------------------------------
 
 
-def _machine(tmp_path, name, mirror):
-    from core.stores.mirror import MirroredSessionStore
-
-    return MirroredSessionStore(LocalSessionStore(tmp_path / name), mirror, outbox_path=tmp_path / name / "outbox.sqlite3",
-                                retry_initial=0.02, retry_max=0.1, poll_interval=0.05)
-
-
 def _wait_for(fn, timeout=15.0):
     import time
 
@@ -151,10 +132,9 @@ class TestChatsOnlyInTheMirror:
         from tests.core.stores.test_mirror import open_mirror
 
         url = mirror_url_of_kind
-        a_dir = checkout(tmp_path / "a" / "src" / "shop", "git@example.org:team/shop.git")
-        b_dir = checkout(tmp_path / "b" / "work" / "shop", "https://example.org/team/shop")
-        a = _machine(tmp_path, "a-data", open_mirror(url))
-        b = _machine(tmp_path, "b-data", open_mirror(url))
+        a_dir, b_dir = shop_checkouts(tmp_path)
+        a = mirrored(tmp_path / "a-data", open_mirror(url))
+        b = mirrored(tmp_path / "b-data", open_mirror(url))
         try:
             chat = SessionManager(a).create(a_dir, title="Refund flow")
             SessionManager(a).add_messages(chat.key, [{"role": "user", "content": "how do refunds work?"},
@@ -191,10 +171,9 @@ class TestChatsOnlyInTheMirror:
         from webui.chat import views
 
         url = mirror_url("sqlite", tmp_path)
-        a_dir = checkout(tmp_path / "a" / "src" / "shop", "git@example.org:team/shop.git")
-        b_dir = checkout(tmp_path / "b" / "work" / "shop", "https://example.org/team/shop")
-        a = _machine(tmp_path, "a-data", open_mirror(url))
-        b = _machine(tmp_path, "b-data", open_mirror(url))
+        a_dir, b_dir = shop_checkouts(tmp_path)
+        a = mirrored(tmp_path / "a-data", open_mirror(url))
+        b = mirrored(tmp_path / "b-data", open_mirror(url))
         try:
             chat = SessionManager(a).create(a_dir, title="Bookmarked")
             SessionManager(a).add_messages(chat.key, [{"role": "user", "content": "the bookmarked question"}])
@@ -222,10 +201,9 @@ class TestChatsOnlyInTheMirror:
         from webui.chat import views
 
         url = mirror_url("sqlite", tmp_path)
-        a_dir = checkout(tmp_path / "a" / "src" / "shop", "git@example.org:team/shop.git")
-        b_dir = checkout(tmp_path / "b" / "work" / "shop", "https://example.org/team/shop")
-        a = _machine(tmp_path, "a-data", open_mirror(url))
-        b = _machine(tmp_path, "b-data", open_mirror(url))
+        a_dir, b_dir = shop_checkouts(tmp_path)
+        a = mirrored(tmp_path / "a-data", open_mirror(url))
+        b = mirrored(tmp_path / "b-data", open_mirror(url))
         try:
             ma = SessionManager(a)
             chat = ma.create(a_dir, title="Twice")
@@ -253,7 +231,7 @@ class TestChatsOnlyInTheMirror:
         url = mirror_url("sqlite", tmp_path)
         b_dir = checkout(tmp_path / "b" / "work" / "shop", "https://example.org/team/shop")
         mirror = open_mirror(url)
-        b = _machine(tmp_path, "b-data", mirror)
+        b = mirrored(tmp_path / "b-data", mirror)
         held = threading.Event()
         real_remove = mirror.remove
         monkeypatch.setattr(mirror, "remove", lambda key: (held.wait(30), real_remove(key)))
@@ -323,10 +301,9 @@ class TestContinueConsidersTheMirror:
         from webui.cli import launcher
 
         url = mirror_url("sqlite", tmp_path)
-        a_dir = checkout(tmp_path / "a" / "src" / "shop", "git@example.org:team/shop.git")
-        b_dir = checkout(tmp_path / "b" / "work" / "shop", "https://example.org/team/shop")
+        a_dir, b_dir = shop_checkouts(tmp_path)
         monkeypatch.setenv("ANYCODE_HOME", str(tmp_path / "b-data"))
-        a, b = _machine(tmp_path, "a-data", open_mirror(url)), _machine(tmp_path, "b-data", open_mirror(url))
+        a, b = mirrored(tmp_path / "a-data", open_mirror(url)), mirrored(tmp_path / "b-data", open_mirror(url))
         try:
             mb = SessionManager(b)
             older = mb.create(b_dir, title="B's older chat")
@@ -385,10 +362,9 @@ class TestAPageOpenedAsksTheMirrorAgain:
         from webui.chat import live
 
         url = fresh_redis_url()
-        a_dir = checkout(tmp_path / "a" / "src" / "shop", "git@example.org:team/shop.git")
-        b_dir = checkout(tmp_path / "b" / "work" / "shop", "https://example.org/team/shop")
-        a = _machine(tmp_path, "a-data", open_mirror(url))
-        b = _machine(tmp_path, "b-data", open_mirror(url))
+        a_dir, b_dir = shop_checkouts(tmp_path)
+        a = mirrored(tmp_path / "a-data", open_mirror(url))
+        b = mirrored(tmp_path / "b-data", open_mirror(url))
         try:
             monkeypatch.setenv("ANYCODE_HOME", str(tmp_path / "b-data"))
             ctx = make_ctx(b, b_dir)
