@@ -193,7 +193,8 @@ class TestDeletedInAnotherTab:
 class TestRenamedInAnotherTab:
     """Guards against the fresh-user trial's D6 (issue 25): a rename in tab A updated tab B's
     sidebar row but not B's title field, so B showed the old name (and B's next rename was
-    refused as made against it); a name being typed in B must not be overwritten either."""
+    refused as made against it); a name being typed in B must not be overwritten either; and
+    against the tag bar under the title not following tags and pins made elsewhere (trial 9)."""
 
     def test_the_title_field_follows_and_a_later_rename_here_is_saved(self, world, page):
         url, sid = _one_chat_answered(world, page)
@@ -224,3 +225,10 @@ class TestRenamedInAnotherTab:
         b_title.press("Enter")
         expect(b.locator("body")).to_contain_text("title was changed elsewhere", timeout=TIMEOUT_MS)
         expect(b_title).to_have_value("Named in tab A again")
+        # Tagged and pinned elsewhere (another process here): the bar under each tab's title
+        # follows, as the sidebar rows do (trial 9: the rows showed the tag, the bars did not).
+        SessionManager(store).tag(SessionKey(project_key(str(world["proj"])), sid), add=["urgent"])
+        SessionManager(store).pin(SessionKey(project_key(str(world["proj"])), sid))
+        for tab in (page, b):
+            expect(tab.locator("#ac-tags")).to_contain_text("urgent", timeout=5_000)
+            expect(tab.locator("#ac-tags .ac-pin")).to_have_count(1)

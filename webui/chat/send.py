@@ -301,6 +301,7 @@ def _send(ctx: WebContext, state: dict[str, Any], text: str | None, model: str |
     turn = yield from _open_turn(ctx, state, None if retry else text)
     if turn is None:
         return
+    retry = turn.retry  # the same text sent again after its reply failed is answered again
     yield SendUpdate(turn.state, turn.shown, turn.title, label=turn.label)
     # Issue 25: a reply being written in this chat by another tab or process is waited for
     # (Stop ends the wait), and this tab's reply holds the lease the others see while it runs.
@@ -369,6 +370,13 @@ def _reread(ctx: WebContext, turn: _Turn) -> Iterator[SendUpdate]:
     yield SendUpdate(turn.state, turn.shown, turn.title, label=turn.label)
 
 
+def _repeats_unanswered(session: Any, text: str | None) -> bool:
+    """True when ``text`` is the session's last message, a user message no reply follows."""
+    last = session.messages[-1] if session.messages else None
+    return (bool(text) and isinstance(last, dict) and last.get("role") == "user"
+            and isinstance(last.get("content"), str) and last["content"].strip() == str(text).strip())
+
+
 def _open_turn(ctx: WebContext, state: dict[str, Any], text: str | None) -> Generator[SendUpdate, None, _Turn | None]:
     """The session the tab sends in (created for a new chat; a reply an earlier send could not
     store is stored first), or None after yielding the final update of a send refused before
@@ -409,6 +417,12 @@ def _open_turn(ctx: WebContext, state: dict[str, Any], text: str | None) -> Gene
         yield SendUpdate(view.state, view.rows, view.title, notice=refused, restore_text=text, done=True,
                          label=view.label)
         return None
+    if not retry and _repeats_unanswered(session, text):
+        # The message is stored already and its reply failed (the server refused, broke off):
+        # sent again word for word, it is answered again rather than stored a second time
+        # (trial 9: two identical user messages in a row, both sent to the model).
+        log.info("the unanswered last message of %s was sent again: answered again", key.session_id)
+        retry = True
     start = shown_from(session, state)
     state["from"] = start
     base = render.chat_window(session.messages, start, session.compactions, session.reply_ends, session.reply_agents).rows

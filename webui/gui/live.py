@@ -4,7 +4,8 @@ another tab or process: the list is drawn again) and whether a reply is being wr
 chat elsewhere ("A reply is being written in another tab or window" above the box, and in its
 placeholder). When that reply is done, the chat shows it without a reload. When the list changed
 and the open chat was renamed elsewhere, the title field follows (unless a name is being typed in
-it) in the same event: no listener of its own."""
+it), and so does the tag bar under it (pinned or tagged elsewhere), in the same event: no
+listener of its own."""
 from __future__ import annotations
 
 import logging
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import gradio as gr
 
 from webui.chat import live
+from webui.chat.organise import tag_bar_html
 from webui.gui.assets import script
 from webui.i18n import t
 
@@ -62,7 +64,7 @@ def wire_live(p: Page, tab_key: Callable[[Any, Any], str]) -> None:
     def on_check(st, tab_id, known, was_writing, query, archived, field, request: gr.Request):
         key = tab_key(request, tab_id)
         found = live.check(ctx, st, key, known)
-        sessions = title = gr.skip()
+        sessions = title = tags = gr.skip()
         renamed = None
         if found.list_changed and ctx.running(key):
             # This tab's own reply changed the list: its send draws it (issue 32: drawn here too,
@@ -72,6 +74,8 @@ def wire_live(p: Page, tab_key: Callable[[Any, Any], str]) -> None:
             limit = {"limit": st["list_limit"]} if st.get("list_limit") else {}
             sessions = p.list_html(st, query, archived, active=st.get("session"), **limit)
             renamed = live.title_now(ctx, st, key)  # renamed in another tab or process (trial D6)
+            if st.get("session"):  # pinned or tagged elsewhere: the bar under the title follows (trial 9)
+                tags = tag_bar_html(ctx, st)
         writing = found.other_writing
         bar = box = state = done = gr.skip()
         if found.list_changed and live.deleted_elsewhere(ctx, st, key):
@@ -83,13 +87,13 @@ def wire_live(p: Page, tab_key: Callable[[Any, Any], str]) -> None:
             view = new_chat(ctx, st.get("project"))
             ctx.supersede(key)  # its next send must not continue the deleted chat's last state
             bar = gr.HTML(_bar_html("chat_deleted_while_open"), visible=True)
-            return sessions, bar, box, found.token or known or "", DELETED, view.state, "", "", done
+            return sessions, bar, box, found.token or known or "", DELETED, view.state, "", "", done, ""
         if was_writing == DELETED:
             if st and st.get("session"):  # another chat opened, or a message sent: the notice goes
                 bar = gr.HTML("", visible=False)
                 was_writing = False
             else:
-                return sessions, bar, box, found.token or known or "", DELETED, state, title, gr.skip(), done
+                return sessions, bar, box, found.token or known or "", DELETED, state, title, gr.skip(), done, tags
         if writing != bool(was_writing):
             bar = gr.HTML(_bar_html() if writing else "", visible=writing)
             box = gr.Textbox(placeholder=t(live.OTHER_WRITING.key) if writing else t("message_placeholder"))
@@ -101,7 +105,7 @@ def wire_live(p: Page, tab_key: Callable[[Any, Any], str]) -> None:
             # refused as made against an older title (issue 15), never silently applied.
             title = renamed.text
             state = dict(state if isinstance(state, dict) and "project" in state else st, title=renamed.title)
-        return sessions, bar, box, found.token or known or "", writing, state, title, gr.skip(), done
+        return sessions, bar, box, found.token or known or "", writing, state, title, gr.skip(), done, tags
 
     # The chat is no output of the check (issue 32): an event that fills the chat costs the page a
     # copy of its 200 messages as it starts and ends (webui/gui/progress.py), 100–200 ms of the
@@ -110,7 +114,7 @@ def wire_live(p: Page, tab_key: Callable[[Any, Any], str]) -> None:
     # does not follow an unqueued event).
     p.live_btn.click(on_check, [p.state, p.tab, p.live_token, p.live_writing, p.search, p.show_archived, p.title],
                      [p.sessions, p.other_bar, p.box, p.live_token, p.live_writing, p.state, p.title, p.sid_box,
-                      p.live_done],
+                      p.live_done, p.tag_bar],
                      api_visibility="private", show_progress="hidden", queue=False)
 
     def on_written(_done, st, tab_id, request: gr.Request):

@@ -120,3 +120,32 @@ class TestReasonSurvivesAReload:
         ctx.manager.add_messages(s.key, [{"role": "user", "content": "no answer came"}])
         view = handlers.open_session(ctx, ctx.project_key, s.id)
         assert view.needs_reply and view.no_reply == handlers.NO_REPLY_NOTICE
+
+
+class TestTheSameMessageSentAgainAfterAFailure:
+    """Guards against trial 9's pile-up: a reply failed (HTTP 401), the user sent the same text
+    again, and the chat stored it twice — two identical user messages in a row, both sent to the
+    model. Sent again word for word, the unanswered message is answered again; another text is a
+    message of its own."""
+
+    def test_answered_again_not_stored_twice(self, ctx, fake_openai):
+        fake_openai.push({"error": 401, "message": "Incorrect API key provided."})
+        final = send(ctx, handlers.new_chat(ctx).state, "what is in the ledger?")
+        assert "401" in handlers.reload(ctx, final.state).no_reply
+        fake_openai.push({"text": "Three invoices."})
+        again = send(ctx, handlers.reload(ctx, final.state).state, "  what is in the ledger?  ")
+        stored = [(m["role"], m["content"]) for m in ctx.manager.get(
+            SessionKey(again.state["project"], again.state["session"])).messages if m["role"] != "system"]
+        assert stored == [("user", "what is in the ledger?"), ("assistant", "Three invoices.")]
+        sent = [m for m in fake_openai.chat_requests()[-1]["messages"] if m["role"] == "user"]
+        assert [m["content"] for m in sent] == ["what is in the ledger?"]
+        assert handlers.reload(ctx, again.state).no_reply is None
+
+    def test_another_text_after_a_failure_is_its_own_message(self, ctx, fake_openai):
+        fake_openai.push({"error": 500, "message": "boom"})
+        final = send(ctx, handlers.new_chat(ctx).state, "first try")
+        fake_openai.push({"text": "Answered."})
+        later = send(ctx, handlers.reload(ctx, final.state).state, "something else")
+        users = [m["content"] for m in ctx.manager.get(
+            SessionKey(later.state["project"], later.state["session"])).messages if m["role"] == "user"]
+        assert users == ["first try", "something else"]
