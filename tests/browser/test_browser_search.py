@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from core import LocalSessionStore
+from core import LocalSessionStore, SessionManager
 from core.session.entries import header_entry, message_entry, tags_entry, title_entry
 from core.session.keys import SessionKey, new_session_id, project_key
 
@@ -32,6 +32,10 @@ class TestSearchInBrowser:
                 text = f"Filler message number {i} about the weather."
                 if word == "flexbox" and i == 24:
                     text = "Let us center it with a flexbox and call it done, 完成了"
+                if word == "migration" and i == 4:  # kept in both versions made below
+                    text = "Plan the migration of the orders table."
+                if word == "migration" and i == 20:  # only in the first version
+                    text = "The rollback script is ready."
                 entries.append(message_entry({"role": "user" if i % 2 == 0 else "assistant", "content": text},
                                              ts=now - 3600 * (n + 1) + i))
             entries.append(title_entry(title, "user", ts=now - 3600 * (n + 1) + 40))
@@ -41,6 +45,13 @@ class TestSearchInBrowser:
             store.append(key, entries)
             if word == "flexbox":
                 target = key.session_id
+            if word == "migration":
+                versioned = key
+        # issue 31, item 3: a second version, in use, sharing the first 10 messages
+        manager = SessionManager(store)
+        second = manager.fork(versioned, 9, version=True)
+        manager.add_messages(second.key, [{"role": "user", "content": "Try a smaller batch."},
+                                          {"role": "assistant", "content": "Smaller batches it is."}])
         url = world["start_app"]()
         page.goto(url)
         expect(page.locator("#ac-list")).to_contain_text("Database work")
@@ -73,3 +84,22 @@ class TestSearchInBrowser:
         hit.click()
         expect(page.locator("#ac-title input, #ac-title textarea").first).to_have_value("Old stuff")
         expect(page).to_have_url(re.compile(re.escape(tagged)))
+        # issue 31, item 3: a word in messages both versions share is one hit, not one per version, and it
+        # opens the version in use; a word only in the other version says so, and opening it does not
+        # change the version in use.
+        box.fill("migration")
+        hit = results.locator(".ac-hit-row")
+        expect(results.locator(".ac-hit-row", has_text="Database work")).to_have_count(1)  # the new results
+        expect(hit).to_have_count(1)
+        expect(hit.locator(".ac-hit-version")).to_have_count(0)
+        hit.click()
+        expect(page).to_have_url(re.compile(re.escape(second.id)))
+        expect(page.locator("#ac-chat")).to_contain_text("Smaller batches it is.")
+        box.fill("rollback")
+        expect(results.locator(".ac-hit-row", has_text="The rollback script")).to_have_count(1)
+        expect(hit).to_have_count(1)
+        expect(hit.locator(".ac-hit-version")).to_have_text("in version 1 of 2")
+        hit.click()
+        expect(page).to_have_url(re.compile(re.escape(versioned.session_id)))
+        expect(page.locator("#ac-chat .ac-hit")).to_contain_text("The rollback script is ready.")
+        assert manager.current_version(versioned) == second.key, "opening a hit changed the version in use"
