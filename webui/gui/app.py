@@ -213,7 +213,7 @@ class Page:
         if run_id is None:
             yield tuple(gr.skip() for _ in self.view_outputs)
             return
-        final = False
+        final = None  # the outputs of the send's last update
         started_title = None  # the title when the reply started (None: not known yet)
         label = None  # the title field's placeholder last sent
         # (open session, list token) the sidebar was last drawn for: at first what the page shows
@@ -225,6 +225,8 @@ class Page:
         # render both together (tried in issue 32) only made one's own message late with a model
         # whose first token takes longer than the hold, which is every remote one.
         updates = handlers.send_taken(self.ctx, st, _tab_key(request, tab_id), run_id, model_name)
+        shown_rows = None  # how many chat rows the last streamed update showed
+        held_list = False  # the list was held back once, from the update bringing the first token
         for upd in updates:
             if started_title is None:
                 started_title = upd.title
@@ -239,16 +241,25 @@ class Page:
                 # not once per streamed token (issue 32: 25 KiB of list HTML drawn per update).
                 now = (upd.state["session"], live_chat.list_token(self.ctx, upd.state["project"]))
                 listed = gr.skip()
-                if now != drawn or not now[1]:  # a store without a change token: every update
+                # The update that brings the reply's first row renders it alone: the list (the
+                # chat moved up once its message was stored, 25 KiB of HTML) follows with the next
+                # update or the last (issue 32: both in one update delayed the first token).
+                first_reply_row = shown_rows is not None and len(upd.rows or []) > shown_rows
+                shown_rows = len(upd.rows or [])
+                hold = first_reply_row and not held_list and now[0] == drawn[0]
+                held_list = held_list or hold
+                if (now != drawn or not now[1]) and not hold:  # a store without a change token: every update
                     drawn = now
                     listed = self.list_html(upd.state, query, archived, active=upd.state["session"])
                 yield (upd.state, title_out, upd.rows, listed,
                        upd.state["session"] or "", *[gr.skip()] * 6, gr.Row(visible=False), gr.skip())
                 continue
-            final = True
-            yield self._settled_outputs(st, upd, started_title, query, archived)
-        if not final:  # superseded: the pane shows another conversation now
+            final = self._settled_outputs(st, upd, started_title, query, archived)
+            yield final
+        if final is None:  # superseded: the pane shows another conversation now
             yield tuple(gr.skip() for _ in self.view_outputs)
+            return
+        yield _settled_again(final)
 
     def _settled_outputs(self, st: Any, upd: Any, started_title: str | None, query: str, archived: bool) -> tuple:
         """The pane once a send ended (:meth:`on_send`'s last update)."""
@@ -517,6 +528,24 @@ def wire_sending(p: Page) -> None:
         return gr.skip()  # the stopped reply is being stored; the send resets the box
 
     p.box.stop(on_stop, [p.tab, p.box, p.pending], p.box, api_visibility="private", queue=False)
+
+
+# view_outputs that take the chat, the sidebar list and the session id (plain values), and the
+# tab's state: :func:`_settled_again` leaves them out.
+_PLAIN_VIEW_OUTPUTS = (0, 2, 3, 4)
+
+
+def _settled_again(final: tuple) -> tuple:
+    """The update after a send's last one, so that its event ends without drawing the chat again.
+
+    When a streaming event completes, Gradio's page sets every output once more from the
+    event's last update: the whole chat (200 messages rendered again) and the sidebar list after
+    every reply (issue 32). So the last update repeats ``final`` without the chat, the list, the
+    session id and the state (``gr.skip()``). The component updates are repeated unchanged, not
+    skipped: the page applies an update's difference to the object of the update before it, and
+    a property dropped here (a title's new value) would be deleted from that object while it may
+    still be being applied."""
+    return tuple(gr.skip() if i in _PLAIN_VIEW_OUTPUTS else value for i, value in enumerate(final))
 
 
 def _is_skip(value: Any) -> bool:
