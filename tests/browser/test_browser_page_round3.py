@@ -2,6 +2,8 @@
 the fake OpenAI server as subprocesses, as in ``test_browser_e2e``)."""
 from __future__ import annotations
 
+import contextlib
+import re
 import time
 
 import pytest
@@ -16,6 +18,47 @@ pytestmark = pytest.mark.browser
 
 SYSTEM_WITH_MEMORY = (f"You are anycode.\n\n{MEMORY_HEADING}\nFacts remembered from the user's earlier "
                       "conversations (most recent first).\n- [project] Tests run with pytest -q\n")
+
+
+# The look and the language a defect is checked in (issue 31, "done when": light and dark, English and
+# Chinese): English in a light system theme on the test's own page, Chinese in a dark one on a page of
+# the same Chromium and the same app (a browser context of its own language and colour scheme, as a
+# Chinese user with a dark system would come) — a second app per variant would cost ~10 s each.
+VARIANTS = (("en", "light"), ("zh-CN", "dark"))
+
+
+@contextlib.contextmanager
+def variant(page, locale: str, scheme: str):
+    """A page showing the page in ``locale`` and the system colour ``scheme``: ``page`` itself for
+    English and light, else a new context of ``page``'s browser (closed after)."""
+    if (locale, scheme) == VARIANTS[0]:
+        yield page
+        return
+    ctx = page.context.browser.new_context(viewport=page.viewport_size, locale=locale, color_scheme=scheme)
+    pg = ctx.new_page()
+    pg.set_default_timeout(TIMEOUT_MS)
+    try:
+        yield pg
+    finally:
+        ctx.close()
+
+
+def assert_readable(pg, scheme: str, selectors: list[str], label: str) -> None:
+    """The page is in ``scheme`` and the text of ``selectors`` meets WCAG AA contrast there."""
+    from tests.browser.test_browser_layout import check_contrast
+
+    assert pg.evaluate("() => document.body.classList.contains('dark')") == (scheme == "dark"), label
+    bad = check_contrast(pg, selectors, f"{label} ({scheme})")
+    assert not bad, "\n".join(bad)
+
+
+def open_drawer(pg, width: int) -> None:
+    """On a narrow window the sidebar is a drawer: open it (and let it arrive) before using it."""
+    if width < 800:
+        from tests.browser.test_browser_layout import expect_drawer
+
+        pg.evaluate("() => window.acSidebar.open()")
+        expect_drawer(pg, True)
 
 
 def seed(world, title: str, messages: list[dict], *, age: float = 3600.0) -> str:
@@ -64,16 +107,35 @@ class TestBidiControlsShown:
             "name": "write_file", "id": "call_b", "arguments": {"path": "notes\u202etxt.sh", "content": "x\n"}}]}]})
         page.goto(world["start_app"]())
         send(page, "say \u202eevil\u202c please")
-        user = page.locator("#ac-chat [data-testid=user]").first
-        expect(user).to_contain_text("\u27e8U+202E\u27e9evil\u27e8U+202C\u27e9 please")
-        assert "\u202e" not in user.inner_text()
-        diff = page.locator("#ac-approval-diff")
-        expect(diff).to_contain_text("notes\u27e8U+202E\u27e9txt.sh")
-        assert "\u202e" not in diff.inner_text()
+        expect(page.locator("#ac-approval-diff")).to_contain_text("notes\u27e8U+202E\u27e9txt.sh")
         # Copy and Edit give back what was typed, the override included.
         typed = page.evaluate("() => window.acSourceText('<pre class=\"ac-lit\">\\n' + document.querySelector("
                               "'#ac-chat [data-testid=user] pre.ac-lit').innerHTML + '</pre>')")
         assert typed == "say \u202eevil\u202c please"
+        expect(page).to_have_url(re.compile(r"session="))
+        # The labels are shown, whole and readable, at every width, in English and light and in Chinese
+        # and dark (the chat, its approval card waiting, in a second tab).
+        for locale, scheme in VARIANTS:
+            with variant(page, locale, scheme) as pg:
+                if pg is not page:
+                    pg.goto(page.url)
+                    expect(pg.locator("#ac-approval-head")).to_contain_text("批准这项更改吗")
+                for width in (1360, 700, 390):
+                    pg.set_viewport_size({"width": width, "height": 800})
+                    user = pg.locator("#ac-chat [data-testid=user]").first
+                    expect(user).to_contain_text("\u27e8U+202E\u27e9evil\u27e8U+202C\u27e9 please")
+                    assert "\u202e" not in user.inner_text()
+                    diff = pg.locator("#ac-approval-diff")
+                    expect(diff).to_contain_text("notes\u27e8U+202E\u27e9txt.sh")
+                    assert "\u202e" not in diff.inner_text()
+                    label = user.locator(".ac-bidi").first
+                    label.scroll_into_view_if_needed()
+                    assert label.evaluate("e => { const r = e.getBoundingClientRect(), b = e.closest('.message')"
+                                          ".getBoundingClientRect(); return r.width > 0 && r.left >= b.left - 1 "
+                                          "&& r.right <= b.right + 1 && e.getClientRects().length === 1; }"), (
+                        f"the label is cut or broken over lines at {width} px ({locale})")
+                    assert_readable(pg, scheme, ["#ac-chat [data-testid=user] .ac-bidi", "#ac-approval-diff .cm-line"],
+                                    f"bidi labels at {width} px, {locale}")
 
     def test_in_a_reply_prose_and_code(self, world, page):
         """issue 31, trial D3: the same override in a model's reply was applied ("evil" read "live")."""
@@ -100,35 +162,78 @@ COVERED_JS = """() => {
 }"""
 
 
+def toast_covers_nothing(pg, width: int, label: str) -> None:
+    """The toast shown, the chat makes room for it: it covers no part of the chat and the last
+    message is in sight."""
+    for _ in range(20):  # the chat gives the bar its room on the next layout (at most 2 s under load)
+        where = pg.evaluate(COVERED_JS)
+        if not where["covers"] and where["seen"]:
+            break
+        pg.wait_for_timeout(100)
+    assert not where["covers"], f"the bar covers the chat at {width} px ({label}): {where}"
+    assert where["seen"], f"the last message is out of sight at {width} px ({label})"
+
+
 class TestMemoryToast:
-    """issue 31, item 7: the "Memory updated" toast covered the chat's last message until closed."""
+    """issue 31, item 7: the "Memory updated" toast covered the chat's last message until closed —
+    at each width, in English and light, and in Chinese (a fact in Chinese) and dark."""
+
+    SAID = {"en": "Convention: rule number {n} is in English.", "zh-CN": "Convention: 第 {n} 条规则用中文写。"}
+    SHOWN = {"en": "Memory updated · ", "zh-CN": "记忆已更新 · "}
 
     def test_it_covers_nothing_and_leaves_by_itself(self, world, page):
         from tests.support.chromium import send
         from webui.chat.memory import TOAST_SECONDS
 
-        page.goto(world["start_app"]())
-        toast = page.locator("#ac-memory-toast")
-        for n, width in enumerate((1360, 700, 390)):
-            page.set_viewport_size({"width": width, "height": 800})
-            send(page, f"Convention: rule number {n} is in English. Please review app.py.")
-            expect(toast).to_contain_text("Memory updated", timeout=TIMEOUT_MS)
-            for _ in range(20):  # the chat gives the bar its room on the next layout (at most 2 s under load)
-                where = page.evaluate(COVERED_JS)
-                if not where["covers"] and where["seen"]:
-                    break
-                page.wait_for_timeout(100)
-            assert not where["covers"], f"the bar covers the chat at {width} px: {where}"
-            assert where["seen"], f"the last message is out of sight at {width} px"
-            expect(toast).to_be_hidden(timeout=(TOAST_SECONDS + 5) * 1000)
+        url = world["start_app"]()
+        for locale, scheme in VARIANTS:
+            with variant(page, locale, scheme) as pg:
+                pg.goto(url)
+                toast = pg.locator("#ac-memory-toast")
+                # Each width's reply brings its own toast (its fact) while the last one may still be shown;
+                # that it leaves by itself is seen once, after the last.
+                for n, width in enumerate((1360, 700, 390)):
+                    pg.set_viewport_size({"width": width, "height": 800})
+                    said = self.SAID[locale].format(n=n)
+                    send(pg, said)
+                    expect(toast).to_contain_text(self.SHOWN[locale] + said, timeout=TIMEOUT_MS)
+                    toast_covers_nothing(pg, width, locale)
+                    assert_readable(pg, scheme, ["#ac-memory-toast p", "#ac-memory-toast button"],
+                                    f"memory toast at {width} px, {locale}")
+                expect(toast).to_be_hidden(timeout=(TOAST_SECONDS + 5) * 1000)
 
 
 class TestEditBox:
     """issue 31, item 8: ↑ in the empty box opened a 160 x 64 px edit box, clipping the message,
-    that Esc did not close; /compact sent while it was open showed nothing."""
+    that Esc did not close; /compact sent while it was open showed nothing. In English and light,
+    and in Chinese and dark (the same chat in a second tab)."""
 
     LONG = ("This message is long enough to fill most of the bubble's width on a wide window and to "
             "wrap onto a few lines on a phone, so a small edit box would clip it.")
+
+    @staticmethod
+    def check_widths(pg, scheme: str, label: str) -> None:
+        """At each width ↑ opens the edit as wide and tall as the message, its text whole and readable; Esc
+        closes it."""
+        box = pg.locator("#ac-input textarea")
+        edit = pg.locator("#ac-chat textarea.edit-textarea")
+        for width in (1360, 700, 390):
+            pg.set_viewport_size({"width": width, "height": 800})
+            pg.wait_for_timeout(400)
+            bubble = pg.locator("#ac-chat .message-row.user-row .message.user").last.bounding_box()
+            box.focus()
+            pg.keyboard.press("ArrowUp")
+            expect(edit).to_be_visible()
+            expect(edit).to_have_value(TestEditBox.LONG)
+            shown = pg.locator("#ac-chat .message.user:has(textarea.edit-textarea)").bounding_box()  # editing
+            assert abs(shown["width"] - bubble["width"]) <= 4, (label, width, shown, bubble)
+            assert edit.bounding_box()["width"] >= bubble["width"] - 40
+            assert shown["height"] >= bubble["height"] - 1, (label, width, shown, bubble)
+            assert edit.evaluate("t => t.scrollHeight <= t.clientHeight + 1"), f"the text is clipped at {width} px ({label})"
+            assert_readable(pg, scheme, ["#ac-chat textarea.edit-textarea"], f"the edit at {width} px ({label})")
+            pg.keyboard.press("Escape")
+            expect(edit).to_have_count(0)
+            expect(pg.locator("#ac-chat [data-testid=user]").last).to_contain_text(TestEditBox.LONG)
 
     def test_as_wide_as_the_message_and_esc_cancels(self, world, page):
         from tests.support.chromium import send
@@ -136,24 +241,15 @@ class TestEditBox:
         page.goto(world["start_app"]())
         send(page, self.LONG)
         expect(page.locator("[data-testid=bot]").last).to_contain_text("You said", timeout=TIMEOUT_MS)
+        expect(page).to_have_url(re.compile(r"session="))
+        self.check_widths(page, "light", "en")
+        with variant(page, *VARIANTS[1]) as zh:
+            zh.goto(page.url)
+            expect(zh.locator("#ac-input textarea")).to_have_attribute("placeholder", re.compile("[\u4e00-\u9fff]"))
+            expect(zh.locator("#ac-chat [data-testid=user]").last).to_contain_text(self.LONG)
+            self.check_widths(zh, VARIANTS[1][1], VARIANTS[1][0])
         box = page.locator("#ac-input textarea")
         edit = page.locator("#ac-chat textarea.edit-textarea")
-        for width in (1360, 700, 390):
-            page.set_viewport_size({"width": width, "height": 800})
-            page.wait_for_timeout(400)
-            bubble = page.locator("#ac-chat .message-row.user-row .message.user").last.bounding_box()
-            box.focus()
-            page.keyboard.press("ArrowUp")
-            expect(edit).to_be_visible()
-            expect(edit).to_have_value(self.LONG)
-            shown = page.locator("#ac-chat .message.user:has(textarea.edit-textarea)").bounding_box()  # editing
-            assert abs(shown["width"] - bubble["width"]) <= 4, (width, shown, bubble)
-            assert edit.bounding_box()["width"] >= bubble["width"] - 40
-            assert shown["height"] >= bubble["height"] - 1, (width, shown, bubble)
-            assert edit.evaluate("t => t.scrollHeight <= t.clientHeight + 1"), f"the text is clipped at {width} px"
-            page.keyboard.press("Escape")
-            expect(edit).to_have_count(0)
-            expect(page.locator("#ac-chat [data-testid=user]").last).to_contain_text(self.LONG)
         box.focus()
         page.keyboard.press("ArrowUp")
         expect(edit).to_be_visible()
@@ -202,27 +298,36 @@ PANEL_JS = """() => {
 
 class TestMemoryPanel:
     """issue 31, item 10: "This project 1" (the count glued to the label), a tall grey Close
-    block and empty space in the Memory panel."""
+    block and empty space in the Memory panel — in English and Chinese (other label widths),
+    light and dark."""
 
     def test_count_apart_small_close_no_empty_room(self, world, page):
         from core.memory.store import MemoryStore
 
         MemoryStore.for_store(LocalSessionStore(world["data"])).add(
             "Tests run with pytest -q", project_key=project_key(str(world["proj"])))
-        page.goto(world["start_app"]())
-        for width in (1360, 700, 390):
-            page.set_viewport_size({"width": width, "height": 800})
-            if width < 800:
-                page.evaluate("() => window.acSidebar && window.acSidebar.open && window.acSidebar.open()")
-            page.locator("#ac-memory-open").click()
-            expect(page.locator("#ac-memory-list")).to_contain_text("Tests run with pytest -q")
-            page.wait_for_timeout(300)
-            got = page.evaluate(PANEL_JS)
-            assert got["gap"] >= 4, (width, got)
-            assert got["close"] <= 40, (width, got)
-            assert got["empty"] <= 24, (width, got)
-            page.locator("#ac-memory-close").click()
-            expect(page.locator("#ac-memory-list")).to_be_hidden()
+        url = world["start_app"]()
+        for locale, scheme in VARIANTS:
+            with variant(page, locale, scheme) as pg:
+                pg.set_viewport_size({"width": 1360, "height": 800})
+                pg.goto(url)
+                for width in (1360, 700, 390):
+                    pg.set_viewport_size({"width": width, "height": 800})
+                    open_drawer(pg, width)
+                    pg.locator("#ac-memory-open").click()
+                    expect(pg.locator("#ac-memory-list")).to_contain_text("Tests run with pytest -q")
+                    expect(pg.locator("#ac-memory-list h4").first).to_contain_text(
+                        "This project" if locale == "en" else "此项目")
+                    pg.wait_for_timeout(300)
+                    got = pg.evaluate(PANEL_JS)
+                    assert got["gap"] >= 4, (locale, width, got)
+                    assert got["close"] <= 40, (locale, width, got)
+                    assert got["empty"] <= 24, (locale, width, got)
+                    assert_readable(pg, scheme, ["#ac-memory-list h4", "#ac-memory-list .ac-mem-count",
+                                                 "#ac-memory-list .ac-mem-text", "#ac-memory-close"],
+                                    f"memory panel at {width} px, {locale}")
+                    pg.locator("#ac-memory-close").click()
+                    expect(pg.locator("#ac-memory-list")).to_be_hidden()
 
 
 SIDEBAR_JS = """() => {
@@ -238,28 +343,44 @@ SIDEBAR_JS = """() => {
 
 class TestSearchPanelRoom:
     """issue 31, item 4: the results clipped the "All projects" checkbox and the second hit with no
-    scroll; an empty gap sat above "Today" when nothing was searched."""
+    scroll; an empty gap sat above "Today" when nothing was searched. At each width (a drawer on a
+    narrow window), in English and light and in Chinese and dark."""
 
     def test_results_scroll_and_no_gap_when_idle(self, world, page):
         for n in range(4):
             seed(world, f"Chat {n}", [{"role": "user", "content": f"the pelican question {n} " + "filler " * 40},
                                       {"role": "assistant", "content": "a pelican answer " + "words " * 40}],
                  age=3600.0 * (n + 1))
-        page.set_viewport_size({"width": 1360, "height": 560})
-        page.goto(world["start_app"]())
-        expect(page.locator("#ac-list")).to_contain_text("Chat 3")
-        idle = page.evaluate(SIDEBAR_JS)
-        assert idle["list"]["top"] - idle["box"]["bottom"] <= 16, idle  # the sidebar's gap only (was 32 px)
-        page.locator("#ac-search textarea, #ac-search input").first.press_sequentially("pelican", delay=30)
-        expect(page.locator("#ac-search-results .ac-hit-row")).to_have_count(4)
-        page.wait_for_timeout(300)
-        got = page.evaluate(SIDEBAR_JS)
-        assert got["all"]["height"] >= 16 and got["all"]["bottom"] <= got["slot"]["bottom"] + 1, got
-        assert all(h["h"] >= h["natural"] - 1 for h in got["hits"]), got  # none squashed
-        assert got["scrolls"] in ("auto", "scroll", "fits"), got
-        last = page.locator("#ac-search-results .ac-hit-row").last
-        last.scroll_into_view_if_needed()
-        expect(last).to_be_in_viewport()
+        url = world["start_app"]()
+        for locale, scheme in VARIANTS:
+            with variant(page, locale, scheme) as pg:
+                pg.set_viewport_size({"width": 1360, "height": 560})
+                pg.goto(url)
+                expect(pg.locator("#ac-list")).to_contain_text("Chat 3")
+                for width in (1360, 700, 390):
+                    pg.set_viewport_size({"width": width, "height": 560})
+                    open_drawer(pg, width)
+                    idle = pg.evaluate(SIDEBAR_JS)
+                    # the sidebar's gap only (was 32 px)
+                    assert idle["list"]["top"] - idle["box"]["bottom"] <= 16, (locale, width, idle)
+                pg.locator("#ac-search textarea, #ac-search input").first.press_sequentially("pelican", delay=30)
+                for width in (390, 700, 1360):
+                    pg.set_viewport_size({"width": width, "height": 560})
+                    open_drawer(pg, width)
+                    expect(pg.locator("#ac-search-results .ac-hit-row")).to_have_count(4)
+                    expect(pg.locator("#ac-search-all")).to_contain_text("All projects" if locale == "en" else "所有项目")
+                    pg.wait_for_timeout(300)
+                    got = pg.evaluate(SIDEBAR_JS)
+                    assert got["all"]["height"] >= 16 and got["all"]["bottom"] <= got["slot"]["bottom"] + 1, (
+                        locale, width, got)
+                    assert all(h["h"] >= h["natural"] - 1 for h in got["hits"]), (locale, width, got)  # none squashed
+                    assert got["scrolls"] in ("auto", "scroll", "fits"), (locale, width, got)
+                    assert_readable(pg, scheme, ["#ac-search-all label", "#ac-search-results .ac-hits-label",
+                                                 "#ac-search-results .ac-hit-title", "#ac-search-results .ac-hit-snippet"],
+                                    f"search results at {width} px, {locale}")
+                    last = pg.locator("#ac-search-results .ac-hit-row").last
+                    last.scroll_into_view_if_needed()
+                    expect(last).to_be_in_viewport()
 
 
 class TestTitleField:
