@@ -1,7 +1,12 @@
 (() => {
   const KEY = '__KEY__';
   const system = window.matchMedia('(prefers-color-scheme: dark)');
-  const choice = () => { try { return localStorage.getItem(KEY) || 'system'; } catch (e) { return 'system'; } };
+  // Gradio's own ?__theme=dark|light in the address wins for this page (trial 9: it was
+  // ignored), until the switch is used; it is not remembered.
+  let forced = new URLSearchParams(window.location.search).get('__theme');
+  if (forced !== 'dark' && forced !== 'light') forced = null;
+  const stored = () => { try { return localStorage.getItem(KEY) || 'system'; } catch (e) { return 'system'; } };
+  const choice = () => forced || stored();
   const dark = () => { const c = choice(); return c === 'dark' || (c !== 'light' && system.matches); };
   const mark = () => {  // the switch's pressed button
     const c = choice();
@@ -19,7 +24,16 @@
   };
   window.acTheme = {
     choice, dark, apply,
-    set: (value) => { try { localStorage.setItem(KEY, value); } catch (e) {} apply(); },
+    set: (value) => {
+      try { localStorage.setItem(KEY, value); } catch (e) {}
+      if (forced) {  // the choice made now replaces the address's
+        forced = null;
+        const url = new URL(window.location.href);
+        url.searchParams.delete('__theme');
+        history.replaceState(history.state, '', url);
+      }
+      apply();
+    },
   };
   const watch = () => {
     // Gradio sets the class on load and again when the system setting changes: put it right.
@@ -30,5 +44,5 @@
   };
   if (document.body) watch(); else document.addEventListener('DOMContentLoaded', watch);
   system.addEventListener('change', () => setTimeout(apply, 0));
-  window.addEventListener('storage', (e) => { if (e.key === KEY) apply(); });  // another tab switched
+  window.addEventListener('storage', (e) => { if (e.key === KEY && !forced) apply(); });  // another tab switched
 })();

@@ -520,7 +520,8 @@ def _untransformed(kwargs: dict) -> dict:
     if not bulky:
         return kwargs
     rest = {k: v for k, v in kwargs.items() if k not in bulky}
-    return {**rest, "messages": [], "extra_body": bulky}
+    # merged into an extra_body a caller gave (server-specific fields), never replacing it
+    return {**rest, "messages": [], "extra_body": {**(rest.get("extra_body") or {}), **bulky}}
 
 
 def open_reply(client: openai.OpenAI, params: dict, *, stream: bool = True) -> OpenedReply:

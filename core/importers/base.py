@@ -137,6 +137,20 @@ class ImportReport:
         return text
 
 
+def _imported_title(title: Any) -> str | None:
+    """An imported conversation's title cleaned by the rename rule (control and bidi characters
+    out, whitespace collapsed, 200 characters), or None when nothing visible is left: a title of
+    zero-width characters only gave a blank sidebar row that a rename would have refused (trial 9);
+    the chat is then named like any untitled one."""
+    from core.errors import InvalidTitle
+    from core.session.manager import clean_user_title
+
+    try:
+        return clean_user_title(title) if isinstance(title, str) else None
+    except InvalidTitle:
+        return None
+
+
 def _entries_for(imp: ImportedSession, key: SessionKey, cwd: str, fork_ids: dict[str, str]) -> list[dict[str, Any]]:
     times = [m.ts for m in imp.messages if m.ts is not None]
     created = imp.created_at if imp.created_at is not None else (min(times) if times else None)
@@ -149,8 +163,9 @@ def _entries_for(imp: ImportedSession, key: SessionKey, cwd: str, fork_ids: dict
     # original (often years old) message times.
     header["imported_from"] = {"source": imp.source, "id": imp.source_id, "file": imp.file, "at": time.time()}
     entries = [header]
-    if imp.title and imp.title.strip():
-        entries.append(title_entry(imp.title.strip()[:200], "llm", ts=created))
+    title = _imported_title(imp.title)
+    if title:
+        entries.append(title_entry(title, "llm", ts=created))
     extras = sorted(imp.extra_entries, key=lambda pair: pair[0])
     last_ts = created
     for i, m in enumerate(imp.messages):

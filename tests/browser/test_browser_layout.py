@@ -365,7 +365,8 @@ CHAT_TEXT = ["[data-testid=user] p", "[data-testid=bot] p", "#ac-chat .thought-g
 
 class TestDarkMode:
     """Guards against a dark system setting giving a half-dark page (light sidebar, white fields,
-    unreadable grey on black), against the page ignoring the switch or forgetting it on reload,
+    unreadable grey on black), against the page ignoring the switch, Gradio's ``?__theme=``
+    or forgetting the switch on reload,
     and against any text of ours (sidebar, bubbles, notices, approval card, search results,
     version arrows, tool steps, code) falling below WCAG AA contrast in either theme."""
 
@@ -398,6 +399,13 @@ class TestDarkMode:
             pg.emulate_media(color_scheme="dark")
             pg.wait_for_timeout(300)
             assert not is_dark(pg), "a chosen light page turned dark with the system"
+            # Gradio's ?__theme= in the address wins for that page (trial 9: it was ignored),
+            # and the switch used there replaces it (the address drops it).
+            pg.goto(world["url"] + "?__theme=dark")
+            expect(pg.locator("#ac-sidebar[data-ac-ready]")).to_be_attached()
+            expect(pg.locator("body")).to_have_class(re.compile(r"\bdark\b"))
+            set_theme(pg, "light", click=True)
+            assert not is_dark(pg) and "__theme" not in pg.url
         finally:
             pg.close()
 

@@ -180,3 +180,16 @@ class TestServerShapes:
         sent = {"model": "m", "messages": [], "stream": True, "stream_options": {}, "temperature": 1,
                 "parallel_tool_calls": False}
         assert rejected_param(exc, sent) == param
+
+
+def test_messages_sent_as_given_keep_a_callers_extra_body():
+    """Guards against the untransformed request (issue 32: messages and tools skip the client's
+    typed-dict walk) dropping server-specific fields a caller put in ``extra_body``."""
+    from core.agent.stream import _untransformed
+
+    msgs = [{"role": "user", "content": "hi"}]
+    out = _untransformed({"model": "m", "messages": msgs, "stream": True,
+                          "extra_body": {"chat_template_kwargs": {"enable_thinking": False}}})
+    assert out["extra_body"] == {"chat_template_kwargs": {"enable_thinking": False}, "messages": msgs}
+    assert out["model"] == "m" and out["stream"] is True and out["messages"] == []
+    assert _untransformed({"model": "m"}) == {"model": "m"}

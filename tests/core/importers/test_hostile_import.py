@@ -261,3 +261,20 @@ class TestRestoreOfBadBackups:
             zf.writestr("manifest.json", "[" * 100_000)
         with pytest.raises(BackupError, match="not an anycode backup.*nested too deeply"):
             restore_backup(zpath, LocalSessionStore(tmp_path / "dst"))
+
+
+class TestInvisibleTitles:
+    """Guards against trial 9's blank sidebar row: an export whose title is only zero-width
+    characters (or bidi controls) was imported with that title, one a rename would refuse."""
+
+    @pytest.mark.parametrize("title", ["\u200b\u200b", "\u202e\u2066 \u200d", "  \n "])
+    def test_an_invisible_title_is_left_out_and_a_real_one_cleaned(self, tmp_path, title):
+        export = tmp_path / "conversations.json"
+        export.write_text(json.dumps([chatgpt_conversation("c-blank", title),
+                                      chatgpt_conversation("c-named", "Fixing\u202e the\n parser")]))
+        store = LocalSessionStore(tmp_path / "home")
+        report = import_sessions(store, chatgpt.read_export(export), default_cwd=tmp_path)
+        assert report.ok and not report.failed  # each conversation with its versions
+        titles = {m.id: m.title for m in store.list(project_key(tmp_path))}
+        assert titles[import_session_id("chatgpt", "c-blank")] is None, "named like any untitled chat"
+        assert titles[import_session_id("chatgpt", "c-named")] == "Fixing the parser"
