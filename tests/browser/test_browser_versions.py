@@ -170,3 +170,32 @@ class TestTwoTabsInTheBrowser:
         asked = {c["id"] for m in copied for c in m.get("tool_calls") or []}
         answered = {m["tool_call_id"] for m in copied if m["role"] == "tool"}
         assert asked == answered and (asked == {"c0", "c1", "c2"} or not asked)
+        # Nothing of the branch was lost: no "No reply was saved — Retry" bar (issue 31, defect 6).
+        other.wait_for_timeout(500)  # the bar would come with the branch's first paint
+        expect(other.locator("#ac-noreply")).to_be_hidden()
+
+    def test_a_title_set_on_a_version_is_the_conversations_on_every_version(self, world, page):
+        """Guards against issue 31's defect 1: renamed on an edited version, the sidebar row
+        kept the old name and version 1 showed the old title again (the rename was lost)."""
+        page.goto(world["start_app"]())
+        _replies(world, "Lisbon is nice.", "Porto is cheaper.")
+        send(page, "Plan a trip")
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("Lisbon is nice.", timeout=TIMEOUT_MS)
+        page.locator("[data-testid=user]").first.hover()
+        page.locator("#ac-chat").get_by_role("button", name="Edit").first.click()
+        page.locator("#ac-chat textarea").first.fill("Plan a cheap trip")
+        page.locator("#ac-chat").get_by_role("button", name="Submit").first.click()
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("Porto is cheaper.", timeout=TIMEOUT_MS)
+        _wait_arrows(page, [[0, "2 / 2"]])
+        title = page.locator("#ac-title input")
+        title.fill("Portugal on a budget")
+        title.press("Enter")
+        expect(page.locator("#ac-list .ac-session.active")).to_contain_text("Portugal on a budget",
+                                                                           timeout=TIMEOUT_MS)
+        _click_arrow(page, 0, "Previous version")
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("Lisbon is nice.", timeout=TIMEOUT_MS)
+        expect(title).to_have_value("Portugal on a budget")
+        expect(page.locator("#ac-list .ac-session")).to_have_count(1)
+        expect(page.locator("#ac-list .ac-session.active")).to_contain_text("Portugal on a budget")
+        page.reload()
+        expect(page.locator("#ac-title input")).to_have_value("Portugal on a budget", timeout=TIMEOUT_MS)
