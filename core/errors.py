@@ -247,9 +247,9 @@ class AgentNotFound(AnycodeError, LookupError):
 
 
 class ExpertSessionReadOnly(AnycodeError):
-    """A chat view or a send was asked for an expert agent's own session (``expert-<name>``,
-    issue 30): it is written only by the agent's consultations, so a link or ``--resume`` to it
-    opens nothing writable (the page's Agents section shows it read-only)."""
+    """A chat view was asked for an expert agent's own session (``expert-<name>``, issue 30):
+    it is written only by the agent's consultations, so a link or ``--resume`` to it opens
+    nothing writable (the page's Agents section shows it read-only; webui.chat.views)."""
 
     def __init__(self, name: str):
         self.name = name

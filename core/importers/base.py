@@ -24,9 +24,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
-from core.errors import AnycodeError, os_error_message
+from core.errors import AnycodeError, InvalidTitle, os_error_message
 from core.session.entries import header_entry, message_entry, title_entry
 from core.session.keys import SessionKey, normalize_path, project_key
+from core.session.manager import clean_user_title
 from core.session.text import counted, parse_json
 
 log = logging.getLogger(__name__)
@@ -142,9 +143,6 @@ def _imported_title(title: Any) -> str | None:
     out, whitespace collapsed, 200 characters), or None when nothing visible is left: a title of
     zero-width characters only gave a blank sidebar row that a rename would have refused (trial 9);
     the chat is then named like any untitled one."""
-    from core.errors import InvalidTitle
-    from core.session.manager import clean_user_title
-
     try:
         return clean_user_title(title) if isinstance(title, str) else None
     except InvalidTitle:

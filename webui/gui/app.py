@@ -149,6 +149,12 @@ class Page:
                 self.delete_btn, self.md_btn, self.jl_btn, self.timer, self.confirm_row, self.noreply_row,
                 self.noreply_text]
 
+    def _plain_outputs(self) -> set[int]:
+        """Positions in :attr:`view_outputs` of the chat, the sidebar list, the session id and
+        the tab's state: what :func:`_settled_again` leaves out."""
+        outs = self.view_outputs
+        return {outs.index(c) for c in (self.state, self.chat, self.sessions, self.sid_box)}
+
     @property
     def switch(self) -> dict[str, Any]:
         """Event keywords of a handler that opens another conversation (it also resets the box).
@@ -259,7 +265,7 @@ class Page:
         if final is None:  # superseded: the pane shows another conversation now
             yield tuple(gr.skip() for _ in self.view_outputs)
             return
-        yield _settled_again(final)
+        yield _settled_again(final, self._plain_outputs())
 
     def _settled_outputs(self, st: Any, upd: Any, started_title: str | None, query: str, archived: bool) -> tuple:
         """The pane once a send ended (:meth:`on_send`'s last update)."""
@@ -530,22 +536,17 @@ def wire_sending(p: Page) -> None:
     p.box.stop(on_stop, [p.tab, p.box, p.pending], p.box, api_visibility="private", queue=False)
 
 
-# view_outputs that take the chat, the sidebar list and the session id (plain values), and the
-# tab's state: :func:`_settled_again` leaves them out.
-_PLAIN_VIEW_OUTPUTS = (0, 2, 3, 4)
-
-
-def _settled_again(final: tuple) -> tuple:
+def _settled_again(final: tuple, plain: set[int]) -> tuple:
     """The update after a send's last one, so that its event ends without drawing the chat again.
 
     When a streaming event completes, Gradio's page sets every output once more from the
     event's last update: the whole chat (200 messages rendered again) and the sidebar list after
-    every reply (issue 32). So the last update repeats ``final`` without the chat, the list, the
-    session id and the state (``gr.skip()``). The component updates are repeated unchanged, not
-    skipped: the page applies an update's difference to the object of the update before it, and
-    a property dropped here (a title's new value) would be deleted from that object while it may
-    still be being applied."""
-    return tuple(gr.skip() if i in _PLAIN_VIEW_OUTPUTS else value for i, value in enumerate(final))
+    every reply (issue 32). So the last update repeats ``final`` without the outputs at the
+    positions ``plain`` (the chat, the list, the session id and the state: ``gr.skip()``). The
+    component updates are repeated unchanged, not skipped: the page applies an update's
+    difference to the object of the update before it, and a property dropped here (a title's
+    new value) would be deleted from that object while it may still be being applied."""
+    return tuple(gr.skip() if i in plain else value for i, value in enumerate(final))
 
 
 def _is_skip(value: Any) -> bool:
