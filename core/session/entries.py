@@ -25,6 +25,11 @@ Every store holds a session as an ordered list of entries (dicts). Types (``"typ
 - ``tags``: ``{"type": "tags", "ts": float, "add": [str], "remove": [str]}`` — appended to a
   conversation's root: tags added and removed (each cleaned by :func:`clean_tag`). For each tag
   the newest entry naming it wins.
+- ``archive``: ``{"type": "archive", "ts": float, "archived": bool}`` — appended to a
+  conversation's root when the user archives or unarchives it by hand (not by auto-archive).
+  Where the record lives (main list or archive) is the archive state; these entries only date the
+  user's choices, so a mirror can carry the newest one to the other machines
+  (:mod:`core.session.metadata`). The fold ignores them.
 - ``reply_error``: ``{"type": "reply_error", "ts": float, "at": int, "error": str, "reason": str,
   "status"?: int, "detail"?: str}`` — a turn failed at the model (HTTP 401, a context-length 400,
   the server unreachable …) after ``at`` messages were stored, so no reply was saved: ``error``
@@ -207,6 +212,11 @@ def clean_tag(text: str) -> str:
 def pin_entry(pinned: bool, *, ts: float | None = None) -> dict[str, Any]:
     """Build a pin entry (``pinned``: True pins the conversation to the top of the list)."""
     return {"type": "pin", "ts": time.time() if ts is None else ts, "pinned": bool(pinned)}
+
+
+def archive_entry(archived: bool, *, ts: float | None = None) -> dict[str, Any]:
+    """Build an archive entry: the user archived (``archived``) or unarchived the conversation."""
+    return {"type": "archive", "ts": time.time() if ts is None else ts, "archived": bool(archived)}
 
 
 def tags_entry(add: Iterable[str] = (), remove: Iterable[str] = (), *, ts: float | None = None) -> dict[str, Any]:

@@ -13,22 +13,24 @@ copies:
   (the fold's own rule), so a rename on A made after B's rename wins on both machines;
 - the pin state: the newest ``pin`` entry (pinning on B after unpinning on A leaves it pinned);
 - tags, per tag: the newest ``tags`` entry naming that tag says whether it is there (B adding
-  "urgent" while A adds "work" keeps both; A removing "work" after B added it removes it).
+  "urgent" while A adds "work" keeps both; A removing "work" after B added it removes it);
+- archived or not: the newest ``archive`` entry (an archive or unarchive by hand). A copy taking
+  one moves the conversation to match (:meth:`~core.session.manager.SessionManager.follow_archive_choice`);
+  auto-archive writes no entry, so it stays the local copy's own.
 
 The fold (:class:`~core.session.entries.SessionState`) applies the same rule by timestamp, not
 by position, so the order in which a copy receives the entries never matters (two machines'
 deliveries racing, a pull racing a rename). A copy receives another's entry only when it is newer
 than every entry of that field (for tags: of that tag) the copy holds — as it is, same ``ts``; a
 ``tags`` entry cut to the tags it wins — so merging twice adds nothing (the second time nothing
-is newer) and a copy never grows by the other's older changes. Archive state is not an entry
-and is not merged this way. Timestamps come from each machine's clock, so machines sharing a
+is newer) and a copy never grows by the other's older changes. Timestamps come from each machine's clock, so machines sharing a
 mirror keep their clocks in sync (NTP), as for the reply lease.
 """
 from __future__ import annotations
 
 from typing import Any, Iterable
 
-METADATA_TYPES = frozenset({"title", "pin", "tags"})
+METADATA_TYPES = frozenset({"title", "pin", "tags", "archive"})
 _NEVER = float("-inf")
 
 
@@ -71,6 +73,7 @@ class _Latest:
     def __init__(self, entries: Iterable[Any]):
         self.title: tuple[bool, float] | None = None
         self.pin = _NEVER
+        self.archive = _NEVER
         self.tags: dict[str, float] = {}
         for e in entries:
             if is_metadata(e):
@@ -84,6 +87,8 @@ class _Latest:
                 self.title = rank
         elif kind == "pin" and isinstance(e.get("pinned"), bool):
             self.pin = max(self.pin, _ts(e))
+        elif kind == "archive" and isinstance(e.get("archived"), bool):
+            self.archive = max(self.archive, _ts(e))
         elif kind == "tags":
             for tag in _tag_marks(e):
                 self.tags[tag] = max(self.tags.get(tag, _NEVER), _ts(e))
@@ -111,6 +116,10 @@ def metadata_to_apply(target: Iterable[Any], source: Iterable[Any]) -> list[dict
             if isinstance(e.get("pinned"), bool) and ts > latest.pin:
                 out.append(e)
                 latest.take(e)
+        elif kind == "archive":
+            if isinstance(e.get("archived"), bool) and ts > latest.archive:
+                out.append(e)
+                latest.take(e)
         elif kind == "tags":
             won = {t: present for t, present in _tag_marks(e).items() if ts > latest.tags.get(t, _NEVER)}
             if not won:
@@ -129,3 +138,14 @@ def is_root(entries: list[Any]) -> bool:
     metadata is written to: its header (when it has one) is not a version's."""
     head = entries[0] if entries and isinstance(entries[0], dict) and entries[0].get("type") == "header" else {}
     return not isinstance(head.get("version_of"), dict)
+
+
+def archive_choice(entries: Iterable[Any]) -> tuple[float, bool] | None:
+    """``(ts, archived)`` of the newest ``archive`` entry of ``entries`` (the user's last archive
+    or unarchive by hand); None when there is none."""
+    best: tuple[float, bool] | None = None
+    for e in entries:
+        if isinstance(e, dict) and e.get("type") == "archive" and isinstance(e.get("archived"), bool):
+            if best is None or _ts(e) >= best[0]:
+                best = (_ts(e), e["archived"])
+    return best

@@ -25,8 +25,9 @@ How (and why):
   conversation (``version_of``), later writes follow it there, and ``status()["diverged"]``, the
   mirror log (``Outbox.events``) and the app's log say so. ``append_at`` refuses to skip an entry
   that is not the one given, so a writer racing the copy is caught too.
-- A conversation's title, pin and tags are not part of that order and are merged both ways by
-  :mod:`core.session.metadata` (the latest change of each field wins, by timestamp): a copy
+- A conversation's title, pin, tags and archive choices are not part of that order and are merged
+  both ways by :mod:`core.session.metadata` (the latest change of each field wins, by timestamp;
+  a newer archive or unarchive taken moves the conversation): a copy
   differing from the local record only in them (another machine renamed while this one wrote
   messages) gets this machine's messages after its own entries and its newer metadata is taken
   here; a diverged conversation merges its metadata with the mirror's copy of its root. Messages
@@ -52,7 +53,7 @@ import filelock
 from core import settings
 from core.errors import SessionConflict, SessionExists, SessionNotFound
 from core.session.keys import SessionKey
-from core.session.metadata import history_of, is_root, metadata_to_apply
+from core.session.metadata import archive_choice, history_of, is_root, metadata_to_apply
 from core.session.models import ProjectInfo, SessionMeta
 from core.session.keys import new_session_id
 from core.session.store import subpaths_of
@@ -569,8 +570,24 @@ class MirroredSessionStore:
             log.warning("mirror %s: could not take the other writer's title, pin or tags into %s (%s)",
                         self.mirror_name, key, err)
             return
-        log.info("mirror %s: took %d title/pin/tag change(s) another writer made in %s", self.mirror_name,
+        log.info("mirror %s: took %d title/pin/tag/archive change(s) another writer made in %s", self.mirror_name,
                  len(theirs), key)
+        if any(e.get("type") == "archive" for e in theirs):
+            self._follow_archive_choice(self, key, [*source, *theirs])
+
+    def _follow_archive_choice(self, store: Any, key: SessionKey, entries: list[dict[str, Any]]) -> None:
+        """Move ``key``'s conversation in ``store`` (this mirrored store: queued for the mirror too;
+        or the mirror) to where the newest archive entry of ``entries`` says. Logged, never raised."""
+        from core.session.manager import SessionManager
+
+        choice = archive_choice(entries)
+        if choice is None:
+            return
+        try:
+            SessionManager(store).follow_archive_choice(key, choice[1])
+        except (SessionNotFound, OSError) as err:
+            log.warning("mirror %s: could not %s %s as the newest choice says (%s)", self.mirror_name,
+                        "archive" if choice[1] else "unarchive", key, err)
 
     def _merge_root_metadata(self, mirror: Any, key: SessionKey, source: list[dict[str, Any]],
                              target: SessionKey) -> None:
@@ -592,8 +609,10 @@ class MirroredSessionStore:
                     if attempt == 1:
                         continue  # the other writer appended meanwhile: look again
                     raise
-                log.info("mirror %s: sent %d title/pin/tag change(s) of %s to the other writer's copy",
+                log.info("mirror %s: sent %d title/pin/tag/archive change(s) of %s to the other writer's copy",
                          self.mirror_name, len(ours), key)
+                if any(e.get("type") == "archive" for e in ours):
+                    self._follow_archive_choice(mirror, key, [*root, *ours])
             self._take_metadata(key, source, root)
             return
 

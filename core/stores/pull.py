@@ -23,7 +23,9 @@ sub-agent records and memories; each conversation's root before its versions):
 
 So a repeat pull adds nothing, and neither machine ends up with its own history twice.
 
-Local archive and delete choices are never undone by a pull; memories merge by entry id (a
+A local delete is never undone by a pull, and a local archive state only by the other machine's
+newer archive or unarchive by hand (titles, pins, tags and archive choices merge by time:
+:mod:`core.session.metadata`); auto-archive is each machine's own. Memories merge by entry id (a
 removal travels with its add, as in :mod:`core.stores.migrate`). The checkpoint blobs the pulled
 records name (:mod:`core.stores.blobs`) come too, so a rewind here restores the other machine's
 file bytes (issue 29); one the mirror lacks (over the size cap where it was written) is left out.
@@ -38,7 +40,7 @@ from core.errors import AnycodeError, os_error_message
 from core.session.entries import messages_of
 from core.session.keys import SessionKey
 from core.session.manager import SessionManager
-from core.session.metadata import history_of, is_root, metadata_to_apply
+from core.session.metadata import archive_choice, history_of, is_root, metadata_to_apply
 from core.session.subagents import records_for_calls, subagent_records, tool_call_ids
 from core.session.versions import valid_cut
 from core.stores.blobs import blobs_for, carrier_for, carry_blobs, referenced_in
@@ -174,6 +176,26 @@ def _pull_blobs(remote: Any, carrier: Any, blobs: Any, key: SessionKey, report: 
 
 
 def _pull_record(remote: Any, local: Any, manager: SessionManager, key: SessionKey, report: PullReport) -> None:
+    if key.subpath is not None:
+        _pull_entries(remote, local, manager, key, report)
+        return
+    try:
+        before = archive_choice(local.load(key) or [])
+    except (AnycodeError, OSError):
+        before = None
+    _pull_entries(remote, local, manager, key, report)
+    try:
+        held = local.load(key) or []
+        after = archive_choice(held)
+        if after is not None and after != before and is_root(held):
+            # The newest archive or unarchive by hand came with this pull: the other machine's,
+            # made after every choice here (core.session.metadata), so it is followed here.
+            manager.follow_archive_choice(key, after[1])
+    except (AnycodeError, OSError) as err:
+        report.errors.append((str(key), f"the other machine's archive choice could not be followed here ({err})"))
+
+
+def _pull_entries(remote: Any, local: Any, manager: SessionManager, key: SessionKey, report: PullReport) -> None:
     mig = MigrationReport()
     try:
         _copy_record(remote, local, key, mig, newer_ok=True)

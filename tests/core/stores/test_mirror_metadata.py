@@ -244,3 +244,75 @@ class TestPullTakesMetadataWithoutTheMirrorSync:
         finally:
             a.close()
             b.close()
+
+
+def archived_ids(manager, project_key):
+    return {m.id for m in manager.store.list(project_key, archived=True)}
+
+
+class TestArchiveChoiceFollows:
+    """Guards against an archive or unarchive by hand on one machine staying there (or reaching
+    only a version): the newest choice moves the conversation on the other machine too, both
+    ways, once — and a local auto-archive, which is no choice, is not undone by a pull."""
+
+    def test_b_archives_while_a_writes_and_a_later_unarchive_wins_on_b(self, two_machines, tmp_path):
+        a, b, mirror = two_machines
+        ma, mb, chat = start(two_machines, tmp_path)
+        key = chat.key
+        mb.archive(key)
+        assert b.flush(15), b.status()
+        ma.add_messages(key, [user("q2"), assistant("a2")])
+        assert a.flush(15), a.status()
+        assert pull_sessions(mirror, a).ok
+        assert key.session_id in archived_ids(ma, key.project_key), "B's archive reached A"
+        assert texts(ma.get(key)) == ["q1", "a1", "q2", "a2"]
+        assert a.flush(15), a.status()
+        assert key.session_id in archived_ids(SessionManager(mirror), key.project_key)
+
+        ma.unarchive(key)  # later on A: unarchived everywhere
+        assert a.flush(15), a.status()
+        assert key.session_id not in archived_ids(SessionManager(mirror), key.project_key)
+        assert pull_sessions(mirror, b).ok
+        assert key.session_id not in archived_ids(mb, key.project_key)
+        assert texts(mb.get(key)) == ["q1", "a1", "q2", "a2"]
+        assert b.flush(15), b.status()
+
+        before = counts((a, key), (b, key), (mirror, key))
+        for _ in range(2):
+            redeliver(a, key)
+            redeliver(b, key)
+            for store in (a, b):
+                assert pull_sessions(mirror, store).ok
+        assert counts((a, key), (b, key), (mirror, key)) == before
+        for m in (ma, mb, SessionManager(mirror)):
+            assert key.session_id not in archived_ids(m, key.project_key)
+
+    def test_a_diverged_conversation_archived_on_a_is_archived_on_b(self, two_machines, tmp_path):
+        a, b, mirror = two_machines
+        ma, mb, chat = start(two_machines, tmp_path)
+        key = chat.key
+        mb.add_messages(key, [user("from B")])
+        assert b.flush(15), b.status()
+        ma.add_messages(key, [user("from A")])
+        assert a.flush(15), a.status()
+        assert [c.key for c in a.outbox.diverged()] == [key]
+        ma.archive(key)
+        assert a.flush(15), a.status()
+        assert key.session_id in archived_ids(SessionManager(mirror), key.project_key), \
+            "the mirror's root (B's conversation there) follows, not only A's version"
+        assert pull_sessions(mirror, b).ok
+        assert key.session_id in archived_ids(mb, key.project_key)
+        assert texts(mb.get(key)) == ["q1", "a1", "from B"]
+
+    def test_auto_archive_is_not_undone_by_a_pull(self, two_machines, tmp_path):
+        import time
+
+        a, b, mirror = two_machines
+        ma, mb, chat = start(two_machines, tmp_path)
+        key = chat.key
+        assert ma.auto_archive(1, now=time.time() + 5 * 86400) == [key]
+        mb.rename(key, "Renamed on B")
+        assert b.flush(15), b.status()
+        assert pull_sessions(mirror, a).ok
+        assert key.session_id in archived_ids(ma, key.project_key), "B made no archive choice"
+        assert ma.get(key).title == "Renamed on B"
