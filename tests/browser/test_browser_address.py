@@ -1,0 +1,86 @@
+"""The address bar names the open chat (the README: "the open chat is in the URL (``?session=<id>``)")
+in a real Chromium: after a click on a sidebar row, in a fresh page and after another chat was open,
+and a reload of that address reopens the chat. One app (with seeded chats) and one browser for the
+module."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.support.chromium import TIMEOUT_MS, _seed, running_app
+from tests.support.chromium import expect as _expect
+
+pytestmark = pytest.mark.browser
+
+
+def expect(target):
+    """``expect`` with the module's patient default (each wait goes through the app's queue)."""
+    assertions = _expect(target)
+
+    class _Patient:
+        def __getattr__(self, name):
+            method = getattr(assertions, name)
+            return lambda *a, **kw: method(*a, **{"timeout": TIMEOUT_MS, **kw})
+    return _Patient()
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("address")
+    proj, data = tmp / "shop-api", tmp / "data"
+    proj.mkdir(parents=True)
+    _seed(data, proj)
+    with running_app(tmp, proj, "--data-dir", str(data)) as served:
+        yield {**served, "proj": proj, "data": data}
+
+
+@pytest.fixture
+def page(browser, world):
+    pg = browser.new_page(viewport={"width": 1280, "height": 800})
+    pg.set_default_timeout(TIMEOUT_MS)
+    pg.goto(world["url"])
+    expect(pg.locator("#ac-list .ac-session").first).to_be_visible()
+    try:
+        yield pg
+    finally:
+        pg.close()
+
+
+def _row(page, text):
+    return page.locator("#ac-list .ac-session", has_text=text)
+
+
+class TestSidebarClickNamesTheChat:
+    """Guards against a sidebar click opening a chat while the address bar keeps the old address
+    (a reload or a copied link then opens another chat, or a new one)."""
+
+    def test_click_in_a_fresh_page_then_reload(self, page):
+        _row(page, "Postgres").click()
+        expect(page.locator("#ac-title input")).to_have_value("Set up the Postgres store")
+        expect(page).to_have_url(re.compile(r"\?session=[0-9a-f-]+"))
+        sid = page.url.split("session=")[-1]
+        page.reload()
+        expect(page.locator("#ac-title input")).to_have_value("Set up the Postgres store")
+        expect(page.locator("[data-testid=user]").first).to_have_text("Set up the Postgres store")
+        assert page.url.split("session=")[-1] == sid
+
+    def test_click_after_another_chat_was_open(self, page):
+        _row(page, "Postgres").click()
+        expect(page).to_have_url(re.compile(r"\?session="))
+        first = page.url
+        _row(page, "flaky").click()
+        expect(page.locator("#ac-title input")).to_have_value("Why is CI flaky on Mondays?")
+        expect(page).not_to_have_url(first)
+        expect(page).to_have_url(re.compile(r"\?session="))
+        page.reload()
+        expect(page.locator("#ac-title input")).to_have_value("Why is CI flaky on Mondays?")
+        # and back to the first chat: the address follows again
+        _row(page, "Postgres").click()
+        expect(page).to_have_url(first)
+
+    def test_new_chat_drops_the_session(self, page):
+        _row(page, "Postgres").click()
+        expect(page).to_have_url(re.compile(r"\?session="))
+        page.locator("#ac-new").click()
+        expect(page).not_to_have_url(re.compile(r"session="))
