@@ -29,6 +29,7 @@ from webui.chat.titles import title_status  # noqa: F401 (handlers.title_status)
 from webui.chat.send import (  # noqa: F401 (the page's namespace: handlers.send, handlers.take …)
     BUSY_NOTICE,
     CONFLICT_NOTICE,
+    NOTHING_TO_SEND_NOTICE,
     SendUpdate,
     _LiveRows,
     leave,
@@ -38,6 +39,7 @@ from webui.chat.send import (  # noqa: F401 (the page's namespace: handlers.send
     stop,
     take,
     take_retry,
+    too_long_notice,
 )
 from webui.chat.views import (  # noqa: F401 (the page's namespace: handlers.reload, handlers.SessionView …)
     CHAT_GONE_NOTICE,

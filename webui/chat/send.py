@@ -49,6 +49,7 @@ TITLE_WAIT_SECONDS = 45.0  # how long the sidebar polls for a generated title af
 STREAM_MIN_INTERVAL = 0.04  # seconds between streamed UI updates (coalesces tiny text deltas)
 BUSY_NOTICE = Msg("busy_notice")
 CONFLICT_NOTICE = Msg("conflict_notice")
+NOTHING_TO_SEND_NOTICE = Msg("nothing_to_send")  # only spaces or invisible characters in the box
 SENT_AFTER_NOTICE = Msg("sent_after_other")  # "This chat had new messages from another tab; yours was sent after them"
 SWITCH_WAIT_SECONDS = 10.0  # a switch waits this long for a stopped reply to be stored
 STOP_GRACE_SECONDS = 2.0  # a message taken while a reply runs waits this long for a Stop on its way
@@ -161,15 +162,38 @@ class _LiveRows:
 
 
 
-def take(ctx: WebContext, tab: str, text: str | None) -> tuple[Any, str | None]:
+def too_long_notice(ctx: WebContext, text: str, model: str | None) -> str | None:
+    """The sentence refusing ``text`` when that message alone cannot fit the model's context
+    window with room for the reply (the estimate and window of the context meter and of
+    compaction: :mod:`core.agent.context`), else None. A real server rejects such a request
+    after the message was stored; compaction cannot shrink the newest message either."""
+    from core.agent.context import context_window, estimate_message_tokens, reply_reserve
+
+    tokens = estimate_message_tokens({"role": "user", "content": text})
+    window = context_window(ctx.client(), model or ctx.model_config().model).tokens
+    if tokens <= window - reply_reserve(window):
+        return None
+    # rounded like "about 262,000": the estimate is no exact count
+    about = max(1000, round(tokens, -3)) if tokens >= 1000 else tokens
+    return i18n.t("err_message_too_long", tokens=about, window=window)
+
+
+def take(ctx: WebContext, tab: str, text: str | None, model: str | None = None) -> tuple[Any, str | None]:
     """The input box hands over ``text`` (Enter or the send arrow): ``(run id, None)`` when it is
     accepted (the box is cleared; :func:`send_taken` sends it), ``(None, notice)`` when it is
-    refused and must stay in the box (a reply is still being written and was not stopped), and
-    ``(None, None)`` for a blank box. A message sent right after Stop is accepted: it goes out
-    as soon as the stopped reply has been stored."""
-    if is_blank(text):  # whitespace and zero-width characters only: nothing to send
-        return None, None
+    refused and must stay in the box (a reply is still being written and was not stopped, the
+    message alone is larger than ``model``'s context window, or it holds only invisible
+    characters). A message sent right after Stop is accepted: it goes out as soon as the
+    stopped reply has been stored."""
+    if is_blank(text):
+        # Whitespace and zero-width characters only: nothing to send. A box of spaces looks
+        # empty and says nothing (as an empty one); pasted invisible characters (U+200B, a BOM)
+        # look like text was there, so the toast says why nothing was sent.
+        return None, (NOTHING_TO_SEND_NOTICE if (text or "").strip() else None)
     text = clean_text(text)  # a lone surrogate (a cut emoji) would kill the page's event stream
+    too_long = too_long_notice(ctx, text, model)
+    if too_long:
+        return None, too_long
     deadline = time.monotonic() + STOP_GRACE_SECONDS
     while True:
         with _TAKE_LOCK:

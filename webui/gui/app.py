@@ -479,8 +479,8 @@ def wire_sending(p: Page) -> None:
     options under a reply (Retry, Continue)."""
     ctx = p.ctx
 
-    def on_take(text, tab_id, request: gr.Request):
-        run_id, notice = handlers.take(ctx, _tab_key(request, tab_id), text)
+    def on_take(text, tab_id, request: gr.Request, model_name=None):
+        run_id, notice = handlers.take(ctx, _tab_key(request, tab_id), text, model_name)
         if run_id is None:
             # Refused or ignored (a double click): never clobber the pending run id of the
             # message that was accepted, or its reply would never start.
@@ -504,7 +504,7 @@ def wire_sending(p: Page) -> None:
         # round trip; a hand-over event before the stream cost one more before the model was asked.
         if st is None:  # sent before the page's load answered (a slow machine): wait for it
             st = ctx.wait_page_loaded(_tab_key(request, tab_id), LOAD_WAIT_SECONDS)
-        box, run_id = on_take(text, tab_id, request)
+        box, run_id = on_take(text, tab_id, request, model_name)
         yield box, run_id, *[gr.skip()] * len(p.view_outputs)
         if _is_skip(run_id):
             return

@@ -732,3 +732,35 @@ class TestLabelsAndNotices:
         s = seeded(ctx)
         view = handlers.delete(ctx, handlers.open_session(ctx, ctx.project_key, s.id).state)
         assert view.notice_level == "info"
+
+
+class TestMessagesThatCannotBeSent:
+    """Guards against a message the model can never take being stored and sent (a 1 MB paste
+    against a 128k window: the server rejects it after it was stored), and against a box of
+    pasted invisible characters doing nothing without a word (trial 11)."""
+
+    def test_a_message_larger_than_the_window_is_refused_before_anything_is_stored(self, ctx, monkeypatch):
+        monkeypatch.setenv("ANYCODE_CONTEXT_WINDOW", "128000")
+        huge = "lorem ipsum dolor " * 58_000  # ~1 MB, ~348k tokens by the meter's estimate
+        run_id, notice = handlers.take(ctx, "tab-huge", huge)
+        assert run_id is None
+        assert "about 348,000 tokens" in notice and "context window is 128,000" in notice
+        assert "Shorten it" in notice
+        assert not ctx.busy("tab-huge") and ctx.manager.list(ctx.project_key) == []
+        # one that fits is taken as usual
+        assert handlers.take(ctx, "tab-huge", "lorem ipsum " * 1000)[0] is not None
+
+    def test_the_refusal_in_chinese(self, ctx, monkeypatch):
+        from webui import i18n
+        monkeypatch.setenv("ANYCODE_CONTEXT_WINDOW", "8000")
+        text = handlers.too_long_notice(ctx, "x" * 60_000, None)
+        assert text is not None and "8,000" in i18n.t("err_message_too_long", tokens=20000, window=8000)
+        assert "上下文窗口" in i18n.t("err_message_too_long", language="zh-CN", tokens=20000, window=8000)
+
+    def test_only_invisible_characters_says_there_is_nothing_to_send(self, ctx):
+        assert handlers.take(ctx, "tab-zw", "\u200b\u200b\u200b") == (None, handlers.NOTHING_TO_SEND_NOTICE)
+        assert handlers.take(ctx, "tab-zw", "\ufeff \u200d") == (None, handlers.NOTHING_TO_SEND_NOTICE)
+        # an empty box or plain spaces look empty: Enter on them says nothing
+        assert handlers.take(ctx, "tab-zw", "") == (None, None)
+        assert handlers.take(ctx, "tab-zw", "   \n") == (None, None)
+        assert ctx.manager.list(ctx.project_key) == []
