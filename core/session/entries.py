@@ -21,10 +21,15 @@ Every store holds a session as an ordered list of entries (dicts). Types (``"typ
   when the conversation is opened again (the root itself when none).
 
 - ``pin``: ``{"type": "pin", "ts": float, "pinned": bool}`` — appended to a conversation's root
-  (issue 31): the last one says whether the chat sits at the top of the sidebar.
+  (issue 31): the newest one (``ts``) says whether the chat sits at the top of the sidebar.
 - ``tags``: ``{"type": "tags", "ts": float, "add": [str], "remove": [str]}`` — appended to a
-  conversation's root: tags added and removed (each cleaned by :func:`clean_tag`). The fold applies
-  them in file order, so for each tag the last entry naming it wins.
+  conversation's root: tags added and removed (each cleaned by :func:`clean_tag`). For each tag
+  the newest entry naming it wins.
+- ``archive``: ``{"type": "archive", "ts": float, "archived": bool}`` — appended to a
+  conversation's root when the user archives or unarchives it by hand (not by auto-archive).
+  Where the record lives (main list or archive) is the archive state; these entries only date the
+  user's choices, so a mirror can carry the newest one to the other machines
+  (:mod:`core.session.metadata`). The fold ignores them.
 - ``reply_error``: ``{"type": "reply_error", "ts": float, "at": int, "error": str, "reason": str,
   "status"?: int, "detail"?: str}`` — a turn failed at the model (HTTP 401, a context-length 400,
   the server unreachable …) after ``at`` messages were stored, so no reply was saved: ``error``
@@ -34,10 +39,13 @@ Every store holds a session as an ordered list of entries (dicts). Types (``"typ
   last message has no answer (:func:`reply_error_of`); a reply or any later message makes it history.
 
 Two writers (two tabs, two processes, two machines through a mirror) pinning or tagging at once is
-normal: both entries are appended, none replaces the other, and the fold decides per field — the
-pin state is the last ``pin`` entry's, and each tag's presence is the last entry that named that
-tag. Tab A adding "work" while tab B adds "urgent" keeps both; A unpinning while B pins leaves
-whichever was appended last (the store's order, the same for every reader).
+normal: both entries are appended, none replaces the other, and the fold decides per field by
+the entries' timestamps — the title is the newest user title (else the newest generated one), the
+pin state the newest ``pin`` entry's, and each tag's presence the newest entry that named that tag
+(a tie goes to the later entry). Tab A adding "work" while tab B adds "urgent" keeps both; A
+unpinning while B pins leaves whichever happened last. By time rather than by position, so a
+mirror can merge two machines' changes in any order (:mod:`core.session.metadata`) and every
+copy folds to the same result.
 
 Unknown types are kept by the store and ignored by the fold, so a newer version's entries never
 break an older reader. Timestamps are Unix seconds (float).
@@ -206,6 +214,11 @@ def pin_entry(pinned: bool, *, ts: float | None = None) -> dict[str, Any]:
     return {"type": "pin", "ts": time.time() if ts is None else ts, "pinned": bool(pinned)}
 
 
+def archive_entry(archived: bool, *, ts: float | None = None) -> dict[str, Any]:
+    """Build an archive entry: the user archived (``archived``) or unarchived the conversation."""
+    return {"type": "archive", "ts": time.time() if ts is None else ts, "archived": bool(archived)}
+
+
 def tags_entry(add: Iterable[str] = (), remove: Iterable[str] = (), *, ts: float | None = None) -> dict[str, Any]:
     """Build a tags entry adding ``add`` and removing ``remove`` (each cleaned by
     :func:`clean_tag`; a tag in both is added). Raises :class:`InvalidTag`, and ``ValueError``
@@ -229,6 +242,14 @@ def _number(value: Any) -> float | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     return None
+
+
+def _newer(ts: float | None, than: float | None) -> bool:
+    """Whether a change at ``ts`` replaces one at ``than`` (None: no time; it loses to any time,
+    and ties go to the later entry, as in file order)."""
+    if ts is None:
+        return than is None
+    return than is None or ts >= than
 
 
 @dataclass
@@ -257,6 +278,12 @@ class SessionState:
     identity: str | None = None  # the project's git identity (core.session.identity), when recorded
     pinned: float | None = None  # when the last pin entry pinned it (Unix seconds; 1.0 if it had no time); None: not pinned
     tags: tuple[str, ...] = ()  # in the order first added; a new tuple per change (states share them)
+    # When the title, the pin state and each tag last changed (the winning entries' ts): the fold
+    # keeps the newest change of each, whatever order the entries arrived in (a mirror's merge,
+    # core.session.metadata). Tuples, never changed in place (states share them).
+    title_ts: float | None = None
+    pin_ts: float | None = None
+    tag_ts: tuple[tuple[str, float | None], ...] = ()
 
     def feed(self, entry: Any) -> bool:
         """Fold one entry in; return True when it was a message entry. Malformed entries are ignored."""
@@ -279,21 +306,33 @@ class SessionState:
         if kind == "title":
             title, source = entry.get("title"), entry.get("source")
             if isinstance(title, str) and title.strip() and source in TITLE_SOURCES:
-                # A title the user chose is never replaced by a generated one, whatever the order.
-                if source == "user" or self.title_source != "user":
-                    self.title, self.title_source = title, source
+                # A title the user chose is never replaced by a generated one, whatever the
+                # order; among titles of one kind the newest (ts) wins, ties to the later line.
+                ts = _number(entry.get("ts"))
+                if (source == "user") > (self.title_source == "user") or (
+                        (source == "user") == (self.title_source == "user") and _newer(ts, self.title_ts)):
+                    self.title, self.title_source, self.title_ts = title, source, ts
             return False
         if kind == "pin":
-            if isinstance(entry.get("pinned"), bool):  # the last one wins
-                self.pinned = (_number(entry.get("ts")) or 1.0) if entry["pinned"] else None
+            ts = _number(entry.get("ts"))
+            if isinstance(entry.get("pinned"), bool) and _newer(ts, self.pin_ts):  # the newest one wins
+                self.pinned = (ts or 1.0) if entry["pinned"] else None
+                self.pin_ts = ts
             return False
         if kind == "tags":
             add, remove = entry.get("add"), entry.get("remove")
             if isinstance(add, list) and isinstance(remove, list):
-                drop = {t for t in remove if isinstance(t, str)}
-                kept = [t for t in self.tags if t not in drop]
-                kept += [t for t in add if isinstance(t, str) and t and t not in kept]
-                self.tags = tuple(kept[:MAX_TAGS])
+                # Per tag, the newest entry naming it decides (ties: the later line).
+                ts = _number(entry.get("ts"))
+                seen = dict(self.tag_ts)
+                drop = {t for t in remove if isinstance(t, str) and _newer(ts, seen.get(t))} - set(add)
+                more = [t for t in add if isinstance(t, str) and t and _newer(ts, seen.get(t))]
+                if drop or more:
+                    kept = [t for t in self.tags if t not in drop]
+                    kept += [t for t in dict.fromkeys(more) if t not in kept]
+                    self.tags = tuple(kept[:MAX_TAGS])
+                    seen.update(dict.fromkeys([*drop, *more], ts))
+                    self.tag_ts = tuple(seen.items())
             return False
         if kind == "version":
             if isinstance(entry.get("current"), str) and entry["current"]:

@@ -17,7 +17,7 @@ from core import settings
 from core.settings import inside_data_dir
 from core.session.compaction import compactions_of
 from core.session.entries import (MAX_TAGS, SessionState, clean_tag, header_entry, message_entry, messages_of,
-                                  pin_entry, reply_agents_of, reply_ends_of, reply_error_of, tags_entry, title_entry, version_entry)
+                                  archive_entry, pin_entry, reply_agents_of, reply_ends_of, reply_error_of, tags_entry, title_entry, version_entry)
 from core.errors import (AmbiguousSessionId, AmbiguousTitle, ForbiddenProjectFolder, InvalidTag, InvalidTitle,
                          SessionNotFound, StaleChange)
 from core.session.identity import project_identity
@@ -677,6 +677,26 @@ class SessionManager:
             stored = any(m.id == key.session_id for m in self._archived(key.project_key))
             if stored != expected and stored != archived:
                 raise StaleChange("archive state", expected, stored)
+        if key.subpath is None:
+            # Dates the user's choice, so a mirror can carry it to the other machines
+            # (core.session.metadata: the newest archive or unarchive wins there too).
+            self.store.append(key, [archive_entry(archived)])
+        self._move_family(key, archived)
+
+    def follow_archive_choice(self, key: SessionKey, archived: bool) -> bool:
+        """Move ``key``'s conversation (root and versions) into the archive (``archived``) or back,
+        without recording a choice: another copy's newest archive or unarchive by hand, just
+        merged into its root (:mod:`core.session.metadata`). Returns whether the root moved.
+        Raises :class:`SessionNotFound` when the root is gone."""
+        key = self.root_of(key)
+        where = any(m.id == key.session_id for m in self._archived(key.project_key))
+        if where == archived:
+            return False
+        self._move_family(key, archived)
+        log.info("%s %s as another machine chose", "archived" if archived else "unarchived", key.session_id)
+        return True
+
+    def _move_family(self, key: SessionKey, archived: bool) -> None:
         keys = [key] + [m.key for m in self._versions(key)]
         for k in keys:
             try:

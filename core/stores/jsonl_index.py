@@ -62,7 +62,7 @@ from core.stores.whole_file import is_part, place_whole
 log = logging.getLogger(__name__)
 
 INDEX_FILE = ".index"
-INDEX_VERSION = 7  # 6: marshal columns; 7: + pinned, tags; another version is not read: the index is rebuilt
+INDEX_VERSION = 8  # 6: marshal columns; 7: + pinned, tags; 8: + marks (when each changed); another version is not read: the index is rebuilt
 _MAGIC = b"anycode-index"
 _OLD_INDEX_FILE = ".index.json"  # versions up to 5, removed when a version 6 index is written
 SUFFIX = ".jsonl"
@@ -72,7 +72,7 @@ _CWD, _ID, _PK = RECORD_FIELDS.index("cwd"), RECORD_FIELDS.index("id"), RECORD_F
 LIST_COLUMNS = {"size": 0, "mtime_ns": 1, "count": 5, "title": 8, "title_source": 9, "cwd": 10,
                 "forked_from": 11, "version_of": 15, "current": 16, "pinned": 17, "tags": 18, "created": -1, "updated": -1}
 SCAN_COLUMNS = {"offset": 2, "lines": 3, "sig": 4, "created_at": 6, "last_message_at": 7, "has_header": 12,
-                "id": 13, "project_key": 14}
+                "id": 13, "project_key": 14, "marks": 19}
 _STAMP = attrgetter("st_size", "st_mtime_ns")
 _STAT_AT = os.stat in os.supports_dir_fd and os.listdir in os.supports_fd
 # The folder's (st_dev, st_ino, st_ctime_ns) in the head, fixed width so it can be written in

@@ -29,7 +29,7 @@ SIG_BYTES = 64  # bytes before the indexed offset that must be unchanged for an 
 # One index record (FileScan.to_list): a flat list, cheap to decode and to turn into a SessionMeta.
 RECORD_FIELDS = ("size", "mtime_ns", "offset", "lines", "sig", "message_count", "created_at",
                  "last_message_at", "title", "title_source", "cwd", "forked_from", "has_header", "id",
-                 "project_key", "version_of", "current", "pinned", "tags")
+                 "project_key", "version_of", "current", "pinned", "tags", "marks")
 
 
 # A session is loaded several times while it is open (view, send, title); the same damaged line
@@ -118,17 +118,19 @@ class FileScan:
         s = self.state
         return [self.size, self.mtime_ns, self.offset, self.lines, self.sig, s.message_count, s.created_at,
                 s.last_message_at, s.title, s.title_source, s.cwd, s.forked_from, s.has_header, s.id,
-                s.project_key, s.version_of, s.current, s.pinned, tuple(s.tags)]
+                s.project_key, s.version_of, s.current, s.pinned, tuple(s.tags),
+                (s.title_ts, s.pin_ts, tuple(map(tuple, s.tag_ts)))]
 
     @classmethod
     def from_list(cls, data: list[Any]) -> "FileScan":
         """Inverse of :meth:`to_list`; raises ``ValueError``/``TypeError`` on a malformed record."""
         (size, mtime_ns, offset, lines, sig, count, created, last, title, source, cwd, forked, has_header,
-         sid, pk, version_of, current, pinned, tags) = data
+         sid, pk, version_of, current, pinned, tags, (title_ts, pin_ts, tag_ts)) = data
         state = SessionState(id=sid, project_key=pk, cwd=cwd, created_at=created, last_message_at=last,
                              message_count=int(count), forked_from=forked, title=title, title_source=source,
                              has_header=bool(has_header), version_of=version_of, current=current,
-                             pinned=pinned, tags=tuple(tags))
+                             pinned=pinned, tags=tuple(tags), title_ts=title_ts, pin_ts=pin_ts,
+                             tag_ts=tuple(map(tuple, tag_ts)))
         return cls(int(size), int(mtime_ns), int(offset), int(lines), int(sig), state)
 
 

@@ -25,6 +25,13 @@ How (and why):
   conversation (``version_of``), later writes follow it there, and ``status()["diverged"]``, the
   mirror log (``Outbox.events``) and the app's log say so. ``append_at`` refuses to skip an entry
   that is not the one given, so a writer racing the copy is caught too.
+- A conversation's title, pin, tags and archive choices are not part of that order and are merged
+  both ways by :mod:`core.session.metadata` (the latest change of each field wins, by timestamp;
+  a newer archive or unarchive taken moves the conversation): a copy
+  differing from the local record only in them (another machine renamed while this one wrote
+  messages) gets this machine's messages after its own entries and its newer metadata is taken
+  here; a diverged conversation merges its metadata with the mirror's copy of its root. Messages
+  are never rewritten on either side, and a repeated delivery adds nothing.
 - Reconciling relies on records being append-only (the protocol's promise); a record removed and
   re-created is handled by its queued ``remove``. A record that existed before the mirror was
   configured is copied whole on its next append; ``anycode sessions migrate --to URL`` copies
@@ -46,6 +53,7 @@ import filelock
 from core import settings
 from core.errors import SessionConflict, SessionExists, SessionNotFound
 from core.session.keys import SessionKey
+from core.session.metadata import archive_choice, history_of, is_root, metadata_to_apply
 from core.session.models import ProjectInfo, SessionMeta
 from core.session.keys import new_session_id
 from core.session.store import subpaths_of
@@ -456,7 +464,17 @@ class MirroredSessionStore:
         time (``copies.delivered``) are trusted when the mirror still holds exactly that many
         (records are append-only); otherwise its entries are read and compared one by one. When
         they differ (another writer wrote there), nothing is copied into it out of order: the
-        local history goes to the mirror as a version of the conversation (:meth:`_diverge`)."""
+        local history goes to the mirror as a version of the conversation (:meth:`_diverge`).
+
+        Metadata entries (title, pin, tags: :mod:`core.session.metadata`) are not part of that
+        order. A main record whose copy differs from the local one only in them, or whose
+        history (everything else) is a prefix of the local one, is merged instead: the local
+        history's missing tail and the local metadata changes that are newer than the copy's go
+        to the copy, and the copy's newer ones (another machine's rename, pin, tags) are
+        appended to the local record — the latest change of each field wins on both. Such a
+        copy is compared entry by entry on every delivery from then on (its count no longer
+        matches the local one). A diverged conversation's metadata is merged the same way with
+        the mirror's copy of its root (:meth:`_merge_root_metadata`)."""
         source = self.primary.load(key)
         if source is None:
             return  # removed since; its remove item follows
@@ -464,6 +482,7 @@ class MirroredSessionStore:
         expected = list(source)
         if copy is not None and copy.header is not None and expected:
             expected[0] = json.loads(copy.header)
+        keep = {"header": copy.header if copy else None, "diverged_at": copy.diverged_at if copy else None}
         have = _entry_count(mirror, target)
         if copy is not None and have == copy.delivered and have <= len(expected):
             held_ok = True  # exactly what this outbox verified: no need to read it
@@ -473,10 +492,15 @@ class MirroredSessionStore:
             held_ok = held[:len(expected)] == expected[:have]
             if held_ok and have > len(expected):
                 # The mirror holds ours and more (another writer went on there): nothing to copy
-                # now; the next local append diverges, and is kept as a version then.
-                self.outbox.set_copy(key, target.session_id, len(expected),
-                                     header=copy.header if copy else None,
-                                     diverged_at=copy.diverged_at if copy else None)
+                # now but the other writer's metadata changes to take here; the next local
+                # message diverges, and is kept as a version then.
+                self._take_metadata(key, source, held)
+                self.outbox.set_copy(key, target.session_id, len(expected), **keep)
+                self._merge_root_metadata(mirror, key, source, target)
+                return
+            if not held_ok and key.subpath is None and held and self._merge_copy(
+                    mirror, key, target, source, expected, held, keep, again):
+                self._merge_root_metadata(mirror, key, source, target)
                 return
         if not held_ok:
             if key.subpath is not None:
@@ -486,6 +510,7 @@ class MirroredSessionStore:
                 self.outbox.log_event("warning", msg)
                 return
             self._diverge(mirror, key, source, held)
+            self._merge_root_metadata(mirror, key, source, self._target(key)[0])
             return
         tail = expected[have:]
         if tail:
@@ -500,8 +525,96 @@ class MirroredSessionStore:
                 self._reconcile(mirror, key, again=False)
                 return
             log.debug("mirrored %d entries of %s", len(tail), key)
-        self.outbox.set_copy(key, target.session_id, len(expected), header=copy.header if copy else None,
-                             diverged_at=copy.diverged_at if copy else None)
+        self.outbox.set_copy(key, target.session_id, len(expected), **keep)
+        self._merge_root_metadata(mirror, key, source, target)
+
+    def _merge_copy(self, mirror: Any, key: SessionKey, target: SessionKey, source: list[dict[str, Any]],
+                    expected: list[dict[str, Any]], held: list[dict[str, Any]], keep: dict[str, Any],
+                    again: bool) -> bool:
+        """Merge the mirror's copy ``held`` of main record ``key`` when it differs from the local
+        ``expected`` in metadata entries only, or beyond that holds a prefix of the local history
+        (or the local history is a prefix of its own): the missing history and the newer local
+        metadata go to the copy, its newer metadata comes here. False (nothing done) when the
+        histories differ, which :meth:`_diverge` handles."""
+        mine, theirs = history_of(expected), history_of(held)
+        if theirs != mine[:len(theirs)] and mine != theirs[:len(mine)]:
+            return False
+        tail = mine[len(theirs):] + metadata_to_apply(held, expected)
+        if tail:
+            self._carry_blobs(mirror, tail)
+            try:
+                self._copy_tail(mirror, target, tail, len(held))
+            except SessionConflict:
+                if not again:
+                    raise
+                self._reconcile(mirror, key, again=False)
+                return True
+            log.debug("mirrored %d entries of %s beside the metadata another writer set", len(tail), key)
+        self._take_metadata(key, source, held)
+        # -1: the copy is no longer this record entry for entry, so the next delivery compares.
+        self.outbox.set_copy(key, target.session_id, -1, **keep)
+        return True
+
+    def _take_metadata(self, key: SessionKey, source: list[dict[str, Any]], other: list[dict[str, Any]]) -> None:
+        """Append to the local root ``key`` the metadata entries of the mirror's ``other`` that
+        are newer than its own (another machine's rename, pin, tags). Not queued for the mirror
+        (it has them). A failure is logged only: the next delivery tries again."""
+        if key.subpath is not None or not is_root(source):
+            return
+        theirs = metadata_to_apply(source, other)
+        if not theirs:
+            return
+        try:
+            self.primary.append(key, theirs)
+        except (SessionNotFound, OSError, ValueError) as err:
+            log.warning("mirror %s: could not take the other writer's title, pin or tags into %s (%s)",
+                        self.mirror_name, key, err)
+            return
+        log.info("mirror %s: took %d title/pin/tag/archive change(s) another writer made in %s", self.mirror_name,
+                 len(theirs), key)
+        if any(e.get("type") == "archive" for e in theirs):
+            self._follow_archive_choice(self, key, [*source, *theirs])
+
+    def _follow_archive_choice(self, store: Any, key: SessionKey, entries: list[dict[str, Any]]) -> None:
+        """Move ``key``'s conversation in ``store`` (this mirrored store: queued for the mirror too;
+        or the mirror) to where the newest archive entry of ``entries`` says. Logged, never raised."""
+        from core.session.manager import SessionManager
+
+        choice = archive_choice(entries)
+        if choice is None:
+            return
+        try:
+            SessionManager(store).follow_archive_choice(key, choice[1])
+        except (SessionNotFound, OSError) as err:
+            log.warning("mirror %s: could not %s %s as the newest choice says (%s)", self.mirror_name,
+                        "archive" if choice[1] else "unarchive", key, err)
+
+    def _merge_root_metadata(self, mirror: Any, key: SessionKey, source: list[dict[str, Any]],
+                             target: SessionKey) -> None:
+        """For a conversation whose history went to the mirror as a version (``target`` is not
+        ``key``): merge its metadata with the mirror's copy of its root — the record the other
+        writer shows as that conversation — both ways (:mod:`core.session.metadata`), so a rename
+        here reaches it and its rename reaches here, without touching either's messages."""
+        if target == key or key.subpath is not None or not is_root(source):
+            return
+        for attempt in (1, 2):
+            root = mirror.load(key)
+            if not root:
+                return  # the other writer deleted it: nothing to merge with
+            ours = metadata_to_apply(root, source)
+            if ours:
+                try:
+                    self._copy_tail(mirror, key, ours, len(root))
+                except SessionConflict:
+                    if attempt == 1:
+                        continue  # the other writer appended meanwhile: look again
+                    raise
+                log.info("mirror %s: sent %d title/pin/tag/archive change(s) of %s to the other writer's copy",
+                         self.mirror_name, len(ours), key)
+                if any(e.get("type") == "archive" for e in ours):
+                    self._follow_archive_choice(mirror, key, [*root, *ours])
+            self._take_metadata(key, source, root)
+            return
 
     def _copy_tail(self, mirror: Any, target: SessionKey, tail: list[dict[str, Any]], have: int) -> None:
         positioned = getattr(mirror, "append_at", None)

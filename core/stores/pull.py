@@ -23,7 +23,9 @@ sub-agent records and memories; each conversation's root before its versions):
 
 So a repeat pull adds nothing, and neither machine ends up with its own history twice.
 
-Local archive and delete choices are never undone by a pull; memories merge by entry id (a
+A local delete is never undone by a pull, and a local archive state only by the other machine's
+newer archive or unarchive by hand (titles, pins, tags and archive choices merge by time:
+:mod:`core.session.metadata`); auto-archive is each machine's own. Memories merge by entry id (a
 removal travels with its add, as in :mod:`core.stores.migrate`). The checkpoint blobs the pulled
 records name (:mod:`core.stores.blobs`) come too, so a rewind here restores the other machine's
 file bytes (issue 29); one the mirror lacks (over the size cap where it was written) is left out.
@@ -38,6 +40,7 @@ from core.errors import AnycodeError, os_error_message
 from core.session.entries import messages_of
 from core.session.keys import SessionKey
 from core.session.manager import SessionManager
+from core.session.metadata import archive_choice, history_of, is_root, metadata_to_apply
 from core.session.subagents import records_for_calls, subagent_records, tool_call_ids
 from core.session.versions import valid_cut
 from core.stores.blobs import blobs_for, carrier_for, carry_blobs, referenced_in
@@ -56,7 +59,8 @@ class PullReport:
     machines wrote and the mirror's history was kept as a version (not the one in use);
     ``errors``: ``(key, sentence)``; ``memory_entries``: memory log entries copied; ``blobs``:
     checkpoint blobs copied. ``extended`` also names a version an earlier pull kept that got the
-    other machine's new messages."""
+    other machine's new messages. ``metadata``: conversations here that took the other machine's
+    newer title, pin or tags (:mod:`core.session.metadata`), whatever happened to their messages."""
 
     copied: list[str] = field(default_factory=list)
     extended: list[str] = field(default_factory=list)
@@ -65,6 +69,7 @@ class PullReport:
     already_here: list[str] = field(default_factory=list)
     versions: list[tuple[str, str]] = field(default_factory=list)
     errors: list[tuple[str, str]] = field(default_factory=list)
+    metadata: list[str] = field(default_factory=list)
     memory_entries: int = 0
     blobs: int = 0
 
@@ -83,6 +88,9 @@ class PullReport:
         text += "."
         if self.blobs:
             text += f" {self.blobs} file checkpoint(s) came with them (rewind restores those files here)."
+        if self.metadata:
+            text += (f" {len(self.metadata)} conversation(s) took the other machine's newer title, pin or "
+                     "tags.")
         if self.versions:
             text += (f" {len(self.versions)} conversation(s) had changes on both machines: the other "
                      "machine's history was kept as a version; the version in use here is unchanged.")
@@ -94,7 +102,8 @@ class PullReport:
         """A JSON-ready dict."""
         return {"copied": self.copied, "extended": self.extended, "identical": self.identical,
                 "ahead": self.ahead, "already_here": self.already_here, "versions": [list(v) for v in self.versions],
-                "errors": [list(e) for e in self.errors], "memory_entries": self.memory_entries,
+                "errors": [list(e) for e in self.errors], "metadata": self.metadata,
+                "memory_entries": self.memory_entries,
                 "blobs": self.blobs, "ok": self.ok}
 
 
@@ -167,6 +176,26 @@ def _pull_blobs(remote: Any, carrier: Any, blobs: Any, key: SessionKey, report: 
 
 
 def _pull_record(remote: Any, local: Any, manager: SessionManager, key: SessionKey, report: PullReport) -> None:
+    if key.subpath is not None:
+        _pull_entries(remote, local, manager, key, report)
+        return
+    try:
+        before = archive_choice(local.load(key) or [])
+    except (AnycodeError, OSError):
+        before = None
+    _pull_entries(remote, local, manager, key, report)
+    try:
+        held = local.load(key) or []
+        after = archive_choice(held)
+        if after is not None and after != before and is_root(held):
+            # The newest archive or unarchive by hand came with this pull: the other machine's,
+            # made after every choice here (core.session.metadata), so it is followed here.
+            manager.follow_archive_choice(key, after[1])
+    except (AnycodeError, OSError) as err:
+        report.errors.append((str(key), f"the other machine's archive choice could not be followed here ({err})"))
+
+
+def _pull_entries(remote: Any, local: Any, manager: SessionManager, key: SessionKey, report: PullReport) -> None:
     mig = MigrationReport()
     try:
         _copy_record(remote, local, key, mig, newer_ok=True)
@@ -184,7 +213,57 @@ def _pull_record(remote: Any, local: Any, manager: SessionManager, key: SessionK
     if key.subpath is not None:
         report.errors.append((str(key), "the sub-agent record differs on the two machines; left as it is here"))
         return
-    _keep_remote_as_version(remote, local, manager, key, report)
+    try:
+        entries, held = remote.load(key) or [], local.load(key) or []
+    except (AnycodeError, OSError) as err:
+        report.errors.append((str(key), f"could not be compared with the copy here ({err})"))
+        return
+    theirs, mine = history_of(entries), history_of(held)
+    if mine == theirs[:len(mine)] and len(theirs) > len(mine):
+        _extend_beside_metadata(local, key, held, entries, report)
+        return
+    if theirs != mine[:len(theirs)]:
+        _keep_remote_as_version(remote, local, manager, key, report)
+    elif len(mine) > len(theirs):
+        report.ahead.append(str(key))
+    else:
+        report.identical.append(str(key))
+    _take_metadata(local, key, entries, report)
+
+
+def _take_metadata(local: Any, key: SessionKey, remote_entries: list[dict[str, Any]], report: PullReport) -> None:
+    """Append to the local conversation root ``key`` the mirror's title, pin and tag changes that
+    are newer than its own (:mod:`core.session.metadata`: the latest change of each field wins),
+    its messages untouched; recorded in ``report.metadata``. A repeat pull takes nothing."""
+    try:
+        held = local.load(key) or []
+        if not is_root(held):
+            return
+        theirs = metadata_to_apply(held, remote_entries)
+        if theirs:
+            local.append(key, theirs)
+    except (AnycodeError, OSError, ValueError) as err:
+        report.errors.append((str(key), f"the other machine's title, pin or tags could not be taken here ({err})"))
+        return
+    if theirs:
+        report.metadata.append(str(key))
+        log.info("pull: took %d title/pin/tag change(s) of %s from the mirror", len(theirs), key)
+
+
+def _extend_beside_metadata(local: Any, key: SessionKey, held: list[dict[str, Any]],
+                            entries: list[dict[str, Any]], report: PullReport) -> None:
+    """The mirror's ``key`` holds this machine's history and more, with metadata entries in other
+    places (a title or tags each machine set while the other wrote): append the rest of its
+    history and its newer metadata here (refused if a message was added here meanwhile)."""
+    mine = history_of(held)
+    tail = history_of(entries)[len(mine):]
+    tail += metadata_to_apply(held, entries) if is_root(held) else []
+    try:
+        local.append(key, tail, expected_count=len(messages_of(held)))
+    except (AnycodeError, OSError, ValueError) as err:
+        report.errors.append((str(key), f"the other machine's new messages could not be added ({err})"))
+        return
+    report.extended.append(str(key))
 
 
 def _keep_remote_as_version(remote: Any, local: Any, manager: SessionManager, key: SessionKey,

@@ -149,6 +149,25 @@ def title_now(ctx: Any, state: dict[str, Any] | None, tab: str) -> TitleNow | No
     return TitleNow(me.title or "", "" if me.title_source == "fallback" else (me.title or ""))
 
 
+def behind(ctx: Any, state: dict[str, Any] | None, tab: str) -> bool:
+    """True when the open chat holds more messages in the store than the tab shows (another tab or
+    process wrote in it since): the page then re-reads it (:func:`refreshed`). The page asks it
+    when the list token changed, so a reply written elsewhere is shown even when no check fell
+    while it was being written (a fast reply holds its lease for less than the check's second:
+    the fresh-user trial's tab never showed the other tab's message). False without an open chat,
+    while this tab runs a reply of its own, or when the store cannot tell. Metadata only."""
+    st = state or {}
+    if not st.get("session") or not st.get("project") or ctx.running(tab):
+        return False
+    try:
+        members = ctx.manager.family(SessionKey(st["project"], st["session"]))
+    except Exception as err:  # noqa: BLE001 -- deleted or unreadable: deleted_elsewhere says it
+        log.info("no change check for %s: %s", st.get("session"), err)
+        return False
+    me = next((m for m in members if m.id == st["session"]), None)
+    return me is not None and int(me.message_count or 0) > int(st.get("count") or 0)
+
+
 def deleted_elsewhere(ctx: Any, state: dict[str, Any] | None, tab: str) -> bool:
     """True when the open chat no longer exists: deleted in another tab or process since this tab
     showed it (no version of it left). False without an open chat, while this tab runs a reply

@@ -49,6 +49,7 @@ TITLE_WAIT_SECONDS = 45.0  # how long the sidebar polls for a generated title af
 STREAM_MIN_INTERVAL = 0.04  # seconds between streamed UI updates (coalesces tiny text deltas)
 BUSY_NOTICE = Msg("busy_notice")
 CONFLICT_NOTICE = Msg("conflict_notice")
+SENT_AFTER_NOTICE = Msg("sent_after_other")  # "This chat had new messages from another tab; yours was sent after them"
 SWITCH_WAIT_SECONDS = 10.0  # a switch waits this long for a stopped reply to be stored
 STOP_GRACE_SECONDS = 2.0  # a message taken while a reply runs waits this long for a Stop on its way
 DOUBLE_SUBMIT_SECONDS = 3.0  # the same text sent again this soon while it is pending: ignored
@@ -285,6 +286,7 @@ class _Turn:
     restore: str | None = None
     info: str | None = None  # "sending unarchived it"
     gone: bool = False  # the chat was deleted elsewhere while the reply streamed (see _gone_update)
+    caught_up: str | None = None  # "yours was sent after them": another tab's turns came first
 
 
 def _send(ctx: WebContext, state: dict[str, Any], text: str | None, model: str | None, run: Run,
@@ -417,6 +419,16 @@ def _open_turn(ctx: WebContext, state: dict[str, Any], text: str | None) -> Gene
         yield SendUpdate(view.state, view.rows, view.title, notice=refused, restore_text=text, done=True,
                          label=view.label)
         return None
+    caught_up = None
+    if not retry and _appended_elsewhere(session, state):
+        # The tab was behind only because another tab or process added whole turns at the end:
+        # the new message goes after them (as after a reply it waited for), and the tab shows
+        # them first and says so, rather than refusing the send (the trial's message was then
+        # only in the box, and overwritten there).
+        log.info("%s had %d messages more than tab shows: the message goes after them",
+                 key.session_id, len(session.messages) - int(state.get("count") or 0))
+        state["count"] = len(session.messages)
+        caught_up = i18n.t(SENT_AFTER_NOTICE.key)
     if not retry and _repeats_unanswered(session, text):
         # The message is stored already and its reply failed (the server refused, broke off):
         # sent again word for word, it is answered again rather than stored a second time
@@ -430,7 +442,24 @@ def _open_turn(ctx: WebContext, state: dict[str, Any], text: str | None) -> Gene
                  title=shown_title(session),
                  label=render.session_label(session.title, session.created_at, session.title_source),
                  base=base, shown=base if retry else base + [{"role": "user", "content": chat_text.literal(text)}],
-                 count=state.get("count", 0), saved=retry)
+                 count=state.get("count", 0), saved=retry, caught_up=caught_up)
+
+
+def _appended_elsewhere(session: Any, state: dict[str, Any]) -> bool:
+    """True when the stored chat is the one the tab showed plus whole turns another writer added
+    at its end: it holds more messages than the tab's count, and its last one is a finished reply
+    (an assistant message asking for no tool). Messages are only ever appended to a session (an
+    edit or a regeneration makes a version), so the tab's messages are its first ``count``.
+    A stored tail that is a question without a reply, or a reply waiting for tool results or an
+    approval, is not: a message sent there would answer or deny someone else's turn, so that
+    send is refused as before ("changed elsewhere", the text back in the box)."""
+    count = int(state.get("count") or 0)
+    messages = session.messages
+    if count <= 0 or len(messages) <= count:
+        return False
+    last = messages[-1]
+    return (isinstance(last, dict) and last.get("role") == "assistant" and not last.get("tool_calls")
+            and any(m.get("role") == "user" for m in messages[count:] if isinstance(m, dict)))
 
 
 def _stream_reply(ctx: WebContext, turn: _Turn, text: str | None, model: str, config: Any, client: Any,
@@ -547,9 +576,10 @@ def _ended(ctx: WebContext, turn: _Turn, client: Any, now: float | None) -> Send
     rows = view.rows + ([error_row] if error_row else [])
     if turn.info:
         view.state["unarchived"] = True  # webui.chat.archived: the list shows the chat where it now is
-    return SendUpdate(view.state, rows, view.title, notice=notice or turn.info, restore_text=turn.restore,
+    info = turn.info or (turn.caught_up if turn.saved else None)
+    return SendUpdate(view.state, rows, view.title, notice=notice or info, restore_text=turn.restore,
                       done=True, error=error_row is not None, label=view.label,
-                      notice_level="info" if turn.info and not notice else "warning")
+                      notice_level="info" if info and not notice else "warning")
 
 
 def _gone_update(ctx: WebContext, turn: _Turn) -> SendUpdate:

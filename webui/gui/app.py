@@ -92,6 +92,9 @@ URL_SYNC_JS = script("url_sync.js")
 # from it; both go through the decoding of :func:`webui.text.chat_text.source`. Run once
 # (``demo.load``); it survives re-renders because it hooks the clipboard and watches the page.
 CHAT_TEXT_JS = script("chat_text.js")
+# The message box is kept per chat in the browser (localStorage), so a reload gives it back: a
+# message typed and not sent, or one a refused send put back there.
+DRAFTS_JS = script("drafts.js")
 
 
 def theme() -> gr.themes.Base:
@@ -654,6 +657,7 @@ def wire_sidebar(p: Page) -> None:
     topbar_menu.attach(p.demo)  # a narrow top bar: its actions in the "⋯" menu (issue 31)
     shortcuts.attach(p.demo)
     p.demo.load(None, None, None, js=CHAT_TEXT_JS)  # Copy and Edit give the text written
+    p.demo.load(None, None, None, js=DRAFTS_JS)  # the box survives a reload of the tab
 
     def on_filter(st, query, archived):
         return p.list_html(st, query, archived, active=(st or {}).get("session"))

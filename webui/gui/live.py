@@ -99,6 +99,10 @@ def wire_live(p: Page, tab_key: Callable[[Any, Any], str]) -> None:
             box = gr.Textbox(placeholder=t(live.OTHER_WRITING.key) if writing else t("message_placeholder"))
             if not writing:  # the other reply is done: on_written shows it (live_done.change)
                 done = uuid.uuid4().hex
+        elif found.list_changed and not writing and live.behind(ctx, st, key):
+            # Written elsewhere between two checks (a fast reply's lease came and went unseen):
+            # the chat is behind the store, so it is shown now too (trial: never, until a reload).
+            done = uuid.uuid4().hex
         if renamed is not None and _untouched(field, st):
             # The title field follows, and the state too (a later rename here is checked against
             # what the field now shows). A title being typed is left alone: its rename is then

@@ -93,11 +93,16 @@ def test_second_writer_on_the_mirror_gets_a_version_never_out_of_order(machines,
     assert {m.id for m in family} == {s.id, version.session_id}
     assert mb.version_points(s.key)[0]["index"] == 2
 
-    # A's later writes follow its version; B's record is never touched again.
+    # A's later messages follow its version; B's record gets none of them, only A's rename
+    # (metadata is merged: B shows the conversation under the newer title).
     ma.add_messages(s.key, [user("a3"), assistant("r3")])
     ma.rename(s.key, "Plan, A's way")
     assert a.flush(10)
-    assert mirror.load(s.key) == b_history
+    renamed = mirror.load(s.key)
+    assert renamed[:len(b_history)] == b_history
+    assert [(e["type"], e.get("title")) for e in renamed[len(b_history):]] == [("title", "Plan, A's way")]
+    assert mb.get(s.key).title == "Plan, A's way"
+    b_history = renamed
     assert mirror.load(version)[1:] == a.primary.load(s.key)[1:]
     for key in (s.key, version):
         assert strict_problem(messages_of(mirror.load(key))) is None

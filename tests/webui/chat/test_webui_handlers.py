@@ -159,6 +159,39 @@ class TestSend:
         assert "notes.txt" in steps[0]["content"] and "remember the milk" in steps[0]["content"]
         assert final.rows[-1]["content"] == "The note says to remember the milk."
 
+    def test_a_message_sent_behind_another_tabs_whole_turns_goes_after_them(self, ctx, fake_openai):
+        """Guards against the fresh-user trial's "tabA third", stored nowhere: tab A's view was
+        behind only because tab B had added a question and its reply at the end, yet A's send
+        was refused and its text only put back in the box. It now goes after B's turn, A shows
+        B's turn first, and one sentence says so."""
+        s = seeded(ctx)
+        view = handlers.open_session(ctx, ctx.project_key, s.id)
+        ctx.manager.add_messages(s.key, [{"role": "user", "content": "from tab B"},
+                                         {"role": "assistant", "content": "B's answer"}])
+        final = run_send(ctx, view.state, "tabA third")[-1]
+        assert final.notice == "This chat had new messages from another tab or window; yours was sent after them."
+        assert final.notice_level == "info" and final.restore_text is None
+        stored = [m["content"] for m in ctx.manager.get(s.key).messages]
+        assert stored[-4:] == ["from tab B", "B's answer", "tabA third", "You said: tabA third"]
+        shown = [r["content"] for r in final.rows]
+        assert shown[-4:] == ["from tab B", "B's answer", "tabA third", "You said: tabA third"]
+        assert final.state["count"] == len(stored)
+        assert len(ctx.manager.family(s.key)) == 1, "no version: nothing raced"
+
+    def test_behind_a_turn_that_is_not_finished_the_send_is_still_refused(self, ctx, fake_openai):
+        """Another tab's reply waiting for its tool's approval: a message sent after it would deny
+        that approval, so the send is refused as before and its text goes back to the box."""
+        s = seeded(ctx)
+        view = handlers.open_session(ctx, ctx.project_key, s.id)
+        ctx.manager.add_messages(s.key, [{"role": "user", "content": "from tab B"}, {
+            "role": "assistant", "content": None,
+            "tool_calls": [{"id": "call_b", "type": "function",
+                            "function": {"name": "write_file", "arguments": "{}"}}]}])
+        final = run_send(ctx, view.state, "tabA third")[-1]
+        assert final.notice and "changed elsewhere" in final.notice
+        assert final.restore_text == "tabA third"
+        assert not any(m.get("content") == "tabA third" for m in ctx.manager.get(s.key).messages)
+
     def test_conflict_reloads_instead_of_interleaving(self, ctx, fake_openai):
         s = seeded(ctx)
         view = handlers.open_session(ctx, ctx.project_key, s.id)

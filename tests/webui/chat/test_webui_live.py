@@ -117,6 +117,27 @@ def test_the_other_tabs_reply_shown_by_the_check_is_what_the_next_send_follows(t
     assert [m["content"] for m in ctx.manager.get(s.key).messages][-2:] == ["A again", "You said: A again"]
 
 
+def test_a_reply_written_elsewhere_between_two_checks_is_seen(tmp_path, project, fake_openai):
+    """Guards against the fresh-user trial's tab A that never showed tab B's message: B's fast
+    reply held its lease between two of A's checks, so A only saw the list token move (and drew
+    the list again), never the chat. The open chat is now behind the store, and says so once."""
+    ctx = _ctx(tmp_path, project, fake_openai)
+    s = seeded(ctx)
+    a = handlers.open_session(ctx, ctx.project_key, s.id)
+    b = handlers.open_session(ctx, ctx.project_key, s.id)
+    token = live.check(ctx, a.state, "tab-a", None).token
+    assert not live.behind(ctx, a.state, "tab-a")
+    final_b = list(handlers.send(ctx, b.state, "from B", None, "tab-b"))[-1]
+    found = live.check(ctx, a.state, "tab-a", token)
+    assert found.list_changed and not found.other_writing  # the lease came and went unseen
+    assert live.behind(ctx, a.state, "tab-a"), "A's chat is behind: the page re-reads it"
+    assert not live.behind(ctx, final_b.state, "tab-b"), "B shows what it wrote"
+    view = live.refreshed(ctx, a.state, "tab-a")
+    assert "from B" in str(view.rows[-1]["content"])
+    assert not live.behind(ctx, view.state, "tab-a"), "once shown, nothing more to re-read"
+    assert not live.behind(ctx, None, "tab-a") and not live.behind(ctx, {"project": ctx.project_key}, "tab-a")
+
+
 def test_without_a_lease_a_racing_reply_is_kept_as_a_version_and_said(tmp_path, project, fake_openai, monkeypatch):
     """A writer the lease did not hold back (a lease lapsed, a clock far off): tab A's reply that
     finishes after tab B wrote is kept as version 2 of 2, and tab A says so in one sentence."""

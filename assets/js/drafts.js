@@ -1,0 +1,45 @@
+() => {
+  // What the message box holds is kept per chat in this browser's localStorage (never sent to the
+  // server), so a reload of the tab puts it back: typed and not sent yet, or given back by a send
+  // that was refused ("changed elsewhere", an archived chat, a failed write). The fresh-user
+  // trial's refused message lived only in the box, and was lost when the box was overwritten.
+  // A value the server sets fires no input event, so the box is looked at a few times a second.
+  if (window.acDrafts) return [];
+  const PREFIX = 'anycode.draft.';
+  const MAX_CHARS = 100000;
+  const box = () => document.querySelector('#ac-input textarea');
+  // the chat shown: the address bar follows it (url_sync.js); "new" for a chat not saved yet
+  const chat = () => new URLSearchParams(window.location.search).get('session') || 'new';
+  const read = (key) => { try { return localStorage.getItem(PREFIX + key) || ''; } catch (e) { return ''; } };
+  const write = (key, text) => {
+    try {
+      if (text) localStorage.setItem(PREFIX + key, text.slice(0, MAX_CHARS));
+      else localStorage.removeItem(PREFIX + key);
+    } catch (e) { /* storage full or off: the box still holds the text */ }
+  };
+  let last = null;  // {key, text} seen on the previous look
+  const look = () => {
+    const b = box();
+    if (!b) return;
+    const key = chat();
+    const text = b.value;
+    if (last === null) {
+      // first look: put the chat's draft back into an empty box (Gradio reads the input event)
+      const kept = read(key);
+      if (!text && kept) {
+        b.value = kept;
+        b.dispatchEvent(new Event('input', { bubbles: true }));
+      }
+      last = { key, text: b.value };
+      return;
+    }
+    if (text.trim()) {
+      if (text !== last.text || key !== last.key) write(key, text);
+    } else if (last.text && key === last.key) {
+      write(key, '');  // sent (the box was emptied) or cleared by hand
+    }
+    last = { key, text };
+  };
+  window.acDrafts = setInterval(look, 300);
+  return [];
+}
