@@ -83,6 +83,10 @@ class FirstViews:
             return None
         return found[1]
 
+    def drop(self, key: str) -> None:
+        with self._lock:
+            self._views.pop(key, None)
+
 
 def props_patch(payload: Any) -> dict[str, Any]:
     """The component props a load event's postprocessed output sets in the page: an update
