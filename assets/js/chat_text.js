@@ -51,5 +51,4 @@
   new MutationObserver(() => {
     if (!queued) { queued = true; requestAnimationFrame(sweep); }
   }).observe(document.body, {childList: true, subtree: true, attributes: true, attributeFilter: ['aria-label']});
-  sweep();  // a page served with its first view already holds messages (webui.gui.first_view)
 }

@@ -108,9 +108,6 @@
     if (name && !m.title) m.title = name.textContent.trim();
     const watch = new ResizeObserver(later);
     for (const el of [b, panel(), document.getElementById('ac-meter-box')]) if (el) watch.observe(el);
-    // what the bar holds can outgrow it without any of them resizing (the meter's text, the model
-    // picker's value, arriving after a page served with its first view): measured again then too
-    new MutationObserver(later).observe(b, {childList: true, subtree: true, characterData: true});
     // the "⋯" markup is redrawn when the page's language is set: its title follows
     new MutationObserver(() => {
       const mm = more(), n = mm && mm.querySelector('.ac-sr');

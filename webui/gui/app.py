@@ -485,6 +485,11 @@ def wire_load(p: Page) -> None:
 
     def on_load(key, request: gr.Request):
         kept = p.first_views.take(key)
+        if kept is not None and not kept.complete:
+            # A first visit: the page was baked before the browser's language and time zone were
+            # known (the cookies this event's js= just set). Shown already, so nothing waits for
+            # this; it is drawn again in the browser's own zone and language.
+            kept = None
         view = kept or first(request)
         if view.notice:
             _notify(*view.notice)

@@ -14,9 +14,8 @@ in it. The view is kept under a one-time key, which the page's config also carri
 textbox, ``#ac-first-view``); the load event sends the key back and gets the same view's state
 (ids, the list's change token — taken before the list was drawn, so a change in between is seen
 by the first live check), its notice as a toast, and ``gr.skip()`` for everything already shown.
-A page served without a key (a first visit, whose time zone the server does not know yet: the
-list's date groups depend on it; ``/config``; an expired or unknown key; a failed bake) gets the
-whole view from the load event, as before.
+A page served without a key (``/config``, an expired or unknown key, a failed bake) gets the whole
+view from the load event, as before.
 
 The state itself (``gr.State``) cannot be in a config: it lives on the server per tab and is set
 by the load event. Nothing here is shared between tabs: a key names one page load's view and is
@@ -47,10 +46,12 @@ _CONFIG_END = b";</script>"  # Gradio's toorjson escapes "<" in the JSON: this c
 class FirstView:
     """One page load's view: ``outputs`` are the load event's values in its outputs' order (the
     model picker's is ``gr.skip()``: it may ask the model server, which a page must not wait
-    for); ``notice`` is ``(text, level)`` to show as a toast, or None."""
+    for); ``notice`` is ``(text, level)`` to show as a toast, or None; ``complete`` is False when
+    the request did not yet carry the browser's language and time zone (a first visit)."""
 
     outputs: tuple
     notice: tuple[Any, str] | None = None
+    complete: bool = True
 
 
 class FirstViews:
@@ -198,22 +199,18 @@ def baker(demo: Any, load_fn: Callable[..., Any], first: Callable[[Any], FirstVi
     block_fn = next(fn for fn in demo.fns.values() if fn.fn is load_fn)
     baked_at = [(outputs.index(c), c._id) for c in baked]
 
-    def compute(request: Any) -> FirstView:
+    def compute(request: Any, cookies: Any) -> FirstView:
         token = LocalContext.request.set(request)  # what i18n reads the language and zone from
         try:
-            return first(request)
+            view = first(request)
         finally:
             LocalContext.request.reset(token)
+        view.complete = bool(cookies.get(i18n.NAV_COOKIE)) and bool(cookies.get(i18n.TZ_COOKIE))
+        return view
 
     async def bake(starlette_request: Any) -> dict[int, dict[str, Any]] | None:
-        cookies = starlette_request.cookies
-        if not (cookies.get(i18n.NAV_COOKIE) and cookies.get(i18n.TZ_COOKIE)):
-            # A first visit: the browser's time zone is not known yet (its page script sets the
-            # cookie), and the list's date groups depend on it. Served as before: the load event,
-            # which runs after that script, draws the view.
-            return None
         request = gr.Request(request=starlette_request)
-        view = await anyio.to_thread.run_sync(compute, request)
+        view = await anyio.to_thread.run_sync(compute, request, starlette_request.cookies)
         payloads = await demo.postprocess_data(block_fn, list(view.outputs), SessionState(demo))
         patches = {cid: props_patch(payloads[i]) for i, cid in baked_at}
         patches = {cid: props for cid, props in patches.items() if props}
