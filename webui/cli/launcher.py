@@ -578,7 +578,7 @@ def _serve(args: argparse.Namespace, store: Any, project_path: str, data_dir: Pa
 
     from webui.server import private_files
     from webui.server import security
-    from webui.gui.app import build_app, launch_kwargs, page_middleware
+    from webui.gui.app import build_app, launch_kwargs
     from webui.chat.context import WebContext
 
     # Exports, uploads and Gradio's cache: a 0700 folder of this run, removed when it stops.
@@ -599,8 +599,7 @@ def _serve(args: argparse.Namespace, store: Any, project_path: str, data_dir: Pa
         demo.launch(**security.install(
             launch_kwargs(host=preflight.url_host(args.host), port=port, auth=auth, quiet=True),
             host_policy or security.HostPolicy.for_server(args.host),
-            after_upload=lambda: private_files.tighten(private), inner=page_middleware(demo)),
-            prevent_thread_lock=True)
+            after_upload=lambda: private_files.tighten(private)), prevent_thread_lock=True)
     except OSError as err:  # e.g. another program took the port since it was probed
         shutil.rmtree(private, ignore_errors=True)
         raise CliError(f"The web server could not start on port {port} "

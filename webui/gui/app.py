@@ -35,7 +35,6 @@ from webui.gui import (
     approval_card,
     archived,
     compaction,
-    first_view,
     i18n_ui,
     imports,
     memory,
@@ -179,11 +178,9 @@ class Page:
         return handlers.session_list_html(self.ctx, project, query=query or "", archived=bool(archived),
                                           **kwargs)
 
-    def show(self, view: SessionView, query: str, archived: bool, notify: bool = True) -> tuple:
-        """Component values for a view, in :attr:`view_outputs` order; its notice becomes a toast
-        unless ``notify`` is False (no event to show it in: :mod:`webui.gui.first_view`)."""
-        if notify:
-            _notify(view.notice, view.notice_level)
+    def show(self, view: SessionView, query: str, archived: bool) -> tuple:
+        """Component values for a view, in :attr:`view_outputs` order."""
+        _notify(view.notice, view.notice_level)
         saved = bool(view.session_id)
         label = i18n.localize(view.label)
         return (
@@ -334,14 +331,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
         # languages (issue 20): static labels in the page setting's language when it overrides
         i18n_ui.attach(demo, skip=(p.title, p.archive_btn, p.earlier_btn, p.noreply_text))
         progress.keep_chats_off_progress(demo)  # last: every event is wired (issue 32)
-    demo.anycode_bake = p.bake  # read by page_middleware
     return demo
-
-
-def page_middleware(demo: gr.Blocks) -> Callable[[Any], Any]:
-    """The ASGI wrapper that serves ``demo``'s page with its first view in it
-    (:mod:`webui.gui.first_view`); for :func:`webui.server.security.install`'s ``inner``."""
-    return first_view.install(demo.anycode_bake)
 
 
 def build_sidebar(p: Page) -> None:
@@ -445,72 +435,39 @@ def build_topbar(p: Page) -> None:
 
 def wire_load(p: Page) -> None:
     """Page load: the tab's first view (``?session=`` or the launcher's), its token, the project
-    and model pickers and the banner; the address bar follows the open session.
-
-    The view is computed once per page load: by the ``GET /`` that serves the page, which writes
-    it into the page's config (:mod:`webui.gui.first_view`, issue 32: the list and the chat are
-    there when the page mounts), or here when the page came without it."""
+    and model pickers and the banner; the address bar follows the open session."""
     ctx = p.ctx
-    p.first_key = gr.Textbox(visible="hidden", elem_id="ac-first-view")  # the baked view's key
-    p.first_views = first_view.FirstViews()
-    outputs = [*p.view_outputs, p.tab, p.project, p.model, p.banner, p.live_token, p.lang, p.prefs]
-    model_at = outputs.index(p.model)
-    # What a page served with its first view already shows (the state, the session id, the
-    # timer, the tab's token and the list's change token are the load event's to set: states
-    # live on the server, and the id's change is what puts it in the address bar).
-    baked = [p.title, p.chat, p.sessions, p.archive_btn, p.delete_btn, p.md_btn, p.jl_btn, p.confirm_row,
-             p.noreply_row, p.noreply_text, p.project, p.banner, p.lang, p.prefs]
-    baked_at = [outputs.index(c) for c in baked]
 
-    def first(request: gr.Request) -> first_view.FirstView:
+    def on_load(request: gr.Request):
         params = dict(request.query_params) if request is not None else {}
         view = handlers.initial_view(ctx, params)
+        names, default = handlers.model_choices(ctx)
         banner_text = handlers.banner_markdown(ctx)
         current = view.state["project"]
         # The list's change token as of before the list is drawn: a chat renamed or made elsewhere
         # between this load and the first live check is still seen as a change (it was missed).
         token = live_gui.start_token(ctx, current)  # with a mirror: a fresh listing too
-        shown = list(p.show(view, "", False, notify=False))
+        shown = list(p.show(view, "", False))
         # the message menu's options in the tab's language (compared in any language)
         shown[2] = gr.Chatbot(value=shown[2], feedback_options=[t(BRANCH_OPTION), t(chat_versions.REGENERATE_OPTION),
                                                                    t(rewind_card.REWIND_OPTION)])
-        return first_view.FirstView(
-            (*shown, uuid.uuid4().hex,
-             gr.Dropdown(choices=handlers.project_choices(ctx, current), value=current),
-             gr.skip(),  # the model picker: in on_load (it may ask the model server)
-             gr.Markdown(banner_text or "", visible=bool(banner_text)), token,
-             # the sidebar foot in the tab's language: in this event, not two more (issue 32)
-             i18n_ui.language_setting_update(request), page_prefs_update(request)),
-            notice=(view.notice, view.notice_level) if view.notice else None)
-
-    def on_load(key, request: gr.Request):
-        kept = p.first_views.take(key)
-        if kept is not None and not kept.complete:
-            # A first visit: the page was baked before the browser's language and time zone were
-            # known (the cookies this event's js= just set). Shown already, so nothing waits for
-            # this; it is drawn again in the browser's own zone and language.
-            kept = None
-        view = kept or first(request)
-        if view.notice:
-            _notify(*view.notice)
-        values = list(view.outputs)
-        if kept is not None:
-            for i in baked_at:  # already in the page
-                values[i] = gr.skip()
-        names, default = handlers.model_choices(ctx)
-        values[model_at] = gr.Dropdown(choices=names, value=default)
-        return tuple(values)
+        return (*shown, uuid.uuid4().hex,
+                gr.Dropdown(choices=handlers.project_choices(ctx, current), value=current),
+                gr.Dropdown(choices=names, value=default),
+                gr.Markdown(banner_text or "", visible=bool(banner_text)), token,
+                # the sidebar foot in the tab's language: in this event, not two more (issue 32)
+                i18n_ui.language_setting_update(request), page_prefs_update(request))
 
     def on_loaded(st, request: gr.Request):
         # After the load's answer reached the page (a second event): a message sent before it
         # waits until here, so the answer can no longer blank the chat that message went to.
         ctx.page_loaded(_tab_key(request, None), st)
 
-    load = p.demo.load(on_load, p.first_key, outputs, api_visibility="private", show_progress="hidden",
-                       js=i18n_ui.COOKIE_JS)  # the browser's language and zone first
-    load.then(on_loaded, p.state, None, api_visibility="private", show_progress="hidden", queue=False)
+    p.demo.load(on_load, None, [*p.view_outputs, p.tab, p.project, p.model, p.banner, p.live_token, p.lang,
+                                p.prefs],
+                api_visibility="private", js=i18n_ui.COOKIE_JS).then(  # the browser's language and zone first
+        on_loaded, p.state, None, api_visibility="private", show_progress="hidden", queue=False)
     p.sid_box.change(None, p.sid_box, None, js=URL_SYNC_JS)
-    p.bake = first_view.baker(p.demo, on_load, first, p.first_views, p.first_key, outputs, baked)
 
 
 def wire_sending(p: Page) -> None:

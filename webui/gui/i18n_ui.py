@@ -32,8 +32,7 @@ LABEL_PROPS = ("value", "label", "placeholder", "info")
 # visit Gradio sends its load events before it adds ``head``), and by ``head`` on every page.
 _SET_COOKIES = "\n" + script("set_cookies.js", TZ=i18n.TZ_COOKIE, NAV=i18n.NAV_COOKIE)
 HEAD = "<script>(function () {" + _SET_COOKIES + "})();</script>"
-# (its inputs pass through unchanged: the first view's key, webui.gui.first_view)
-COOKIE_JS = "(...inputs) => {" + _SET_COOKIES + "  return inputs;\n}"
+COOKIE_JS = "() => {" + _SET_COOKIES + "  return [];\n}"
 
 # The language setting: kept in a cookie (so every later request carries it), then the page
 # reloads in that language.

@@ -7,11 +7,6 @@ holding 200 messages that copy took 100–200 ms of the browser's main thread, o
 change of every event — the once-a-second live check, the state hub, a rename — after the first
 event that had the chat among its outputs. Events that fill a chat therefore show their progress
 on their other outputs only (as before, minus the chat), or on none when the chat is all they fill.
-
-Events whose progress is hidden (``show_progress="hidden"``: the page load, the state hub, the
-live check, a send's stream ...) have no progress target at all (``show_progress_on=[]``): a
-target's status is pushed again on every status change of every event even when nothing of it is
-drawn, and those copies were ~250 ms of the page load's main thread (issue 32, round 10).
 """
 from __future__ import annotations
 
@@ -22,17 +17,11 @@ import gradio as gr
 
 def keep_chats_off_progress(demo: gr.Blocks) -> int:
     """Give every event of ``demo`` that outputs a ``gr.Chatbot`` (and names no
-    ``show_progress_on`` itself) its other outputs as progress targets, and every event whose
-    progress is hidden none. Call once, after every event is wired; returns how many events were
-    changed."""
+    ``show_progress_on`` itself) its other outputs as progress targets. Call once, after every
+    event is wired; returns how many events were changed."""
     chats = {id(b) for b in demo.blocks.values() if isinstance(b, gr.Chatbot)}
     changed = 0
     for fn in demo.fns.values():
-        if fn.show_progress == "hidden":
-            if fn.show_progress_on != []:
-                fn.show_progress_on = []  # nothing is drawn of it: no status to push either
-                changed += 1
-            continue
         outputs: list[Any] = list(fn.outputs or [])
         if fn.show_progress_on is not None or not any(id(o) in chats for o in outputs):
             continue

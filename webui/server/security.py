@@ -276,14 +276,11 @@ def _with_headers(send: Any) -> Any:
 
 
 def install(launch_kwargs: dict[str, Any], policy: HostPolicy,
-            after_upload: Callable[[], None] | None = None,
-            inner: Callable[[Any], Any] | None = None) -> dict[str, Any]:
+            after_upload: Callable[[], None] | None = None) -> dict[str, Any]:
     """``launch_kwargs`` (for ``Blocks.launch``) with an ``app_kwargs`` lifespan that wraps the
     app's whole middleware stack in :class:`SecurityMiddleware` (``after_upload``: run after each
     upload, e.g. to make Gradio's new upload folders ``0700``) before uvicorn accepts a
-    connection; ``inner`` (an ASGI app → ASGI app) wraps the stack first, inside the guard, so
-    only requests the guard let through reach it. Check the result with :func:`is_installed`
-    after launching."""
+    connection. Check the result with :func:`is_installed` after launching."""
     app_kwargs = dict(launch_kwargs.get("app_kwargs") or {})
     user_lifespan = app_kwargs.get("lifespan")
 
@@ -291,7 +288,7 @@ def install(launch_kwargs: dict[str, Any], policy: HostPolicy,
     async def lifespan(app: Any):
         stack = app.middleware_stack or app.build_middleware_stack()
         if not isinstance(stack, SecurityMiddleware):
-            app.middleware_stack = SecurityMiddleware(inner(stack) if inner else stack, policy, after_upload)
+            app.middleware_stack = SecurityMiddleware(stack, policy, after_upload)
         if user_lifespan is not None:
             async with user_lifespan(app) as state:
                 yield state
