@@ -30,13 +30,15 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from core.session.entries import TITLE_SOURCES
+
 METADATA_TYPES = frozenset({"title", "pin", "tags", "archive"})
 _NEVER = float("-inf")
 
 
 def is_metadata(entry: Any) -> bool:
-    """True for a metadata entry (``title``, ``pin``, ``tags``) — one the merge may add to a copy
-    out of its place in the history."""
+    """True for a metadata entry (``title``, ``pin``, ``tags``, ``archive``) — one the merge may
+    add to a copy out of its place in the history."""
     return isinstance(entry, dict) and entry.get("type") in METADATA_TYPES
 
 
@@ -52,7 +54,7 @@ def _ts(entry: dict[str, Any]) -> float:
 
 def _title_rank(entry: dict[str, Any]) -> tuple[bool, float] | None:
     title = entry.get("title")
-    if not isinstance(title, str) or not title.strip() or entry.get("source") not in ("llm", "user", "fallback"):
+    if not isinstance(title, str) or not title.strip() or entry.get("source") not in TITLE_SOURCES:
         return None
     return entry.get("source") == "user", _ts(entry)
 

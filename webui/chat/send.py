@@ -174,7 +174,7 @@ def too_long_notice(ctx: WebContext, text: str, model: str | None) -> str | None
     if tokens <= window - reply_reserve(window):
         return None
     # rounded like "about 262,000": the estimate is no exact count
-    about = max(1000, round(tokens, -3)) if tokens >= 1000 else tokens
+    about = round(tokens, -3) if tokens >= 1000 else tokens
     return i18n.t("err_message_too_long", tokens=about, window=window)
 
 
