@@ -125,7 +125,8 @@ class TestBrowserInput:
 
     @pytest.mark.parametrize("ghost", ["\u200b", "\u200b\u200b \u200c\u200d", "\ufeff\u2060\n\u00ad"])
     def test_zero_width_only_is_blank(self, ctx, ghost):
-        assert handlers.take(ctx, "tab", ghost) == (None, None)
+        # Nothing is sent or stored, and (since trial 11) the user is told why instead of nothing.
+        assert handlers.take(ctx, "tab", ghost) == (None, handlers.NOTHING_TO_SEND_NOTICE)
         end = send(ctx, handlers.tab_state(ctx.project_key), ghost)
         assert not end.state.get("session") and ctx.manager.list(ctx.project_key) == []
 
