@@ -288,14 +288,19 @@ class Page:
         return tuple(out)
 
     def on_sent(self, tab_id, run_id, text, request: gr.Request):
-        """The box after a send: the text given back (a refused send), Stop kept while a message
-        sent after Stop is on its way, else Send."""
+        """The box after a send: the text given back (a refused send) into an empty box, Stop
+        kept while a message sent after Stop is on its way (the text given back then too), else
+        Send."""
         tab_key = _tab_key(request, tab_id)
-        restore = handlers.restore_text(self.ctx, tab_key, run_id)
+        restore = handlers.restore_text(self.ctx, tab_key, run_id)  # popped: once, whatever follows
+        # never over what the user typed since; an empty box gets the refused text back
+        give_back = restore if restore and not (text or "").strip() else None
         if self.ctx.running(tab_key):
-            return gr.skip()  # a message sent after Stop is on its way: keep Stop
-        if restore and not (text or "").strip():
-            return gr.Textbox(value=restore, submit_btn=True, stop_btn=False)
+            # A message sent after Stop is on its way: keep Stop. The refused text still goes
+            # back (trial 11: it was popped, then skipped here, and gone from the box for good).
+            return busy_box(value=give_back) if give_back else gr.skip()
+        if give_back:
+            return gr.Textbox(value=give_back, submit_btn=True, stop_btn=False)
         return idle_box()
 
     @property
