@@ -81,16 +81,18 @@ class RemoteListing:
         self.generation = 0  # moves whenever a view's rows or state change
 
     @staticmethod
-    def _ask(project_keys: Iterable[str], identity: str | None) -> tuple[Any, ...]:
-        return (tuple(sorted(set(project_keys))), identity)
+    def _ask(project_keys: Iterable[str], identity: str | None, archived: bool = False) -> tuple[Any, ...]:
+        return (tuple(sorted(set(project_keys))), identity, archived)
 
     def view(self, project_keys: Iterable[str], identity: str | None = None, *,
-             max_age: float | None = None) -> RemoteView:
+             max_age: float | None = None, archived: bool = False) -> RemoteView:
         """The conversations of ``project_keys`` (and of any mirror project recorded with
         ``identity``) that only the mirror has, from the last refresh; never waits for the
         mirror. Starts a background refresh when none ran or the last is older than :attr:`ttl`
-        (or than ``max_age`` seconds when that is shorter: a page just opened wants a fresh one)."""
-        ask = self._ask(project_keys, identity)
+        (or than ``max_age`` seconds when that is shorter: a page just opened wants a fresh one).
+        ``archived=True``: the mirror's archive instead (a chat archived on another machine is
+        in no sidebar list otherwise); it is a listing of its own, refreshed as the other."""
+        ask = self._ask(project_keys, identity, archived)
         limit = self.ttl if max_age is None else min(self.ttl, max_age)
         with self._lock:
             current = self._views.get(ask) or RemoteView()
@@ -105,10 +107,11 @@ class RemoteListing:
                              daemon=True).start()
         return shown
 
-    def refresh(self, project_keys: Iterable[str], identity: str | None = None) -> RemoteView:
+    def refresh(self, project_keys: Iterable[str], identity: str | None = None, *,
+                archived: bool = False) -> RemoteView:
         """Ask the mirror now (blocking) and keep the answer for :meth:`view`; never raises: an
         unreachable mirror gives state ``"unreachable"`` with the last known rows."""
-        ask = self._ask(project_keys, identity)
+        ask = self._ask(project_keys, identity, archived)
         with self._lock:
             self._running.add(ask)
         self._refresh_quietly(ask)
@@ -159,7 +162,7 @@ class RemoteListing:
             self._running.discard(ask)
 
     def _read(self, ask: tuple[Any, ...]) -> tuple[list[SessionMeta], dict[str, SessionMeta]]:
-        keys, identity = ask
+        keys, identity, archived = ask
         remote = self._remote()
         wanted = set(keys)
         if identity:
@@ -171,7 +174,7 @@ class RemoteListing:
                     wanted.add(pk)
         families: dict[tuple[str, str], list[SessionMeta]] = {}
         for pk in sorted(wanted):
-            for meta in remote.list(pk):
+            for meta in remote.list(pk, archived=archived):
                 if is_expert_id(meta.id):  # an expert agent's session (issue 30) is no chat: pulled, not listed
                     continue
                 families.setdefault((pk, meta.family), []).append(meta)

@@ -95,7 +95,7 @@ def session_list_html(ctx: WebContext, project: str, *, query: str = "", archive
             metas += ctx.manager.conversations(alias, archived=archived)
         if ctx.alias_keys(project):
             metas.sort(key=lambda m: (m.updated_at, m.created_at, m.id), reverse=True)
-        remote_ids, note = _from_other_machines(ctx, project, metas) if not archived else (set(), "")
+        remote_ids, note = _from_other_machines(ctx, project, metas, archived=archived)
         if active and not any(m.id == active for m in metas):
             active = next((m.id for m in metas if active in m.versions), active)  # a version's row
     except (AnycodeError, OSError) as err:
@@ -119,13 +119,14 @@ def session_list_html(ctx: WebContext, project: str, *, query: str = "", archive
     return render.sidebar_html(groups, empty_text=empty, more=total - len(page), note=note)
 
 
-def _from_other_machines(ctx: WebContext, project: str, metas: list[Any]) -> tuple[set[str], str]:
+def _from_other_machines(ctx: WebContext, project: str, metas: list[Any], *,
+                         archived: bool = False) -> tuple[set[str], str]:
     """Add to ``metas`` (in place, order kept by activity) the chats of ``project`` only the
-    mirror has (:mod:`webui.chat.remote`: last seen, never waited for); ``(their ids, a sentence
-    when the mirror cannot be reached, else "")``."""
+    mirror has (:mod:`webui.chat.remote`: last seen, never waited for; ``archived``: those in
+    its archive); ``(their ids, a sentence when the mirror cannot be reached, else "")``."""
     from webui.chat import remote
 
-    seen = remote.view(ctx, project)
+    seen = remote.view(ctx, project, archived=archived)
     if seen is None:
         return set(), ""
     have = {m.id for m in metas} | {v for m in metas for v in m.versions}

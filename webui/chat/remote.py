@@ -41,14 +41,15 @@ def _ask(ctx: WebContext, project: str) -> tuple[list[str], str | None]:
     return [project, *ctx.alias_keys(project)], ctx.identity()
 
 
-def view(ctx: WebContext, project: str) -> RemoteView | None:
+def view(ctx: WebContext, project: str, *, archived: bool = False) -> RemoteView | None:
     """The mirror-only chats of ``project`` as last seen (never waits for the mirror); None
-    without a mirror."""
+    without a mirror. ``archived=True``: those in the mirror's archive (the sidebar's archive
+    view), so a chat archived by hand on another machine can be found here before any pull."""
     found = listing(ctx)
     if found is None:
         return None
     keys, identity = _ask(ctx, project)
-    return found.view(keys, identity)
+    return found.view(keys, identity, archived=archived)
 
 
 OPEN_MAX_AGE = 2.0  # seconds: a page opening on a listing older than this asks the mirror again

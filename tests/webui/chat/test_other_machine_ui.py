@@ -163,6 +163,39 @@ class TestChatsOnlyInTheMirror:
             a.close()
             b.close()
 
+    def test_a_chat_archived_on_a_is_in_bs_archive_view_and_opens(self, tmp_path, monkeypatch, mirror_url_of_kind):
+        """A chat A archived by hand was in none of B's lists (the main list leaves archived chats
+        out, the archive view listed only B's own) until a ``sessions pull``: it must be in B's
+        archive view, marked, and opening it must bring it here still archived."""
+        from tests.core.stores.test_mirror import open_mirror
+
+        a_dir, b_dir = shop_checkouts(tmp_path)
+        a = mirrored(tmp_path / "a-data", open_mirror(mirror_url_of_kind))
+        b = mirrored(tmp_path / "b-data", open_mirror(mirror_url_of_kind))
+        try:
+            chat = SessionManager(a).create(a_dir, title="Old invoices")
+            SessionManager(a).add_messages(chat.key, [{"role": "user", "content": "the 2024 invoices"}])
+            SessionManager(a).archive(chat.key)
+            assert a.flush(15), a.status()
+
+            monkeypatch.setenv("ANYCODE_HOME", str(tmp_path / "b-data"))
+            ctx = make_ctx(b, b_dir)
+            ctx.data_dir = tmp_path / "b-data"
+            shelf = _wait_for(lambda: (lambda h: h if "Old invoices" in h else "")(
+                handlers.session_list_html(ctx, ctx.project_key, archived=True)))
+            assert "Old invoices" in shelf and "from another machine" in shelf, "B's archive view lists A's archived chat"
+            assert "Old invoices" not in handlers.session_list_html(ctx, ctx.project_key), "not in the main list"
+
+            view = handlers.open_session(ctx, ctx.project_key, chat.id)
+            assert view.state["session"] == chat.id and b.exists(chat.key), view.notice
+            assert any("the 2024 invoices" in str(r.get("content")) for r in view.rows)
+            assert view.archived, "it stays archived here, as on A"
+            shelf = handlers.session_list_html(ctx, ctx.project_key, archived=True, active=chat.id)
+            assert "Old invoices" in shelf and "from another machine" not in shelf, "now it is B's own"
+        finally:
+            a.close()
+            b.close()
+
     def test_a_bookmark_opens_before_the_sidebar_ever_listed_the_mirror(self, tmp_path, monkeypatch):
         """A link to A's chat opened on B as the page's first action (no listing yet) said "not
         found"; it must be looked up in the mirror, pulled and shown. An id nowhere stays "not found"."""
