@@ -166,12 +166,18 @@ def too_long_notice(ctx: WebContext, text: str, model: str | None) -> str | None
     """The sentence refusing ``text`` when that message alone cannot fit the model's context
     window with room for the reply (the estimate and window of the context meter and of
     compaction: :mod:`core.agent.context`), else None. A real server rejects such a request
-    after the message was stored; compaction cannot shrink the newest message either."""
+    after the message was stored; compaction cannot shrink the newest message either.
+
+    Only a window already known is used (set, learnt, cached from the meter's probe, or the
+    model family's): this runs on every send before the box is handed over, and asking the
+    server here cost up to four probe timeouts per send while it was unreachable (trial 11).
+    A window not known yet refuses nothing: the request's own overflow handling answers."""
     from core.agent.context import context_window, estimate_message_tokens, reply_reserve
 
     tokens = estimate_message_tokens({"role": "user", "content": text})
-    window = context_window(ctx.client(), model or ctx.model_config().model).tokens
-    if tokens <= window - reply_reserve(window):
+    found = context_window(ctx.client(), model or ctx.model_config().model, probe=False)
+    window = found.tokens
+    if found.source == "default" or tokens <= window - reply_reserve(window):
         return None
     # rounded like "about 262,000": the estimate is no exact count
     about = round(tokens, -3) if tokens >= 1000 else tokens

@@ -757,6 +757,44 @@ class TestMessagesThatCannotBeSent:
         assert text is not None and "8,000" in i18n.t("err_message_too_long", tokens=20000, window=8000)
         assert "上下文窗口" in i18n.t("err_message_too_long", language="zh-CN", tokens=20000, window=8000)
 
+    def test_a_send_to_a_silent_server_is_taken_at_once(self, store, project, tmp_path):
+        """Guards against trial 11's hot path: the check asked the model server for its window on
+        every send (up to four 2-second probes while it did not answer) before the box emptied."""
+        import socket
+
+        from core.agent import context as windows
+
+        silent = socket.socket()  # accepts connections (the backlog) and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        windows.forget_windows()
+        try:
+            ctx = make_ctx(store, project, api_key="sk-test", model="local-model", max_retries=0,
+                           base_url=f"http://127.0.0.1:{silent.getsockname()[1]}/v1")
+            started = time.monotonic()
+            run_id, notice = handlers.take(ctx, "tab-silent", "hello there " * 12_000)  # ~48k tokens
+            took = time.monotonic() - started
+        finally:
+            silent.close()
+            windows.forget_windows()
+        assert took < 1.0, f"the box waited {took:.1f} s for the model server"
+        # the window is not known yet: nothing is refused on a guess (the request says if it is too long)
+        assert run_id is not None and notice is None
+
+    def test_a_window_the_meter_learnt_refuses_without_asking_again(self, ctx, fake_openai):
+        from core.agent import context as windows
+        from webui.chat import compaction as compaction_ui
+
+        windows.forget_windows()
+        fake_openai.context_limit, fake_openai.window_api = 8_000, "vllm"
+        try:
+            assert "/ 8k" in compaction_ui.meter_html(ctx, handlers.tab_state(ctx.project_key), None)
+            fake_openai.window_api = None  # the server says no more: the window the meter saw counts
+            run_id, notice = handlers.take(ctx, "tab-known", "x" * 60_000)
+        finally:
+            windows.forget_windows()
+        assert run_id is None and "context window is 8,000" in notice
+
     def test_only_invisible_characters_says_there_is_nothing_to_send(self, ctx):
         assert handlers.take(ctx, "tab-zw", "\u200b\u200b\u200b") == (None, handlers.NOTHING_TO_SEND_NOTICE)
         assert handlers.take(ctx, "tab-zw", "\ufeff \u200d") == (None, handlers.NOTHING_TO_SEND_NOTICE)
