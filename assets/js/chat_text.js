@@ -38,9 +38,22 @@
     }
   };
   // Screen readers: a message's aria-label is "user's message: <content>"; read the text written.
+  // A message's menu button (Branch, Regenerate, Rewind) is named for what it is, in the page's
+  // language (#ac-menu-name, a hidden field of the page), not Gradio's fixed "Feedback".
+  const menuName = () => {
+    const f = document.querySelector('#ac-menu-name textarea, #ac-menu-name input');
+    return f && f.value.trim();
+  };
   let queued = false;
   const sweep = () => {
     queued = false;
+    const name = menuName();
+    if (name) {
+      document.querySelectorAll('#ac-chat .extra-feedback > button').forEach((b) => {
+        if (b.getAttribute('aria-label') !== name) b.setAttribute('aria-label', name);
+        if (b.title !== name) b.title = name;
+      });
+    }
     document.querySelectorAll('textarea.edit-textarea:not([data-ac-fixed])').forEach(fix);
     document.querySelectorAll('[aria-label*="ac-l"]').forEach((el) => {
       const label = el.getAttribute('aria-label');

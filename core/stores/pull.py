@@ -80,8 +80,16 @@ class PullReport:
 
     def summary(self) -> str:
         """One sentence for people."""
-        text = (f"Pulled {len(self.copied)} new record(s) and the new part of {len(self.extended)}; "
-                f"{len(self.identical) + len(self.ahead) + len(self.already_here)} already up to date here")
+        # Only what happened is named (trial 11: "Pulled 0 new record(s) and the new part of 0").
+        pulled = []
+        if self.copied:
+            pulled.append(f"{len(self.copied)} new record(s)")
+        if self.extended:
+            pulled.append(f"the new messages of {len(self.extended)} record(s)")
+        text = "Pulled " + " and ".join(pulled) if pulled else "Nothing new to pull"
+        current = len(self.identical) + len(self.ahead) + len(self.already_here)
+        if current:
+            text += f"; {current} already up to date here"
         if self.already_here:
             text += (f" ({len(self.already_here)} of them the mirror's copy of a history this machine "
                      "already holds, not copied again)")

@@ -62,7 +62,7 @@ class TestReviewerInTheBrowser:
         # Regenerate: the reviewer answers again (its model), and the new reply is labelled too.
         _post(world["fake"] + "/_script", {"replies": [{"text": "Second look: still no bug."}]})
         page.locator("#ac-chat [data-testid=bot]").first.hover()
-        page.locator("#ac-chat .message-buttons-left").first.locator("button[aria-label=Feedback]").click()
+        page.locator("#ac-chat .message-buttons-left").first.locator(".extra-feedback > button").click()
         page.get_by_role("button", name="Regenerate").first.click()
         expect(chat).to_contain_text("Second look: still no bug.", timeout=TIMEOUT_MS)
         expect(chat.locator("small.ac-label")).to_have_text("reviewer")

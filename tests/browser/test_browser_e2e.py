@@ -63,7 +63,7 @@ class TestChatFlow:
         # branch from the first message
         first = page.locator("[data-testid=user]").first
         first.hover()
-        page.locator("#ac-chat button[aria-label=Feedback]").first.click()
+        page.get_by_role("button", name="More actions").first.click()  # named for what it is (trial 11)
         option = page.get_by_role("button", name="Branch from here").first
         spot = option.bounding_box()
         option.click()

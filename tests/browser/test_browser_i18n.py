@@ -139,7 +139,9 @@ class TestLanguageFollowsTheBrowser:
             expect(page.locator("[data-testid=user]").first).to_contain_text("部署脚本")
             # a message's menu (Branch from here)
             page.locator("[data-testid=user]").first.hover()
-            page.locator("#ac-chat button[aria-label=Feedback]").first.click()
+            menu = page.locator("#ac-chat .extra-feedback > button").first
+            expect(menu).to_have_accessible_name("更多操作")  # trial 11: "Feedback" in every language
+            menu.click()
             expect(page.get_by_role("button", name="从这里分支").first).to_be_visible()
             seen["message menu"] = english_left(visible_text(page))
             page.locator("#ac-title input").click()

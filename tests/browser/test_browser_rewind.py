@@ -33,7 +33,7 @@ def test_rewind_conversation_and_files_then_undo(world, page, monkeypatch):
 
     # The user's message: its menu has "Rewind to here", which opens the card.
     page.locator("#ac-chat [data-testid=user]").first.hover()
-    page.locator("#ac-chat button[aria-label=Feedback]").first.click()
+    page.locator("#ac-chat .extra-feedback > button").first.click()
     page.get_by_role("button", name="Rewind to here").first.click()
     card = page.locator("#ac-rewind")
     expect(card).to_be_visible(timeout=TIMEOUT_MS)

@@ -48,7 +48,7 @@ def _click_arrow(page, row, label):
 def _regenerate(page, bot_index):
     page.locator("#ac-chat [data-testid=bot]").nth(bot_index).hover()
     # A reply's buttons follow its row (Gradio draws them beside it, on the left).
-    page.locator("#ac-chat .message-buttons-left").nth(bot_index).locator("button[aria-label=Feedback]").click()
+    page.locator("#ac-chat .message-buttons-left").nth(bot_index).locator(".extra-feedback > button").click()
     page.get_by_role("button", name="Regenerate").first.click()
 
 
@@ -161,7 +161,7 @@ class TestTwoTabsInTheBrowser:
         assert SessionManager(store).get(key).title == "New name"
 
         # Branch from a row inside the parallel tool round (the tool step's row).
-        other.locator("#ac-chat button[aria-label=Feedback]").nth(0).click()
+        other.locator("#ac-chat .extra-feedback > button").nth(0).click()
         other.get_by_role("button", name="Branch from here").first.click()
         expect(other.locator("#ac-title input")).to_have_value("New name (branch)", timeout=TIMEOUT_MS)
         manager = SessionManager(store)

@@ -111,12 +111,24 @@ def session_list_html(ctx: WebContext, project: str, *, query: str = "", archive
     page, total = render.page_sessions(metas, query=query, limit=limit)
     groups = render.group_sessions(page, query=query, active_id=active, now=now, remote_ids=remote_ids)
     if query.strip():
-        empty = i18n.t("no_title_match")
+        empty = _no_match_text(query)
     elif archived:
         empty = i18n.t("no_archived")
     else:
         empty = i18n.t("no_conversations")
     return render.sidebar_html(groups, empty_text=empty, more=total - len(page), note=note)
+
+
+def _no_match_text(query: str) -> str:
+    """The empty list's sentence for a search: about tags when it asks for ``tag:NAME`` (trial 11:
+    "No conversation title matches" for a tag nobody has), else about titles."""
+    from core.session.lookup import split_tags
+
+    wanted, rest = split_tags(query)
+    if not wanted:
+        return i18n.t("no_title_match")
+    names = ", ".join(f"#{tag}" for tag in wanted if tag != "\x00") or query.strip()
+    return i18n.t("no_tag_title_match" if rest else "no_tag_match", tags=names)
 
 
 def _from_other_machines(ctx: WebContext, project: str, metas: list[Any], *,

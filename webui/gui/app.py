@@ -323,6 +323,9 @@ def build_app(ctx: WebContext) -> gr.Blocks:
         build_sidebar(p)
         build_chat_pane(p)
         p.sid_box = gr.Textbox(visible="hidden", elem_id="ac-sid")  # mirrors the id into the URL
+        # The name of a message's "…" menu button, in the page's language: Gradio names it
+        # "Feedback" in every language (trial 11); chat_text.js puts this name on it.
+        p.menu_name = gr.Textbox(tr("reply_menu"), visible="hidden", elem_id="ac-menu-name")
         p.timer = gr.Timer(TITLE_POLL_SECONDS, active=False)
         wire_load(p)
         wire_sending(p)

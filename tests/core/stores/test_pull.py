@@ -206,7 +206,7 @@ class TestBothMachinesWroteInOneChat:
         assert a.flush(15), a.status()  # the kept version reaches the mirror too
         again = pull_sessions(mirror, a)
         assert again.ok and not (again.copied or again.extended or again.versions), again.to_dict()
-        assert again.summary().startswith("Pulled 0 new record(s) and the new part of 0;"), again.summary()
+        assert again.summary().startswith("Nothing new to pull;") and "of 0" not in again.summary(), again.summary()
         assert histories(ma, key) == got and ma.current_version(key) == key
 
         # B sees both too: its own and A's, once each — not A's copy of B's history.
@@ -247,3 +247,17 @@ class TestBothMachinesWroteInOneChat:
         mb = SessionManager(b)
         assert histories(mb, chat.key) == {chat.id: ["q1", "a1", "q2", "a2"], rewound.id: ["q1", "a1"]}
         assert mb.current_version(chat.key) == rewound.key
+
+
+def test_the_summary_names_only_what_was_pulled():
+    """Guards against trial 11's "Pulled 0 new record(s) and the new part of 0": a pull that
+    brought nothing says so, and one that did names only what came."""
+    from core.stores.pull import PullReport
+
+    assert PullReport(identical=["p/a", "p/b"]).summary() == "Nothing new to pull; 2 already up to date here."
+    assert PullReport().summary() == "Nothing new to pull."
+    assert PullReport(copied=["p/a"], identical=["p/b"]).summary() == (
+        "Pulled 1 new record(s); 1 already up to date here.")
+    assert PullReport(extended=["p/a"]).summary() == "Pulled the new messages of 1 record(s)."
+    assert PullReport(copied=["p/a"], extended=["p/b", "p/c"]).summary() == (
+        "Pulled 1 new record(s) and the new messages of 2 record(s).")

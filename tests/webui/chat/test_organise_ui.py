@@ -75,6 +75,17 @@ class TestSidebar:
             ["Deploy staging"]
         assert titles_in_order(handlers.session_list_html(ctx, ctx.project_key, query="tag:none")) == []
 
+    def test_a_tag_search_that_finds_nothing_speaks_of_tags(self, ctx):
+        """Guards against trial 11's "No conversation title matches this search" for `tag:NAME`."""
+        organise.apply(ctx, state_of(ctx), {"action": "tags", "sid": chat(ctx, "Deploy").id, "tags": "ops"})
+        empty = handlers.session_list_html(ctx, ctx.project_key, query="tag:none")
+        assert "No conversation has the tag #none." in empty and "title" not in empty
+        both = handlers.session_list_html(ctx, ctx.project_key, query="lunch tag:ops")
+        assert "No conversation with the tag #ops has a title matching this search." in both
+        assert "No conversation title matches" in handlers.session_list_html(ctx, ctx.project_key, query="zzz")
+        with i18n.using("zh-CN", "Asia/Shanghai"):
+            assert "没有带有标签 #none 的对话。" in handlers.session_list_html(ctx, ctx.project_key, query="tag:none")
+
     def test_menu_labels_in_chinese(self, ctx):
         chat(ctx, "聊天")
         with i18n.using("zh-CN", "Asia/Shanghai"):
