@@ -41,8 +41,27 @@ def parse_tags(text: str) -> list[str]:
     """The tags typed in the "Edit tags" box: separated by commas (also Chinese ，、；
     and semicolons), each cleaned (:func:`~core.session.entries.clean_tag`), duplicates dropped.
     Raises :class:`~core.errors.InvalidTag` for a part that cannot be a tag."""
-    parts = [p.strip().lstrip("#") for p in _SPLIT.split(text or "")]
-    return list(dict.fromkeys(clean_tag(p) for p in parts if p.strip()))
+    good, refused = split_tags_typed(text)
+    if refused:
+        raise refused[0][1]
+    return good
+
+
+def split_tags_typed(text: str) -> tuple[list[str], list[tuple[str, InvalidTag]]]:
+    """:func:`parse_tags` that keeps going: ``(the tags that can be, [(a part as typed, why it
+    cannot be a tag)])``. The page saves the first and names the second (trial 12: one bad part
+    threw the whole list away, and the prompt with it)."""
+    good: list[str] = []
+    refused: list[tuple[str, InvalidTag]] = []
+    for part in _SPLIT.split(text or ""):
+        part = part.strip().lstrip("#")
+        if not part.strip():
+            continue
+        try:
+            good.append(clean_tag(part))
+        except InvalidTag as err:
+            refused.append((part, err))
+    return list(dict.fromkeys(good)), refused
 
 
 def _key(ctx: WebContext, state: dict[str, Any], sid: str) -> SessionKey:
@@ -79,13 +98,17 @@ def apply(ctx: WebContext, state: dict[str, Any], data: Any) -> str | None:
         elif action == "untag":
             ctx.manager.tag(key, remove=[str(data.get("tag", ""))])
         else:
-            wanted = parse_tags(str(data.get("tags", "")))
+            wanted, refused = split_tags_typed(str(data.get("tags", "")))
+            if refused and not wanted:
+                raise refused[0][1]  # nothing typed can be a tag: nothing changes (not "remove all")
             if action == "add_tags":
                 ctx.manager.tag(key, add=wanted)
             else:
                 have = ctx.manager.pin_and_tags(key)[1]
                 ctx.manager.tag(key, add=[x for x in wanted if x not in have],
                                 remove=[x for x in have if x not in wanted])
+            if refused:  # the valid ones are saved, the others named (none silently dropped)
+                return _left_out(refused)
     except InvalidTag as err:
         return describe(err)
     except SessionNotFound as err:  # the row's chat was deleted in another tab or process
@@ -95,6 +118,13 @@ def apply(ctx: WebContext, state: dict[str, Any], data: Any) -> str | None:
         log.warning("organise %s on %s failed: %s", action, sid, err)
         return describe(err) if isinstance(err, AnycodeError) else str(err)
     return None
+
+
+def _left_out(refused: list[tuple[str, InvalidTag]]) -> str:
+    """The sentence naming the typed parts that were not saved as tags (quoted as typed, cut
+    to 40 characters each)."""
+    shown = ", ".join(f"“{p if len(p) <= 40 else p[:39] + '…'}”" for p, _ in refused)
+    return t("tags_left_out", tags=shown)
 
 
 def tag_bar_html(ctx: WebContext, state: dict[str, Any] | None) -> str:

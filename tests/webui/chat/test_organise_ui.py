@@ -123,6 +123,18 @@ class TestTagBar:
         assert ctx.manager.pin_and_tags(s.key) == (None, ())
         assert organise.apply(ctx, state_of(ctx), {"action": "pin", "sid": "0" * 32}) is not None
 
+    def test_a_bad_part_keeps_the_others_and_is_named(self, ctx):
+        """Trial 12: "work, <b>x</b>, urgent" saved no tag at all, and the typed list was gone."""
+        s = chat(ctx, "Chat")
+        ctx.manager.tag(s.key, add=["old"])
+        notice = organise.apply(ctx, state_of(ctx), {"action": "tags", "sid": s.id, "tags": "old, work, <b>x</b>, urgent"})
+        assert ctx.manager.pin_and_tags(s.key)[1] == ("old", "work", "urgent")
+        assert "“<b>x</b>”" in notice and "the other tags were saved" in notice
+        notice = organise.apply(ctx, state_of(ctx), {"action": "tags", "sid": s.id, "tags": "<i>"})
+        assert notice and ctx.manager.pin_and_tags(s.key)[1] == ("old", "work", "urgent"), "nothing valid: nothing removed"
+        notice = organise.apply(ctx, state_of(ctx), {"action": "add_tags", "sid": s.id, "tags": "x:y, home"})
+        assert "“x:y”" in notice and "home" in ctx.manager.pin_and_tags(s.key)[1]
+
     def test_parse_tags(self):
         assert organise.parse_tags(" #Work, to do ；x、y\n") == ["work", "to-do", "x", "y"]
         assert organise.parse_tags("a, A , b") == ["a", "b"]
