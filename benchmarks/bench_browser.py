@@ -14,7 +14,7 @@ subprocesses on 127.0.0.1 over a generated data dir, then measures:
 - beside a bare Gradio 6 app (``benchmarks/bare_gradio_app.py``: a column of buttons and a
   ``Chatbot`` showing 200 messages, Enter streaming from the same server), one interleaved run,
   each app idle for a second before it is timed, medians of 5: page load, click a 1,000-message
-  chat, Enter → first token, rename and archive (against the bare app's click), each as a ratio,
+  chat, Enter → first token, rename, archive and a version switch (against the bare app's click), each as a ratio,
   and the Gradio events each action fires (issue 32).
 
 Prints Markdown tables; options: ``--quick`` (fewer runs), ``--keep`` (keep the data),
@@ -198,7 +198,8 @@ def compare_with_bare(browser, url: str, bare_url: str, script, fake_ttft, runs:
     pairs: dict[str, tuple[list[float], list[float]]] = {
         "page load → sidebar shown": ([], []), "click a 1,000-message chat → its last message": ([], []),
         "Enter → first token (less the server's own)": ([], []), "rename → sidebar shows it": ([], []),
-        "archive → the button says Unarchive": ([], [])}
+        "archive → the button says Unarchive": ([], []),
+        "version switch (‹ on a regenerated reply) → the other reply": ([], [])}
     keys = list(pairs)
 
     def idle(pg) -> None:
@@ -261,7 +262,20 @@ def compare_with_bare(browser, url: str, bare_url: str, script, fake_ttft, runs:
         title.fill(big)
         title.press("Enter")
         ours.locator("#ac-list .ac-session", has_text=big).first.wait_for()
-        for side in (3, 4):  # the bare app's click is the floor of a rename and an archive
+        # a version switch: regenerate the reply just streamed, then time ‹ back to the first one
+        script(f"Again{i} and more text after it.")
+        ours.locator("#ac-chat [data-testid=bot]").last.hover()
+        ours.locator("#ac-chat .message-buttons-left").last.locator(".extra-feedback > button").click()
+        ours.get_by_role("button", name="Regenerate").first.click()
+        ours.locator("[data-testid=bot]", has_text=f"Again{i}").last.wait_for()
+        back = ours.locator("#ac-chat .message-row").last.get_by_role("button", name="Previous version")
+        back.wait_for()
+        idle(ours)
+        t = time.perf_counter()
+        back.click()
+        ours.locator("#ac-chat [data-testid=bot]").last.filter(has_text=f"Token{i}x0").wait_for()
+        pairs[keys[5]][0].append(time.perf_counter() - t)
+        for side in (3, 4, 5):  # the bare app's click is the floor of a rename, an archive, a switch
             pairs[keys[side]][1].append(pairs[keys[1]][1][-1])
     out = ratio_table(pairs)
     # the events behind each action (one run each, after the timed ones)
