@@ -291,6 +291,11 @@ def compare_with_bare(browser, url: str, bare_url: str, script, fake_ttft, runs:
         "send": lambda: (script("Breakdown reply."), ours.locator("#ac-input textarea").fill("one more"),
                          ours.locator("#ac-input textarea").press("Enter"),
                          ours.locator("[data-testid=bot]", has_text="Breakdown reply.").last.wait_for()),
+        # the latest regenerated reply (the timed runs went back to its first version): › to it again
+        "version switch": lambda: (
+            ours.locator("#ac-chat .message-row").filter(has=ours.locator(".ac-vswitch")).last
+            .get_by_role("button", name="Next version").click(),
+            ours.locator("#ac-chat [data-testid=bot]", has_text=f"Again{runs - 1}").last.wait_for()),
         "search": lambda: ours.locator("#ac-search textarea, #ac-search input").first.fill("parser"),
         "new chat": lambda: ours.locator("#ac-new").click(),
     }
