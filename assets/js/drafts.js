@@ -18,6 +18,18 @@
     } catch (e) { /* storage full or off: the box still holds the text */ }
   };
   let last = null;  // {key, text} seen on the previous look
+  // {key, text, at}: the box was emptied (a send hands the text over at once). The send may yet be
+  // refused and the text put back; a reload in between must not lose it, so the draft is removed
+  // only once the chat shows it as its last message, or after a while (cleared by hand, or shown
+  // with Markdown that reads differently). CI saw a reload inside the 300 ms between the put-back
+  // and the next look lose the refused text; the look on pagehide closes that window.
+  let pending = null;
+  const GRACE_MS = 10000;
+  const shownAsLast = (text) => {
+    const users = document.querySelectorAll('#ac-chat [data-testid=user]');
+    const u = users[users.length - 1];
+    return !!u && u.innerText.trim() === text.trim();
+  };
   const look = () => {
     const b = box();
     if (!b) return;
@@ -35,11 +47,18 @@
     }
     if (text.trim()) {
       if (text !== last.text || key !== last.key) write(key, text);
+      pending = null;
     } else if (last.text && key === last.key) {
-      write(key, '');  // sent (the box was emptied) or cleared by hand
+      pending = { key, text: last.text, at: Date.now() };  // sent, or cleared by hand
+    }
+    if (pending && (shownAsLast(pending.text) || Date.now() - pending.at > GRACE_MS)) {
+      write(pending.key, '');
+      pending = null;
     }
     last = { key, text };
   };
   window.acDrafts = setInterval(look, 300);
+  // a reload or a closed tab: what the box holds right now is kept (the interval may not have run)
+  window.addEventListener('pagehide', look);
   return [];
 }
