@@ -38,7 +38,9 @@
     if (last === null) {
       // first look: put the chat's draft back into an empty box (Gradio reads the input event)
       const kept = read(key);
-      if (!text && kept) {
+      if (!text && kept && shownAsLast(kept)) {
+        write(key, '');  // sent already (the chat ends with it): never put back into the box
+      } else if (!text && kept) {
         b.value = kept;
         b.dispatchEvent(new Event('input', { bubbles: true }));
       }
