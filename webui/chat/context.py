@@ -223,9 +223,31 @@ class WebContext:
                     record.runs.remove(run)
                 if state is not None and not run.superseded:
                     record.last_state = dict(state)
+                if state is not None and run.superseded and state.get("session"):
+                    # The tab left this chat while the run wrote in it: the run's end (its partial
+                    # reply stored) is newer than anything the page was shown there (stale_view).
+                    record.left[state["session"]] = int(state.get("count") or 0)
+                    while len(record.left) > MAX_LEFT:
+                        record.left.pop(next(iter(record.left)))
                 if run.restore_text is not None:
                     record.restore[run.id] = run.restore_text
         run.done.set()
+
+    def stale_view(self, tab: str, state: dict[str, Any] | None) -> bool:
+        """True when ``state`` (what the page of ``tab`` sent with an event) shows a chat the tab
+        has since left while a reply of its was being written there, as it was before that reply
+        ended: the page sent it before the switch's answer arrived. A re-read of that chat must
+        not be drawn then, or it repaints the pane the switch just emptied (CI, stop 36: the once-
+        a-second check, fired between the switch and its answer, brought the left chat back over
+        the new one). A state of the same chat shown again later (opened anew) holds at least
+        the count the reply ended with, and is not stale."""
+        st = state or {}
+        if not st.get("session"):
+            return False
+        with self._cancel_lock:
+            record = self._tabs.get(tab)
+            ended = record.left.get(st["session"]) if record else None
+        return ended is not None and int(st.get("count") or 0) < ended
 
     def pop_restore(self, tab: str, run_id: Any) -> str | None:
         """The text run ``run_id`` of ``tab`` gave back (refused send), once; else None."""
@@ -303,6 +325,7 @@ class WebContext:
 
 
 MAX_TABS = 2000  # tab records kept (an idle record is a few ids; closed pages never say goodbye)
+MAX_LEFT = 16  # chats per tab remembered as left mid-reply (stale_view)
 
 
 ORPHAN_SECONDS = 120.0  # a handed-over message whose send never started this long is dropped
@@ -338,3 +361,5 @@ class _TabRuns:
     runs: list[Run] = field(default_factory=list)
     last_state: dict[str, Any] | None = None
     restore: dict[int, str] = field(default_factory=dict)
+    # chats the tab left while a run wrote there → the message count that run ended with
+    left: dict[str, int] = field(default_factory=dict)

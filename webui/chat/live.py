@@ -155,9 +155,10 @@ def behind(ctx: Any, state: dict[str, Any] | None, tab: str) -> bool:
     when the list token changed, so a reply written elsewhere is shown even when no check fell
     while it was being written (a fast reply holds its lease for less than the check's second:
     the fresh-user trial's tab never showed the other tab's message). False without an open chat,
-    while this tab runs a reply of its own, or when the store cannot tell. Metadata only."""
+    while this tab runs a reply of its own, for a state sent before a switch's answer
+    (:meth:`WebContext.stale_view`), or when the store cannot tell. Metadata only."""
     st = state or {}
-    if not st.get("session") or not st.get("project") or ctx.running(tab):
+    if not st.get("session") or not st.get("project") or ctx.running(tab) or ctx.stale_view(tab, st):
         return False
     try:
         members = ctx.manager.family(SessionKey(st["project"], st["session"]))
@@ -190,10 +191,12 @@ def deleted_elsewhere(ctx: Any, state: dict[str, Any] | None, tab: str) -> bool:
 def refreshed(ctx: Any, state: dict[str, Any] | None, tab: str) -> Any:
     """The open chat re-read once another tab's or process's reply is done, so this tab shows it
     and its next send continues from it (a :class:`~webui.chat.views.SessionView`); None while
-    this tab runs a reply of its own, without an open chat, or when the store cannot be read."""
+    this tab runs a reply of its own, without an open chat, when the page sent ``state`` before
+    a switch's answer reached it (:meth:`WebContext.stale_view`: the left chat would be drawn over
+    the one opened) or when the store cannot be read."""
     from webui.chat.views import reload
 
-    if not state or not state.get("session") or ctx.running(tab):
+    if not state or not state.get("session") or ctx.running(tab) or ctx.stale_view(tab, state):
         return None
     try:
         view = reload(ctx, state)

@@ -63,6 +63,9 @@ def wire_live(p: Page, tab_key: Callable[[Any, Any], str]) -> None:
 
     def on_check(st, tab_id, known, was_writing, query, archived, field, request: gr.Request):
         key = tab_key(request, tab_id)
+        if ctx.stale_view(key, st):
+            # sent before a switch's answer reached the page: that answer draws the pane and list
+            return tuple(gr.skip() for _ in range(10))
         found = live.check(ctx, st, key, known)
         sessions = title = tags = gr.skip()
         renamed = None

@@ -138,6 +138,38 @@ def test_a_reply_written_elsewhere_between_two_checks_is_seen(tmp_path, project,
     assert not live.behind(ctx, None, "tab-a") and not live.behind(ctx, {"project": ctx.project_key}, "tab-a")
 
 
+class TestLeftChatNotRepainted:
+    """Guards against the chat a tab just left coming back over the one it opened (CI, stop 36:
+    New chat clicked while a reply streamed, and the once-a-second check, sent by the page with
+    its state from before the switch's answer, found the left chat behind the store, since its
+    stopped reply had just been stored, and re-read it into the emptied pane)."""
+
+    def test_a_state_sent_before_the_switch_answered_is_not_refreshed(self, tmp_path, project, fake_openai):
+        ctx = _ctx(tmp_path, project, fake_openai)
+        s = seeded(ctx)
+        view = handlers.open_session(ctx, ctx.project_key, s.id)
+        gen = _stream_a(ctx, view.state, fake_openai)
+        shown = None  # the tab's state as the page last had it, mid-reply
+        consumer = threading.Thread(target=lambda: list(gen))
+        for upd in gen:
+            shown = upd.state
+            break
+        consumer.start()
+        handlers.leave(ctx, "tab-a")  # New chat: the reply stops, its partial text is stored
+        consumer.join(10)
+        assert ctx.manager.get(s.key).messages[-1]["role"] == "assistant", "the partial reply is stored"
+        assert live.behind(ctx, shown, "tab-a") is False
+        assert live.refreshed(ctx, shown, "tab-a") is None, "the left chat is not drawn again"
+        # Opened again (a click in the sidebar), the chat is followed as usual: another tab's
+        # reply there is re-read into this tab.
+        again = handlers.open_session(ctx, ctx.project_key, s.id)
+        assert not ctx.stale_view("tab-a", again.state)
+        b = handlers.open_session(ctx, ctx.project_key, s.id)
+        list(handlers.send(ctx, b.state, "from B", None, "tab-b"))
+        assert live.behind(ctx, again.state, "tab-a")
+        assert "from B" in str(live.refreshed(ctx, again.state, "tab-a").rows[-1]["content"])
+
+
 def test_without_a_lease_a_racing_reply_is_kept_as_a_version_and_said(tmp_path, project, fake_openai, monkeypatch):
     """A writer the lease did not hold back (a lease lapsed, a clock far off): tab A's reply that
     finishes after tab B wrote is kept as version 2 of 2, and tab A says so in one sentence."""
