@@ -93,10 +93,17 @@ def labelled(demo: gr.Blocks, skip: tuple = ()) -> list[tuple[Any, dict[str, Any
     return found
 
 
-def attach(demo: gr.Blocks, skip: tuple = ()) -> None:
+def attach(demo: gr.Blocks, skip: tuple = (), progress_on: Any = None) -> None:
     """On page load, when the request's language (setting, ``ANYCODE_LANG``) is not the one
     Gradio's frontend picked from the browser, set every static label in the request's
-    language. Call at the end of ``build_app`` inside the Blocks."""
+    language. Call at the end of ``build_app`` inside the Blocks.
+
+    ``progress_on``: the one component the event's (hidden) progress is kept on, instead of
+    its ~45 outputs (issue 32). Gradio's page keeps a loading status for every component that
+    was ever an event's progress target, and on every status change of any event (several per
+    event: the once-a-second live check, an open, a send) it pushes all of them again, copying
+    each component's data as it does: these labels, relabelled at most once per page, were
+    half of those copies for the page's whole life."""
     parts = labelled(demo, skip)
     if not parts:
         return
@@ -108,7 +115,8 @@ def attach(demo: gr.Blocks, skip: tuple = ()) -> None:
             return [gr.skip()] * len(parts)
         return [type(c)(**{p: server_text(v, wanted) for p, v in props.items()}) for c, props in parts]
 
-    demo.load(relabel, None, outputs, api_visibility="private", show_progress="hidden")
+    demo.load(relabel, None, outputs, api_visibility="private", show_progress="hidden",
+              show_progress_on=[progress_on] if progress_on is not None else None)
 
 
 # The language the page was built in (no request: ``ANYCODE_LANG`` or English): what needs no

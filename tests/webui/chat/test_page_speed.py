@@ -31,7 +31,18 @@ class TestPageEvents:
         for dep in filling:
             targets = dep["show_progress_on"]
             assert targets is not None and not chats & set(targets), dep["id"]
-            assert set(targets) == set(dep["outputs"]) - chats  # the others keep their progress
+            if dep["show_progress"] != "hidden":
+                assert set(targets) == set(dep["outputs"]) - chats  # the others keep their progress
+
+    def test_the_relabelling_load_shows_progress_on_one_component(self, tmp_path):
+        """Guards against the ~45 labels the page load may relabel becoming progress targets: each
+        target's data was copied on every status change of every event for the page's life."""
+        cfg = _config(tmp_path)
+        ids = {c["props"].get("elem_id"): c["id"] for c in cfg["components"]}
+        loads = [d for d in cfg["dependencies"] if d["backend_fn"] and any(t[1] == "load" for t in d["targets"])]
+        relabel = max(loads, key=lambda d: len(d["outputs"]))
+        assert len(relabel["outputs"]) > 30 and relabel["show_progress"] == "hidden"
+        assert relabel["show_progress_on"] == [ids["ac-lang"]]
 
     def test_the_live_check_does_not_fill_the_chat(self, tmp_path):
         cfg = _config(tmp_path)
