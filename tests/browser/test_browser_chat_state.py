@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.support.chromium import TIMEOUT_MS, running_app, send
+from tests.support.chromium import TIMEOUT_MS, _seed, running_app, send
 from tests.support.chromium import expect as _expect
 
 pytestmark = pytest.mark.browser
@@ -219,3 +219,22 @@ class TestArchivedInAnotherTab:
         page.locator("#ac-input textarea").press("Enter")  # send again: unarchives and sends
         expect(page.locator("[data-testid=bot]").last).to_contain_text("You said: And their prices?")
         expect(page.locator("#ac-archived-bar")).to_be_hidden()
+
+
+class TestProjectSwitcher:
+    """Guards against the project switcher offering only the open project: a page load no longer
+    lists every project before it shows the sidebar (issue 32: ~70 ms with a 10,000-session
+    project); the list follows the load's answer, and another project's chats open from it."""
+
+    def test_another_project_is_offered_and_opens(self, world, page):
+        other = world["tmp"] / "billing-svc"
+        other.mkdir(exist_ok=True)
+        _seed(world["data"], other)
+        page.goto(world["url"])  # a new page load lists the project just made
+        expect(page.locator("#ac-project input")).to_have_value(f"shop-api — {world['proj']}")
+        page.locator("#ac-project input").click()
+        option = page.get_by_role("option", name=re.compile("billing-svc"))
+        expect(option).to_be_visible()
+        option.click()
+        expect(page.locator("#ac-list")).to_contain_text("Set up the Postgres store")
+        expect(page.locator("#ac-project input")).to_have_value(re.compile("^billing-svc — "))

@@ -460,7 +460,9 @@ def wire_load(p: Page) -> None:
         shown[2] = gr.Chatbot(value=shown[2], feedback_options=[t(BRANCH_OPTION), t(chat_versions.REGENERATE_OPTION),
                                                                    t(rewind_card.REWIND_OPTION)])
         return (*shown, uuid.uuid4().hex,
-                gr.Dropdown(choices=handlers.project_choices(ctx, current), value=current),
+                # the launcher's project only (the list of all follows from on_loaded, below)
+                gr.Dropdown(choices=[(handlers.project_label(ctx.project_path), current)], value=current)
+                if current == ctx.project_key else gr.skip(),
                 gr.Dropdown(choices=names, value=default),
                 gr.Markdown(banner_text or "", visible=bool(banner_text)), token,
                 # the sidebar foot in the tab's language: in this event, not two more (issue 32)
@@ -470,11 +472,16 @@ def wire_load(p: Page) -> None:
         # After the load's answer reached the page (a second event): a message sent before it
         # waits until here, so the answer can no longer blank the chat that message went to.
         ctx.page_loaded(_tab_key(request, None), st)
+        # Every project with sessions for the switcher: listing them reads every project's
+        # index (~70 ms with a 10,000-session project), which the sidebar and chat of the load's
+        # answer no longer wait for (issue 32).
+        current = (st or {}).get("project") or ctx.project_key
+        return gr.Dropdown(choices=handlers.project_choices(ctx, current), value=current)
 
     p.demo.load(on_load, None, [*p.view_outputs, p.tab, p.project, p.model, p.banner, p.live_token, p.lang,
                                 p.prefs],
                 api_visibility="private", js=i18n_ui.COOKIE_JS).then(  # the browser's language and zone first
-        on_loaded, p.state, None, api_visibility="private", show_progress="hidden", queue=False)
+        on_loaded, p.state, p.project, api_visibility="private", show_progress="hidden", queue=False)
     p.sid_box.change(None, p.sid_box, None, js=URL_SYNC_JS)
 
 
