@@ -131,6 +131,27 @@ def delete_memory(ctx: WebContext, project_key: str, memory_id: str) -> tuple[st
     return t("memory_deleted", text=m.text), True
 
 
+def written_lately(ctx: WebContext, state: dict[str, Any] | None, now: float) -> bool:
+    """True when the tab's open conversation was written in the last :data:`WATCH_SECONDS`
+    (a reply just ended there, so its memory job may still add memories); False for one that was
+    only opened. Only then does the page poll for new memories (issue 32: every open and version
+    switch started a poll every 1.5 s for 30 s, an event whose status changes each made Gradio's
+    page copy the data of every component ever shown as loading). Metadata only; True when the
+    store cannot tell (the page then polls as before)."""
+    from core.session.keys import SessionKey
+
+    st = state or {}
+    if not st.get("session") or not st.get("project"):
+        return False
+    try:
+        members = ctx.manager.family(SessionKey(st["project"], st["session"]))
+    except Exception as err:  # noqa: BLE001 -- deleted or unreadable: poll as before
+        log.info("memory watch: %s", err)
+        return True
+    me = next((m for m in members if m.id == st["session"]), None)
+    return me is None or now - float(me.updated_at or 0) <= WATCH_SECONDS
+
+
 def new_model_memories(ctx: WebContext, session_id: str | None, project_key: str, since: float,
                        seen: list[str]) -> list[Memory]:
     """Memories the model added from conversation ``session_id`` since ``since`` (Unix seconds)

@@ -35,6 +35,7 @@ from webui.chat.memory import (
     toast_markdown,
     toast_shown,
     undo,
+    written_lately,
 )
 from webui.gui.assets import script
 from webui.gui.i18n_ui import tr
@@ -203,7 +204,14 @@ def wire_memory_toast(ctx: WebContext, parts: dict[str, Any], *, state: Any, not
         if w.get("session") != sid:
             # From a little before now: a quick memory job can finish before the page reports
             # the new conversation, and its memory would never be shown (seen as a flaky test).
-            w = {"session": sid, "since": now - WATCH_SECONDS, "seen": [], "shown": []}
+            # A "Memory updated" bar still shown leaves at its time, whatever chat is open.
+            shown = {"toast_until": w["toast_until"]} if w.get("toast_until") else {}
+            w = {"session": sid, "since": now - WATCH_SECONDS, "seen": [], "shown": [], **shown}
+        if not written_lately(ctx, st, now):
+            # Opened, not written: no memory job is adding memories here, so no poll (issue 32),
+            # only the ticks that take a bar still shown away.
+            w["until"] = float(w.get("toast_until") or 0)
+            return w, gr.Timer(active=bool(w.get("toast_until")))
         w["until"] = now + WATCH_SECONDS
         return w, gr.Timer(active=True)
 

@@ -140,3 +140,21 @@ class TestUsedMemoriesNote:
         rows = render.chat_rows([{"role": "system", "content": "You are anycode."},
                                  {"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]).rows
         assert not any(r.get("metadata") for r in rows)
+
+
+class TestWatchOnlyAfterAWrite:
+    """Guards against every opened chat polling for new memories for 30 s (issue 32: an open or a
+    version switch started a 1.5 s poll whose events each made the page copy the data of every
+    component ever shown as loading), and against a reply's memories going unseen."""
+
+    def test_a_chat_written_just_now_is_watched_an_old_one_is_not(self, ctx, tmp_path):
+        s = ctx.manager.create(tmp_path)
+        ctx.manager.add_messages(s.key, [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}])
+        state = {"project": s.project_key, "session": s.id}
+        written = ctx.manager.get(s.key).updated_at
+        assert memory_panel.written_lately(ctx, state, written + 1)  # a reply just ended: its job may be running
+        assert memory_panel.written_lately(ctx, state, written + memory_panel.WATCH_SECONDS - 1)
+        assert not memory_panel.written_lately(ctx, state, written + memory_panel.WATCH_SECONDS + 1)  # only opened
+        assert not memory_panel.written_lately(ctx, {"project": s.project_key, "session": None}, written)
+        gone = {"project": s.project_key, "session": "00000000-0000-4000-8000-000000000000"}
+        assert memory_panel.written_lately(ctx, gone, written), "cannot tell: watched as before"
