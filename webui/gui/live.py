@@ -61,11 +61,14 @@ def wire_live(p: Page, tab_key: Callable[[Any, Any], str]) -> None:
     """The once-a-second check (see the module docstring)."""
     ctx = p.ctx
 
+    check_outputs = [p.sessions, p.other_bar, p.box, p.live_token, p.live_writing, p.state, p.title, p.sid_box,
+                     p.live_done, p.tag_bar]
+
     def on_check(st, tab_id, known, was_writing, query, archived, field, request: gr.Request):
         key = tab_key(request, tab_id)
         if ctx.stale_view(key, st):
             # sent before a switch's answer reached the page: that answer draws the pane and list
-            return tuple(gr.skip() for _ in range(10))
+            return tuple(gr.skip() for _ in check_outputs)
         found = live.check(ctx, st, key, known)
         sessions = title = tags = gr.skip()
         renamed = None
@@ -120,9 +123,7 @@ def wire_live(p: Page, tab_key: Callable[[Any, Any], str]) -> None:
     # in an event of its own (a change of live_done: the check is unqueued, and a State's change
     # does not follow an unqueued event).
     p.live_btn.click(on_check, [p.state, p.tab, p.live_token, p.live_writing, p.search, p.show_archived, p.title],
-                     [p.sessions, p.other_bar, p.box, p.live_token, p.live_writing, p.state, p.title, p.sid_box,
-                      p.live_done, p.tag_bar],
-                     api_visibility="private", show_progress="hidden", queue=False)
+                     check_outputs, api_visibility="private", show_progress="hidden", queue=False)
 
     def on_written(_done, st, tab_id, request: gr.Request):
         view = live.refreshed(ctx, st, tab_key(request, tab_id))
