@@ -197,25 +197,28 @@ def wire_memory_toast(ctx: WebContext, parts: dict[str, Any], *, state: Any, not
     def on_state(st, w):
         # Every settled reply changes the tab's state: watch this conversation for a while.
         sid = (st or {}).get("session")
-        if not sid:
-            return gr.skip(), gr.Timer(active=False)
-        now = time.time()
         w = dict(w or {})
+        # "Memory updated" (and its Undo) belongs to the chat whose reply made the memory: it
+        # goes when another chat is opened (trial 14: it stayed over an unrelated old chat).
+        leaving = bool(w.get("toast_until")) and w.get("session") != sid
+        bar = gr.Row(visible=False) if leaving else gr.skip()
+        if leaving:
+            w.pop("toast_until", None)
+        if not sid:
+            return (w if leaving else gr.skip()), gr.Timer(active=False), bar
+        now = time.time()
         if w.get("session") != sid:
             # From a little before now: a quick memory job can finish before the page reports
             # the new conversation, and its memory would never be shown (seen as a flaky test).
-            # A "Memory updated" bar still shown leaves at its time, whatever chat is open.
-            shown = {"toast_until": w["toast_until"]} if w.get("toast_until") else {}
-            w = {"session": sid, "since": now - WATCH_SECONDS, "seen": [], "shown": [], **shown}
+            w = {"session": sid, "since": now - WATCH_SECONDS, "seen": [], "shown": []}
         if not written_lately(ctx, st, now):
-            # Opened, not written: no memory job is adding memories here, so no poll (issue 32),
-            # only the ticks that take a bar still shown away.
-            w["until"] = float(w.get("toast_until") or 0)
-            return w, gr.Timer(active=bool(w.get("toast_until")))
+            # Opened, not written: no memory job is adding memories here, so no poll (issue 32).
+            w["until"] = max(now, float(w.get("toast_until") or 0))  # a bar shown here still leaves by itself
+            return w, gr.Timer(active=bool(w.get("toast_until"))), bar
         w["until"] = now + WATCH_SECONDS
-        return w, gr.Timer(active=True)
+        return w, gr.Timer(active=True), bar
 
-    listen(on_state, [state, watch], [watch, timer])  # follows the tab's state (webui.gui.state_hub)
+    listen(on_state, [state, watch], [watch, timer, toast])  # follows the tab's state (webui.gui.state_hub)
 
     def on_tick(st, w, panel_visible_html):
         w = dict(w or {})
