@@ -326,9 +326,43 @@ def compare_with_bare(browser, url: str, bare_url: str, script, fake_ttft, runs:
         n, nbytes, last_ms, size, server, busy = breakdown(bare, log_bare, action)
         out.append(f"| bare Gradio: {name} | {n} | {nbytes:,} | {last_ms:.0f} ms | {size:,} | {server:.0f} ms "
                    f"| {busy:.0f} ms |")
-    ours.close()
+    # An open tab left alone (issue 32, round 13): its renderer's CPU per second with the
+    # 1,000-message chat shown, one page open at a time (they share a renderer process).
     bare.close()
+    ours.goto(url)  # the breakdown left a search typed in the sidebar
+    idle_ours = idle_cpu(browser, ours, lambda: ours.locator("#ac-list .ac-session", has_text=big).first.click())
+    ours.close()
+    bare = browser.new_page(viewport={"width": 1360, "height": 860})
+    bare.goto(bare_url)
+    idle_bare = idle_cpu(browser, bare, lambda: bare.locator(".bare-row", has_text=big).click())
+    bare.close()
+    out += ["", "An open tab left alone with the 1,000-message chat shown (renderer CPU per second, "
+            "6 s windows, median of 3):", "",
+            "| page | renderer CPU | ratio |", "|---|---:|---:|",
+            f"| anycode | {idle_ours:.0f} ms/s | {idle_ours / max(idle_bare, 1e-3):.2f}× |",
+            f"| bare Gradio | {idle_bare:.0f} ms/s | 1× |"]
     return out
+
+
+def idle_cpu(browser, page, open_chat, windows: int = 3) -> float:
+    """Milliseconds of renderer CPU per second while ``page`` sits idle after ``open_chat()`` (the
+    median of ``windows`` 6-second windows, each after 3 s of settling); Chromium's
+    ``SystemInfo.getProcessInfo``, summed over renderer processes (open one page at a time)."""
+    cdp = browser.new_browser_cdp_session()
+
+    def cpu() -> float:
+        info = cdp.send("SystemInfo.getProcessInfo")["processInfo"]
+        return sum(p["cpuTime"] for p in info if p["type"] == "renderer")
+
+    open_chat()
+    rates = []
+    for _ in range(windows):
+        page.wait_for_timeout(3000)
+        c0, t0 = cpu(), time.perf_counter()
+        page.wait_for_timeout(6000)
+        rates.append((cpu() - c0) * 1000 / (time.perf_counter() - t0))
+    cdp.detach()
+    return statistics.median(rates)
 
 
 def main(argv: list[str] | None = None) -> int:
