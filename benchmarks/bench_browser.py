@@ -15,7 +15,7 @@ subprocesses on 127.0.0.1 over a generated data dir, then measures:
   ``Chatbot`` showing 200 messages, Enter streaming from the same server), one interleaved run,
   each app idle for a second before it is timed, medians of 5: page load, click a 1,000-message
   chat, Enter → first token, rename, archive and a version switch (against the bare app's click), each as a ratio,
-  and the Gradio events each action fires (issue 32).
+  the Gradio events each action fires, and an open tab's renderer CPU per second left alone (issue 32).
 
 Prints Markdown tables; options: ``--quick`` (fewer runs), ``--keep`` (keep the data),
 ``--bare-only`` (only the comparison with the bare app).
