@@ -815,7 +815,7 @@ def wire_titles(p: Page) -> None:
     p.timer.tick(on_tick, p.list_inputs, [p.title, p.sessions, p.timer],
                  api_visibility="private", show_progress="hidden")
     titles.wire_title_push(ctx, state=p.state, title=p.title, sessions=p.sessions, timer=p.timer,
-                           search=p.search, show_archived=p.show_archived)
+                           search=p.search, show_archived=p.show_archived, listen=p.listen)
 
 
 def wire_features(p: Page) -> None:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING, Any
+import uuid
+from typing import TYPE_CHECKING, Any, Callable
 
 import gradio as gr
 
@@ -15,10 +16,11 @@ if TYPE_CHECKING:
 
 
 def wire_title_push(ctx: WebContext, *, state: Any, title: Any, sessions: Any, timer: Any, search: Any,
-                    show_archived: Any) -> None:
+                    show_archived: Any, listen: Callable[..., None]) -> None:
     """Push the title when the tab's state says one is awaited (a send just ended): the title
     field, the sidebar list and the poll timer (off, or on as the fallback). The exports are
-    written when clicked, so they carry the title then."""
+    written when clicked, so they carry the title then. ``listen``: the state hub's
+    :meth:`~webui.gui.state_hub.StateListeners.add`."""
 
     def on_state(st, query, archived):
         found = wait_for_title(ctx, st)
@@ -37,6 +39,17 @@ def wire_title_push(ctx: WebContext, *, state: Any, title: Any, sessions: Any, t
         listed = text is None or html.escape(text) in html_list
         return text, html_list, gr.Timer(active=not listed)
 
+    # The push runs only when the state awaits a title (a chat's first reply just ended), not on
+    # every change of the state (issue 32: one more queued event per open, switch and send, whose
+    # status changes each made the page copy every progress target's data). The state hub, which
+    # runs on every change anyway, sets ``due`` then; the push is its own event, since it waits.
+    due = gr.Textbox(visible="hidden", elem_id="ac-title-due")
+
+    def on_due(st):
+        st = st or {}
+        return uuid.uuid4().hex if st.get("session") and st.get("title_wait") else gr.skip()
+
+    listen(on_due, state, due)
     # No concurrency limit: each call only waits for its own tab's thread (bounded).
-    state.change(on_state, [state, search, show_archived], [title, sessions, timer],
-                 api_visibility="private", show_progress="hidden", concurrency_limit=None)
+    due.change(on_state, [state, search, show_archived], [title, sessions, timer],
+               api_visibility="private", show_progress="hidden", concurrency_limit=None)

@@ -57,3 +57,16 @@ class TestPageEvents:
         with_foot = [d for d in loads if {ids["ac-lang"], ids["ac-prefs"]} <= set(d["outputs"])]
         assert len(with_foot) == 1 and ids["ac-list"] in with_foot[0]["outputs"]
         assert [d for d in loads if ids["ac-prefs"] in d["outputs"]] == with_foot  # no load event of its own
+
+    def test_one_event_follows_the_tab_state(self, tmp_path):
+        """Guards against more than one event per change of the tab's state: each is a round trip
+        after every open, switch and send, and its status changes make the page copy every
+        progress target's data (the title push ran on every change; it now runs only when the
+        state hub finds a title awaited)."""
+        cfg = _config(tmp_path)
+        states = {c["id"] for c in cfg["components"] if c["type"] == "state"}
+        on_state = [d for d in cfg["dependencies"] if any(t[1] == "change" and t[0] in states for t in d["targets"])]
+        assert len(on_state) == 1, [d["id"] for d in on_state]
+        ids = {c["props"].get("elem_id"): c["id"] for c in cfg["components"]}
+        push = [d for d in cfg["dependencies"] if [ids["ac-title-due"], "change"] in [list(t) for t in d["targets"]]]
+        assert len(push) == 1 and ids["ac-title"] in push[0]["outputs"]
