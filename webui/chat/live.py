@@ -129,6 +129,15 @@ class TitleNow:
     text: str
 
 
+def open_meta(ctx: Any, state: dict[str, Any]) -> Any:
+    """The stored metadata (``SessionMeta``) of the tab's open chat, ``state["session"]`` in
+    ``state["project"]``, found among its versions; None when it is not among them. Metadata only
+    (:meth:`SessionManager.family`). Raises what the store raises (deleted, moved, unreadable):
+    each caller says what that means for it."""
+    members = ctx.manager.family(SessionKey(state["project"], state["session"]))
+    return next((m for m in members if m.id == state["session"]), None)
+
+
 def title_now(ctx: Any, state: dict[str, Any] | None, tab: str) -> TitleNow | None:
     """The open chat's stored title when another tab or process renamed it (or a title was
     generated there) since this tab showed it; None when it is unchanged, without an open chat,
@@ -139,11 +148,10 @@ def title_now(ctx: Any, state: dict[str, Any] | None, tab: str) -> TitleNow | No
     if not st.get("session") or not st.get("project") or ctx.running(tab):
         return None
     try:
-        members = ctx.manager.family(SessionKey(st["project"], st["session"]))
+        me = open_meta(ctx, st)
     except Exception as err:  # noqa: BLE001 -- deleted, moved or unreadable: the page keeps its title
         log.info("no title check for %s: %s", st.get("session"), err)
         return None
-    me = next((m for m in members if m.id == st["session"]), None)
     if me is None or (me.title or "") == (st.get("title") or ""):
         return None
     return TitleNow(me.title or "", "" if me.title_source == "fallback" else (me.title or ""))
@@ -161,11 +169,10 @@ def behind(ctx: Any, state: dict[str, Any] | None, tab: str) -> bool:
     if not st.get("session") or not st.get("project") or ctx.running(tab) or ctx.stale_view(tab, st):
         return False
     try:
-        members = ctx.manager.family(SessionKey(st["project"], st["session"]))
+        me = open_meta(ctx, st)
     except Exception as err:  # noqa: BLE001 -- deleted or unreadable: deleted_elsewhere says it
         log.info("no change check for %s: %s", st.get("session"), err)
         return False
-    me = next((m for m in members if m.id == st["session"]), None)
     return me is not None and int(me.message_count or 0) > int(st.get("count") or 0)
 
 

@@ -23,6 +23,7 @@ from core.errors import AnycodeError
 from core.memory.mode import env_mode, memory_mode, set_automatic
 from core.memory.model import Memory
 from core.memory.store import MemoryStore
+from webui.chat.live import open_meta
 from webui.text.chat_text import inline, visible_bidi
 from webui.i18n import t, tn
 from webui.text.error_text import describe
@@ -138,17 +139,14 @@ def written_lately(ctx: WebContext, state: dict[str, Any] | None, now: float) ->
     switch started a poll every 1.5 s for 30 s, an event whose status changes each made Gradio's
     page copy the data of every component ever shown as loading). Metadata only; True when the
     store cannot tell (the page then polls as before)."""
-    from core.session.keys import SessionKey
-
     st = state or {}
     if not st.get("session") or not st.get("project"):
         return False
     try:
-        members = ctx.manager.family(SessionKey(st["project"], st["session"]))
+        me = open_meta(ctx, st)
     except Exception as err:  # noqa: BLE001 -- deleted or unreadable: poll as before
         log.info("memory watch: %s", err)
         return True
-    me = next((m for m in members if m.id == st["session"]), None)
     return me is None or now - float(me.updated_at or 0) <= WATCH_SECONDS
 
 
