@@ -178,7 +178,7 @@ _command("pull", "bring from the mirror what this machine lacks: new sessions, t
                       help="the store to pull from (default: $ANYCODE_MIRROR)"),
          options.json_option("print the report as JSON"))
 _command("migrate", "copy every session (all projects, archived, sub-agent records) to another store",
-         click.option("--to", required=True, metavar="SPEC", help="target store: a database URL or jsonl:FOLDER"),
+         click.option("--to", required=True, metavar="SPEC", help="target store: a database, s3:// or redis:// URL, or jsonl:FOLDER"),
          click.option("--no-progress", is_flag=True, help="no progress bar"),
          options.json_option("print the report as JSON"))
 
