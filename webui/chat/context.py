@@ -226,7 +226,8 @@ class WebContext:
                 if state is not None and run.superseded and state.get("session"):
                     # The tab left this chat while the run wrote in it: the run's end (its partial
                     # reply stored) is newer than anything the page was shown there (stale_view).
-                    record.left[state["session"]] = int(state.get("count") or 0)
+                    record.left.pop(state["session"], None)  # newest last: the oldest goes first
+                    record.left[state["session"]] = (int(state.get("count") or 0), time.monotonic())
                     while len(record.left) > MAX_LEFT:
                         record.left.pop(next(iter(record.left)))
                 if run.restore_text is not None:
@@ -240,14 +241,40 @@ class WebContext:
         not be drawn then, or it repaints the pane the switch just emptied (CI, stop 36: the once-
         a-second check, fired between the switch and its answer, brought the left chat back over
         the new one). A state of the same chat shown again later (opened anew) holds at least
-        the count the reply ended with, and is not stale."""
+        the count the reply ended with, and is not stale.
+
+        Only for ``STALE_SECONDS`` after that reply ended: a state sent before the switch's answer
+        reaches the server within moments, and a tab must never stop following a chat for good
+        (CI, stop 37: a reply stopped by mistake left the page's state below its count, and the
+        tab then ignored every check of that chat, a deletion elsewhere included)."""
         st = state or {}
         if not st.get("session"):
             return False
         with self._cancel_lock:
             record = self._tabs.get(tab)
             ended = record.left.get(st["session"]) if record else None
-        return ended is not None and int(st.get("count") or 0) < ended
+        if ended is None or time.monotonic() - ended[1] > STALE_SECONDS:
+            return False
+        return int(st.get("count") or 0) < ended[0]
+
+    def forget_deleted(self, tab: str, session: str) -> bool:
+        """The live check found ``tab``'s open chat ``session`` deleted in another tab or process:
+        the tab's next send must not continue that chat's last state, so it is forgotten. Returns
+        True when the tab is to show the deletion now; False, changing nothing, while a run of
+        the tab is registered: its message was handed over after the page sent the check's state,
+        and its own answer says what became of the chat. Such a run is never stopped here (CI,
+        stop 37: the check stopped a new chat's reply mid-stream, because it ran with the page's
+        state from before that send, and the tab then ignored every later check of the chat)."""
+        with self._cancel_lock:
+            record = self._tabs.get(tab)
+            if record is None:
+                return True
+            _drop_orphans(record)
+            if record.runs:
+                return False
+            if record.last_state and record.last_state.get("session") == session:
+                record.last_state = None
+            return True
 
     def pop_restore(self, tab: str, run_id: Any) -> str | None:
         """The text run ``run_id`` of ``tab`` gave back (refused send), once; else None."""
@@ -326,6 +353,7 @@ class WebContext:
 
 MAX_TABS = 2000  # tab records kept (an idle record is a few ids; closed pages never say goodbye)
 MAX_LEFT = 16  # chats per tab remembered as left mid-reply (stale_view)
+STALE_SECONDS = 15.0  # how long after such a reply ended a state older than it is ignored
 
 
 ORPHAN_SECONDS = 120.0  # a handed-over message whose send never started this long is dropped
@@ -361,5 +389,5 @@ class _TabRuns:
     runs: list[Run] = field(default_factory=list)
     last_state: dict[str, Any] | None = None
     restore: dict[int, str] = field(default_factory=dict)
-    # chats the tab left while a run wrote there → the message count that run ended with
-    left: dict[str, int] = field(default_factory=dict)
+    # chats the tab left while a run wrote there → (the message count that run ended with, when)
+    left: dict[str, tuple[int, float]] = field(default_factory=dict)

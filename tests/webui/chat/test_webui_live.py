@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 
+from core.session.keys import SessionKey
 from core.session.manager import SessionManager
 from core.stores.jsonl_store import LocalSessionStore
 from tests.core.agent.test_two_writers import strict_problem
@@ -168,6 +169,59 @@ class TestLeftChatNotRepainted:
         list(handlers.send(ctx, b.state, "from B", None, "tab-b"))
         assert live.behind(ctx, again.state, "tab-a")
         assert "from B" in str(live.refreshed(ctx, again.state, "tab-a").rows[-1]["content"])
+
+
+    def test_a_stale_state_is_followed_again_after_a_moment(self, tmp_path, project, fake_openai, monkeypatch):
+        """A state wrongly taken for stale must not blind the tab for good (CI, stop 37: the
+        tab ignored every check of its chat, a deletion elsewhere included)."""
+        from webui.chat import context
+
+        ctx = _ctx(tmp_path, project, fake_openai)
+        s = seeded(ctx)
+        view = handlers.open_session(ctx, ctx.project_key, s.id)
+        gen = _stream_a(ctx, view.state, fake_openai)
+        shown = next(gen).state
+        consumer = threading.Thread(target=lambda: list(gen))
+        consumer.start()
+        handlers.leave(ctx, "tab-a")
+        consumer.join(10)
+        assert ctx.stale_view("tab-a", shown)
+        monkeypatch.setattr(context, "STALE_SECONDS", 0.0)
+        time.sleep(0.01)
+        assert not ctx.stale_view("tab-a", shown)
+        assert live.behind(ctx, shown, "tab-a"), "followed again: the stored reply is re-read"
+
+
+class TestDeletedCheckStopsNoNewReply:
+    """Guards against CI stop 37: tab B's chat was deleted in tab A; B's once-a-second check,
+    sent with B's state from before B sent its message again, found the chat deleted and stopped
+    every run of B, the new chat's reply among them, mid-stream. B's page then never learned
+    when A deleted that new chat too."""
+
+    def test_a_message_sent_meanwhile_is_answered_and_kept(self, tmp_path, project, fake_openai):
+        ctx = _ctx(tmp_path, project, fake_openai)
+        s = seeded(ctx)
+        shown = handlers.open_session(ctx, ctx.project_key, s.id).state
+        handlers.delete(ctx, dict(shown))  # deleted in tab A
+        assert live.deleted_elsewhere(ctx, shown, "tab-b")  # the check, with B's old state
+        run_id, _ = handlers.take(ctx, "tab-b", "sent again")  # B's Enter reaches the server
+        assert ctx.forget_deleted("tab-b", s.id) is False, "the send owns the pane"
+        final = list(handlers.send_taken(ctx, handlers.new_chat(ctx, ctx.project_key).state, "tab-b",
+                                         run_id, None))[-1]
+        assert final.notice is None
+        kept = ctx.manager.get(SessionKey(ctx.project_key, final.state["session"])).messages
+        assert [m["content"] for m in kept][-2:] == ["sent again", "You said: sent again"]
+        assert not ctx.stale_view("tab-b", final.state)
+
+    def test_with_no_send_the_deleted_chat_is_forgotten(self, tmp_path, project, fake_openai):
+        ctx = _ctx(tmp_path, project, fake_openai)
+        s = seeded(ctx)
+        shown = handlers.open_session(ctx, ctx.project_key, s.id).state
+        final = list(handlers.send(ctx, shown, "from B", None, "tab-b"))[-1]
+        assert ctx.last_state("tab-b")["session"] == s.id
+        handlers.delete(ctx, dict(final.state))
+        assert ctx.forget_deleted("tab-b", s.id) is True
+        assert ctx.last_state("tab-b") is None, "the next send starts a new chat"
 
 
 def test_without_a_lease_a_racing_reply_is_kept_as_a_version_and_said(tmp_path, project, fake_openai, monkeypatch):
