@@ -634,6 +634,7 @@ def _serve(args: argparse.Namespace, store: Any, project_path: str, data_dir: Pa
 
 
 BACKGROUND_GRACE = 1.0  # seconds running title and memory jobs get to store their result when stopping
+STOP_DUMP_SECONDS = 20.0  # a stop still running after this long prints every thread's stack
 EXIT_JOIN_GRACE = 2.0  # seconds non-daemon threads (a library's) get before the process ends
 BACKGROUND_JOBS = ("title-", "memory-")  # thread names: core.agent.titles, core.agent.memory_job
 
@@ -705,7 +706,12 @@ def _wait(demo: Any) -> None:
         while getattr(demo, "is_running", False):
             time.sleep(0.2)
     except KeyboardInterrupt:
-        pass
+        # The stop's own waits add up to ~6 s (the close, the background jobs, other threads).
+        # Should it hang past STOP_DUMP_SECONDS, every thread's stack goes to stderr: the one
+        # report that says where (once seen in a test run on a loaded machine, never explained).
+        import faulthandler
+
+        faulthandler.dump_traceback_later(STOP_DUMP_SECONDS, exit=False)
 
 
 def _close_app(demo: Any, grace: float = CLOSE_GRACE) -> None:
