@@ -90,10 +90,10 @@ def wire_live(p: Page, tab_key: Callable[[Any, Any], str]) -> None:
             # starts one, the address drops ?session=), as after a delete during this tab's reply.
             from webui.chat.views import new_chat
 
-            view = new_chat(ctx, st.get("project"))
             if not ctx.forget_deleted(key, st["session"]):
                 # a message sent since the page sent this state: its send owns the pane and says it
                 return sessions, bar, box, known or "", writing, state, title, gr.skip(), done, tags
+            view = new_chat(ctx, st.get("project"))
             bar = gr.HTML(_bar_html("chat_deleted_while_open"), visible=True)
             return sessions, bar, box, found.token or known or "", DELETED, view.state, "", "", done, ""
         if was_writing == DELETED:
