@@ -4,7 +4,23 @@ element.addEventListener('click', (e) => {
   if (!row) return;
   element.querySelectorAll('.ac-session.active').forEach((x) => x.classList.remove('active'));
   row.classList.add('active');
+  if (window.acPageLoaded !== true) { early = row.dataset.sid; return; }
   trigger('select', {index: row.dataset.sid, value: row.dataset.sid});
+});
+// The list comes with the page's HTML (webui/gui/first_paint.py), before the page's load has
+// answered; that answer would blank a chat opened earlier, so a row clicked so soon is opened
+// once it is on the page (PAGE_LOADED_JS in webui/gui/app.py says when).
+let early = null;
+window.addEventListener('ac-page-loaded', () => {
+  if (early === null) return;
+  const sid = early;
+  early = null;
+  const row = element.querySelector(`[data-sid="${CSS.escape(sid)}"]`);
+  if (row) {
+    element.querySelectorAll('.ac-session.active').forEach((x) => x.classList.remove('active'));
+    row.classList.add('active');
+  }
+  trigger('select', {index: sid, value: sid});
 });
 // The next page of the list when its "Show more" row scrolls into view (once per page).
 let asked = null;

@@ -238,3 +238,44 @@ class TestProjectSwitcher:
         option.click()
         expect(page.locator("#ac-list")).to_contain_text("Set up the Postgres store")
         expect(page.locator("#ac-project input")).to_have_value(re.compile("^billing-svc — "))
+
+
+class TestListInThePage:
+    """Guards against the sidebar waiting for the page's load event (issue 32: page load → sidebar
+    took 2.7–3.0× a bare Gradio app's, a queued round trip after the page was mounted): the list
+    comes with the page's HTML, and a row clicked before the load has answered opens its chat,
+    which the load's answer then does not blank."""
+
+    def test_the_list_shows_before_the_load_answers_and_an_early_click_holds(self, world, page):
+        _seed(world["data"], world["proj"])
+        config = page.evaluate("() => window.gradio_config")
+        list_id = next(c["id"] for c in config["components"] if c.get("props", {}).get("elem_id") == "ac-list")
+        loads = {dep.get("id", i) for i, dep in enumerate(config["dependencies"])
+                 if "load" in [t[1] for t in dep.get("targets", [])] and list_id in dep.get("outputs", [])}
+        assert len(loads) == 1, loads
+        held = []
+
+        def hold_the_load(route):
+            if not held and json.loads(route.request.post_data or "{}").get("fn_index") in loads:
+                held.append(route)  # the page's load event: not answered until the test says so
+            else:
+                route.continue_()
+
+        page.route("**/gradio_api/queue/join*", hold_the_load)
+        page.goto(world["url"])
+        row = page.locator("#ac-list .ac-session", has_text="Set up the Postgres store")
+        expect(row).to_be_visible()
+        for _ in range(50):
+            if held:
+                break
+            page.wait_for_timeout(100)
+        assert held, "the page's load event was not sent"
+        row.click()  # before the load's answer: the chat opens once that answer is on the page
+        page.wait_for_timeout(500)
+        expect(page.locator("[data-testid=user]")).to_have_count(0)
+        held[0].continue_()
+        expect(page.locator("[data-testid=user]").last).to_have_text("Set up the Postgres store")
+        expect(page.locator("#ac-list .ac-session.active")).to_contain_text("Set up the Postgres store")
+        page.wait_for_timeout(1500)  # nothing later blanks it
+        expect(page.locator("[data-testid=user]").last).to_have_text("Set up the Postgres store")
+        assert "session=" in page.url

@@ -47,6 +47,7 @@ from webui.chat.views import (  # noqa: F401 (the page's namespace: handlers.rel
     SessionView,
     _error_row,
     _key,
+    first_list_target,
     initial_view,
     locate,
     new_chat,

@@ -222,12 +222,19 @@ def locate(ctx: WebContext, session_id: str, preferred_project: str | None = Non
     that has sessions (a bookmark from another project still opens), then in the mirror (a chat
     made on another machine is pulled; not with ``mirror=False``). Raises ``SessionNotFound``; ``StoreUnavailable`` when
     the mirror had to be asked and could not answer."""
-    projects = [preferred_project or ctx.project_key]
+    first = preferred_project or ctx.project_key
     try:
-        projects += [p.project_key for p in ctx.manager.list_projects()]
-    except AnycodeError as err:  # listing projects is a convenience, the preferred one still works
+        return ctx.manager.find(first, session_id)
+    except SessionNotFound:
+        pass
+    # Only now every project: listing them reads each one's index (~70 ms with a 10,000-session
+    # project), which a link to a chat of the preferred project never needed (issue 32).
+    try:
+        projects = [p.project_key for p in ctx.manager.list_projects()]
+    except AnycodeError as err:  # listing projects is a convenience, the preferred one was asked
         log.warning("could not list projects: %s", err)
-    seen: set[str] = set()
+        projects = []
+    seen: set[str] = {first}
     for project in projects:
         if project in seen:
             continue
@@ -259,6 +266,25 @@ def initial_view(ctx: WebContext, query_params: dict[str, str] | None) -> Sessio
     except (SessionNotFound, AmbiguousSessionId, InvalidSessionKey, StoreUnavailable, ExpertSessionReadOnly) as err:
         log.info("cannot open session %r from the URL: %s", wanted, err)
         return new_chat(ctx, notice=describe(err))
+
+
+
+def first_list_target(ctx: WebContext, query_params: dict[str, str] | None) -> tuple[str, str | None]:
+    """``(project key, open chat's id or None)``: whose sidebar list a freshly loaded page shows,
+    and the row marked open in it, as :func:`initial_view` will find them, but from metadata
+    only and never asking the mirror (the page's HTML carries this list: issue 32). A link
+    that cannot be followed so (unknown id, a chat only the mirror has, a store error) gives the
+    launcher's project with no row marked; the load's answer then says what became of it."""
+    params = dict(query_params or {})
+    wanted = (params.get("session") or "").strip() or ctx.initial_session
+    if not wanted:
+        return ctx.project_key, None
+    try:
+        key = ctx.manager.current_version(locate(ctx, wanted, mirror=False))
+    except (AnycodeError, OSError) as err:
+        log.debug("no first list for %r: %s", wanted, err)
+        return ctx.project_key, None
+    return key.project_key, key.session_id
 
 
 

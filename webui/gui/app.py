@@ -35,6 +35,7 @@ from webui.gui import (
     approval_card,
     archived,
     compaction,
+    first_paint,
     i18n_ui,
     imports,
     memory,
@@ -79,6 +80,9 @@ STREAM_ARGS = {"api_visibility": "private", "show_progress": "hidden", "trigger_
 # "Show more" row (scrolled into view or clicked) an ``expand`` event. The listener sits on the
 # component's root, so it keeps working after the list is re-rendered.
 SESSION_LIST_JS = script("session_list.js")
+# Says the load's answer is on the page: a row of the list the page's HTML carries
+# (webui.gui.first_paint), clicked before it, is opened only now (assets/js/session_list.js).
+PAGE_LOADED_JS = "() => { window.acPageLoaded = true; window.dispatchEvent(new Event('ac-page-loaded')); }"
 # A long conversation opens on its latest messages; scrolled to its top, the earlier ones come.
 EARLIER_ON_SCROLL_JS = script("earlier_on_scroll.js")
 # "Branch from here" sits in a menu Gradio opens on hover, so it stayed open under the pointer
@@ -478,11 +482,21 @@ def wire_load(p: Page) -> None:
         current = (st or {}).get("project") or ctx.project_key
         return gr.Dropdown(choices=handlers.project_choices(ctx, current), value=current)
 
-    p.demo.load(on_load, None, [*p.view_outputs, p.tab, p.project, p.model, p.banner, p.live_token, p.lang,
-                                p.prefs],
-                api_visibility="private", js=i18n_ui.COOKIE_JS).then(  # the browser's language and zone first
-        on_loaded, p.state, p.project, api_visibility="private", show_progress="hidden", queue=False)
+    loaded = p.demo.load(on_load, None, [*p.view_outputs, p.tab, p.project, p.model, p.banner, p.live_token,
+                                         p.lang, p.prefs],
+                         api_visibility="private", js=i18n_ui.COOKIE_JS)  # the browser's language and zone first
+    loaded.then(on_loaded, p.state, p.project, api_visibility="private", show_progress="hidden", queue=False)
+    loaded.then(None, None, None, js=PAGE_LOADED_JS)  # a row clicked before this waited for it
     p.sid_box.change(None, p.sid_box, None, js=URL_SYNC_JS)
+
+    def first_list(request: Any) -> str:
+        # The page's HTML carries the sidebar (issue 32): shown as the page mounts, not a round
+        # trip later; the load's answer above draws it again from the tab's state.
+        project, active = handlers.first_list_target(ctx, dict(request.query_params))
+        with i18n.for_request(request):
+            return handlers.session_list_html(ctx, project, active=active)
+
+    first_paint.install(p.demo, first_list)
 
 
 def wire_sending(p: Page) -> None:

@@ -249,6 +249,16 @@ def using(language: str | None = None, tz: str | None = None) -> Iterator[None]:
         _forced.reset(token)
 
 
+@contextlib.contextmanager
+def for_request(request: Any) -> Iterator[None]:
+    """Within the block, :func:`lang` and :func:`zone` are those of ``request`` (any object with
+    ``cookies`` and ``headers``, e.g. a Starlette request that is not a Gradio event's: the
+    page's own HTML), as they are for that browser's events."""
+    name = unquote(_cookies(request).get(TZ_COOKIE, "") or "")
+    with using(request_lang(request), name or None):
+        yield
+
+
 def babel_locale(language: str | None = None) -> Locale:
     """The Babel ``Locale`` of ``language`` (default: :func:`lang`); English if Babel lacks it."""
     code = (language or lang()).replace("-", "_")

@@ -266,6 +266,11 @@ def _with_headers(send: Any) -> Any:
         if message.get("type") == "http.response.start":
             headers = [(k, v) for k, v in message.get("headers") or ()
                        if not k.lower().startswith(b"access-control-") and k.lower() not in _REPLACED]
+            html = any(k.lower() == b"content-type" and v.lower().startswith(b"text/html") for k, v in headers)
+            if html and not any(k.lower() == b"cache-control" for k, _v in headers):
+                # The page's HTML carries the sidebar's chat titles (webui.gui.first_paint):
+                # never kept in the browser's disk cache.
+                headers.append((b"cache-control", b"no-store"))
             message = {**message, "headers": headers + list(RESPONSE_HEADERS)}
         await send(message)
 
