@@ -12,7 +12,7 @@ import pytest
 from core.session.entries import header_entry, message_entry, title_entry
 from core.session.keys import SessionKey, new_session_id, project_key
 from core.stores.jsonl_store import LocalSessionStore
-from tests.support.chromium import TIMEOUT_MS, _post, expect, running_app
+from tests.support.chromium import TIMEOUT_MS, _post, expect, running_app, wait_loaded
 from tests.webui.i18n.test_i18n import english_left
 from webui import i18n
 
@@ -73,6 +73,7 @@ def open_page(browser, url: str, locale: str, zone: str):
     page.set_default_timeout(TIMEOUT_MS)
     page.goto(url)
     expect(page.locator("#ac-list .ac-session").first).to_be_visible(timeout=TIMEOUT_MS)  # a loaded machine
+    wait_loaded(page)  # the list comes with the page; the labels in its language with the load's answer
     return context, page
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from webui.chat import live
 
-from tests.support.chromium import REPO, TIMEOUT_MS, _post, _seed, expect, running_app, send
+from tests.support.chromium import REPO, TIMEOUT_MS, _post, _seed, expect, running_app, send, wait_loaded
 
 pytestmark = pytest.mark.browser
 
@@ -33,6 +33,7 @@ def open_page(browser, world, width: int, height: int, **options):
     pg.goto(world["url"])
     expect(pg.locator("#ac-list .ac-session").first).to_be_attached()
     expect(pg.locator("#ac-sidebar[data-ac-ready]")).to_be_attached()  # the page script has run
+    wait_loaded(pg)  # the list comes with the page's HTML; the top bar's values with the load's answer
     return pg
 
 

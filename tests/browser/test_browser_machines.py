@@ -9,7 +9,7 @@ import sys
 from core.session.manager import SessionManager
 from core.stores.jsonl_store import LocalSessionStore
 from core.stores.sql_store import SqlSessionStore
-from tests.support.chromium import TIMEOUT_MS, Proc, _env, _free_port, expect
+from tests.support.chromium import TIMEOUT_MS, Proc, _env, _free_port, expect, wait_loaded
 from tests.support.machines import mirrored, shop_checkouts
 
 
@@ -86,6 +86,7 @@ class TestTheFirstListingWithARedisMirror:
         with machine_b_page(tmp_path, b_dir, mirror) as url:
             page.goto(url)  # B's first page: the mirror has nothing yet
             expect(page.locator("#ac-list")).to_contain_text("No conversations", timeout=TIMEOUT_MS)
+            wait_loaded(page)  # the list came with the page; its first listing starts with the load
             page.wait_for_timeout(2500)  # that listing is done (a live check or two)
             chat_made_on_a(tmp_path, a_dir, RedisSessionStore(mirror), "Made on machine A",
                            [{"role": "user", "content": "hello from A"}, {"role": "assistant", "content": "Hi."}])

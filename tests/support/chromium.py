@@ -134,6 +134,13 @@ def page():
             browser.close()
 
 
+def wait_loaded(page, timeout: int = TIMEOUT_MS) -> None:
+    """Until the page's load event has answered (the tab's state, labels in its language, the list
+    drawn from its state): the sidebar list alone no longer says so, since the page's HTML carries
+    it (``webui/gui/first_paint.py``)."""
+    page.wait_for_function("() => window.acPageLoaded === true", timeout=timeout)
+
+
 def send(page, text: str) -> None:
     box = page.locator("#ac-input textarea")
     box.fill(text)
