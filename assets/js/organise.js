@@ -5,7 +5,12 @@
 // in the capture phase, so a click on a row's menu or chip never also opens the row.
 // `trigger` of the element mounted last (the document listeners outlive a re-mount).
 window.__acOrganiseSend = (data) => trigger('select', {index: 0, value: JSON.stringify(data)});
-const send = (data) => window.__acOrganiseSend(data);
+// The list comes with the page's HTML (webui/gui/first_paint.py): an action taken before the page's
+// load has answered goes once it has, with the tab's state to act in (PAGE_LOADED_JS, app.py).
+const send = (data) => {
+  if (window.acPageLoaded === true) { window.__acOrganiseSend(data); return; }
+  window.addEventListener('ac-page-loaded', () => window.__acOrganiseSend(data), {once: true});
+};
 const closeMenu = () => document.querySelectorAll('.ac-row-popup').forEach((m) => m.remove());
 const filterBy = (tag) => {
   const box = document.querySelector('#ac-search textarea, #ac-search input');

@@ -1,5 +1,5 @@
 element.addEventListener('click', (e) => {
-  if (e.target.closest('[data-more]')) { trigger('expand', {}); return; }
+  if (e.target.closest('[data-more]')) { whenLoaded(() => trigger('expand', {})); return; }
   const row = e.target.closest('[data-sid]');
   if (!row) return;
   element.querySelectorAll('.ac-session.active').forEach((x) => x.classList.remove('active'));
@@ -11,6 +11,10 @@ element.addEventListener('click', (e) => {
 // answered; that answer would blank a chat opened earlier, so a row clicked so soon is opened
 // once it is on the page (PAGE_LOADED_JS in webui/gui/app.py says when).
 let early = null;
+const whenLoaded = (run) => {
+  if (window.acPageLoaded === true) run();
+  else window.addEventListener('ac-page-loaded', run, {once: true});
+};
 window.addEventListener('ac-page-loaded', () => {
   if (early === null) return;
   const sid = early;
@@ -26,7 +30,7 @@ window.addEventListener('ac-page-loaded', () => {
 let asked = null;
 document.addEventListener('scroll', () => {
   const more = element.querySelector('[data-more]');
-  if (!more || more === asked) return;
+  if (!more || more === asked || window.acPageLoaded !== true) return;  // the load draws it again
   const r = more.getBoundingClientRect();
   if (r.top < window.innerHeight + 200 && r.bottom > 0) { asked = more; trigger('expand', {}); }
 }, true);

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.support.chromium import TIMEOUT_MS, _seed, running_app
+from tests.support.chromium import TIMEOUT_MS, _seed, running_app, wait_loaded
 from tests.support.chromium import expect as _expect
 
 pytestmark = pytest.mark.browser
@@ -41,6 +41,7 @@ def page(browser, world):
     pg.set_default_timeout(TIMEOUT_MS)
     pg.goto(world["url"])
     expect(pg.locator("#ac-list .ac-session").first).to_be_visible()
+    wait_loaded(pg)  # the list comes with the page's HTML; a click waits for the load's answer
     try:
         yield pg
     finally:

@@ -8,7 +8,7 @@ import urllib.request
 
 import pytest
 
-from tests.support.chromium import TIMEOUT_MS, _post, expect
+from tests.support.chromium import TIMEOUT_MS, _post, expect, wait_loaded
 
 pytestmark = pytest.mark.browser
 
@@ -33,6 +33,7 @@ class TestReviewerInTheBrowser:
         (folder / "reviewer.md").write_text(REVIEWER)
         page.goto(world["start_app"]())
         expect(page.locator("#ac-list")).to_contain_text("No conversations yet")
+        wait_loaded(page)
         expect(page.locator("#ac-agents")).to_contain_text("@reviewer")  # the sidebar's Agents section
 
         _post(world["fake"] + "/_script", {"replies": [{"text": "Reviewed: app.py has no bug."}]})
@@ -95,6 +96,7 @@ class TestAgentsSectionLeavesTheListItsRoom:
         page.set_viewport_size({"width": 1360, "height": 800})
         page.goto(url)
         expect(page.locator("#ac-list .ac-session")).to_have_count(4)
+        wait_loaded(page)
         expect(page.locator("#ac-agents-slot")).to_be_hidden()  # no agents: no section
         sizes = page.evaluate("""() => { const l = document.querySelector('#ac-list'); return [
             l.getBoundingClientRect().height, l.scrollHeight]; }""")

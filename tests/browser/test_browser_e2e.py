@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.chromium import REPO, TIMEOUT_MS, Proc, _env, _free_port, _post, _seed, expect, send
+from tests.support.chromium import REPO, TIMEOUT_MS, Proc, _env, _free_port, _post, _seed, expect, send, wait_loaded
 
 pytestmark = pytest.mark.browser
 
@@ -31,6 +31,7 @@ class TestChatFlow:
         page.on("request", lambda req: requested.append(req.url))
         page.goto(url)
         expect(page.locator("#ac-list")).to_contain_text("No conversations yet")
+        wait_loaded(page)
 
         # new chat -> send -> streamed reply
         page.locator("#ac-new").click()

@@ -232,6 +232,7 @@ class TestLaptopWindow:
             pg.add_init_script(PANE_MOVES_JS)
             pg.goto(world["url"])
             expect(pg.locator("#ac-list .ac-session").first).to_be_attached()
+            wait_loaded(pg)
             pg.wait_for_timeout(1500)
             xs = pg.evaluate("window.__paneX")
             assert len(xs) <= 2, f"the chat pane moved on load through x = {xs}"

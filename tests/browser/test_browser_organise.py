@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.chromium import _seed, expect
+from tests.support.chromium import _seed, expect, wait_loaded
 
 pytestmark = pytest.mark.browser
 
@@ -31,6 +31,7 @@ class TestPinTagAndFilter:
         url = world["start_app"]()
         page.goto(url)
         expect(page.locator("#ac-list .ac-session")).to_have_count(4)
+        wait_loaded(page)
         oldest = "Set up the Postgres store"
         assert titles(page)[-1] == oldest
 
@@ -76,6 +77,7 @@ class TestPinTagAndFilter:
 
         page.goto(url)  # kept in the sessions: pinned first and tagged after a reload
         expect(page.locator("#ac-list .ac-session-title").first).to_have_text(oldest)
+        wait_loaded(page)
         expect(page.locator("#ac-list .ac-session", has_text="Draft release notes").locator(".ac-tag")) \
             .to_have_text(["#notes"])
         menu_of(page, oldest).get_by_role("menuitem", name="Unpin").click()

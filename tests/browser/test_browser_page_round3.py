@@ -13,7 +13,7 @@ from core.memory.context import MEMORY_HEADING
 from core.session.entries import header_entry, message_entry, title_entry
 from core.session.keys import SessionKey, new_session_id, project_key
 from core.stores.jsonl_store import LocalSessionStore
-from tests.support.chromium import TIMEOUT_MS, expect
+from tests.support.chromium import TIMEOUT_MS, expect, wait_loaded
 
 pytestmark = pytest.mark.browser
 
@@ -87,6 +87,7 @@ class TestSearchHitRow:
         seed(world, "Memory chat", msgs)
         page.goto(world["start_app"]())
         expect(page.locator("#ac-list")).to_contain_text("Memory chat")
+        wait_loaded(page)
         page.locator("#ac-search textarea, #ac-search input").first.press_sequentially("quokka", delay=40)
         hit = page.locator("#ac-search-results .ac-hit-row")
         expect(hit).to_have_count(1)
@@ -362,6 +363,7 @@ class TestSearchPanelRoom:
                 pg.set_viewport_size({"width": 1360, "height": 560})
                 pg.goto(url)
                 expect(pg.locator("#ac-list")).to_contain_text("Chat 3")
+                wait_loaded(pg)
                 for width in (1360, 700, 390):
                     pg.set_viewport_size({"width": width, "height": 560})
                     open_drawer(pg, width)
@@ -521,6 +523,7 @@ class TestAllProjectsCheckbox:
             try:
                 pg.goto(url)
                 expect(pg.locator("#ac-list")).to_contain_text("Refactor the config loader", timeout=TIMEOUT_MS)
+                wait_loaded(pg)
                 pg.locator("#ac-search textarea, #ac-search input").first.press_sequentially("config", delay=30)
                 expect(pg.locator("#ac-search-results .ac-hit-row").first).to_be_visible(timeout=TIMEOUT_MS)
                 expect(pg.locator("#ac-search-all")).to_contain_text("All projects" if locale == "en" else "所有项目")

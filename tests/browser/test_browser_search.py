@@ -18,7 +18,7 @@ class TestSearchInBrowser:
     at that message."""
 
     def test_type_a_word_and_open_the_result(self, world, page):
-        from tests.support.chromium import expect
+        from tests.support.chromium import expect, wait_loaded
 
         proj, data = world["proj"], world["data"]
         store = LocalSessionStore(data)
@@ -55,6 +55,7 @@ class TestSearchInBrowser:
         url = world["start_app"]()
         page.goto(url)
         expect(page.locator("#ac-list")).to_contain_text("Database work")
+        wait_loaded(page)
         page.locator("#ac-search textarea, #ac-search input").first.press_sequentially("flexb", delay=60)
         results = page.locator("#ac-search-results")
         hit = results.locator(".ac-hit-row")

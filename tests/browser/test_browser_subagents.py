@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tests.support.chromium import TIMEOUT_MS, _post, expect, send, sync_api
+from tests.support.chromium import TIMEOUT_MS, _post, expect, send, sync_api, wait_loaded
 
 pytestmark = pytest.mark.browser
 
@@ -17,7 +17,8 @@ class TestTaskStepInTheBrowser:
     def test_live_steps_then_transcript(self, world, page):  # noqa: F811 -- fixtures imported above
         url = world["start_app"]()
         page.goto(url)
-        expect(page.locator("#ac-list")).to_contain_text("No conversations yet")  # loaded: a new chat
+        expect(page.locator("#ac-list")).to_contain_text("No conversations yet")
+        wait_loaded(page)  # loaded: a new chat
         _post(world["fake"] + "/_script", {"replies": [
             {"tool_calls": [{"name": "task", "id": "call_survey",
                              "arguments": {"description": "Survey the project", "prompt": "survey: what is here?"}}]},
