@@ -50,8 +50,11 @@
     if (text.trim()) {
       if (text !== last.text || key !== last.key) write(key, text);
       pending = null;
-    } else if (last.text && key === last.key) {
-      pending = { key, text: last.text, at: Date.now() };  // sent, or cleared by hand
+    } else if (last.text) {
+      // sent, or cleared by hand. The chat may have changed meanwhile: a new chat's first send
+      // empties the box and gives the chat its id (the address) within one look, and the draft
+      // kept under "new" then came back into the box of every new chat (round 16).
+      pending = { key: last.key, text: last.text, at: Date.now() };
     }
     if (pending && (shownAsLast(pending.text) || Date.now() - pending.at > GRACE_MS)) {
       write(pending.key, '');

@@ -12,7 +12,7 @@ import pytest
 
 from core.stores.jsonl_store import LocalSessionStore
 from core.session.keys import SessionKey, project_key
-from tests.support.chromium import TIMEOUT_MS, _post, _seed, expect, send
+from tests.support.chromium import TIMEOUT_MS, _post, _seed, expect, send, wait_loaded
 
 pytestmark = pytest.mark.browser
 
@@ -245,3 +245,25 @@ class TestDoubleSendAndTitle:
         search.fill("release")  # fill() replaces the text at once, like a paste
         expect(rows).to_have_count(1)
         expect(rows.first).to_contain_text("Draft release notes")
+
+
+class TestNewChatDraft:
+    """Guards against a new chat's first message coming back into the box of the next new chat:
+    the send empties the box and gives the chat its id (its address) within one of the page's
+    looks at the box, and the draft kept under "new" was never removed (round 16; 3 of 4 sends
+    left it), so every page opened on a new chat started with an old message in its box."""
+
+    def test_the_first_message_of_a_new_chat_is_not_kept_as_a_draft(self, world, page):
+        url = world["start_app"]()
+        box = page.locator("#ac-input textarea")
+        for i in range(3):
+            page.goto(url)  # a new chat
+            wait_loaded(page)
+            page.wait_for_timeout(700)  # the box has been looked at (a draft would be back by now)
+            expect(box).to_have_value("")
+            box.fill(f"first message number {i}")
+            page.wait_for_timeout(700)  # kept as a draft while typed
+            box.press("Enter")
+            expect(page.locator("[data-testid=bot]").last).to_contain_text(f"You said: first message number {i}")
+            expect(page).to_have_url(re.compile(r"session="))
+            page.wait_for_function("!Object.keys(localStorage).some((k) => k.startsWith('anycode.draft.'))")
