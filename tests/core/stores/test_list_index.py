@@ -13,6 +13,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -365,7 +366,9 @@ class TestSelfHealing:
         for meta in store.list(PK):
             assert meta.key.session_id == meta.id
         assert m.latest(PK) is not None
-        m.cleanup(30, now=T0 + 400 * 86400)
+        # 400 days after both its messages (T0) and its file's writing (now, which cleanup also
+        # counts from: a fixed date here became a time bomb on 2026-12-05 12:00 UTC)
+        m.cleanup(30, now=max(T0, time.time()) + 400 * 86400)
         assert store.load(key) is None  # the real, old session was cleaned up
 
 
