@@ -223,7 +223,7 @@ def zone() -> ZoneInfo | None:
     name = forced[1] if forced is not None else None
     if name is None and forced is None:
         request = _request()
-        name = unquote(_cookies(request).get(TZ_COOKIE, "") or "") if request is not None else ""
+        name = _zone_cookie(request) if request is not None else ""
     if not name:
         return None
     try:
@@ -231,6 +231,11 @@ def zone() -> ZoneInfo | None:
     except (ZoneInfoNotFoundError, ValueError):
         log.debug("unknown time zone %r; using the server's", name)
         return None
+
+
+def _zone_cookie(request: Any) -> str:
+    """The IANA zone name in ``request``'s ``anycode_tz`` cookie ("" when it has none)."""
+    return unquote(_cookies(request).get(TZ_COOKIE, "") or "")
 
 
 @lru_cache(maxsize=64)
@@ -254,8 +259,7 @@ def for_request(request: Any) -> Iterator[None]:
     """Within the block, :func:`lang` and :func:`zone` are those of ``request`` (any object with
     ``cookies`` and ``headers``, e.g. a Starlette request that is not a Gradio event's: the
     page's own HTML), as they are for that browser's events."""
-    name = unquote(_cookies(request).get(TZ_COOKIE, "") or "")
-    with using(request_lang(request), name or None):
+    with using(request_lang(request), _zone_cookie(request) or None):
         yield
 
 
