@@ -37,9 +37,6 @@ VARIANTS: dict[str, dict] = {
         "buttons": ["copy"], "editable": "user", "like_user_message": True, "group_consecutive_messages": False,
         "feedback_options": ["Branch", "Regenerate", "Rewind"]},
 }
-LONG_TASKS_JS = """() => { window.__lt = [];
-  new PerformanceObserver((l) => l.getEntries().forEach((e) => window.__lt.push(e.duration)))
-    .observe({type: 'longtask'}); }"""
 
 
 def serve(css: str) -> dict[str, str]:
@@ -74,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
+    from benchmarks.bench_browser import BUSY_JS, BUSY_SINCE_JS
     from tests.support.chromium import BROWSER_ARGS, CHROMIUM
 
     css = ""
@@ -94,20 +92,19 @@ def main(argv: list[str] | None = None) -> int:
             pg.set_default_timeout(120_000)
             pg.goto(url)
             pg.locator("#big").wait_for()
-            pg.evaluate(LONG_TASKS_JS)
             pages[name] = pg
         for _ in range(args.runs):
             for name, pg in pages.items():
                 pg.locator("#small").click()
                 pg.locator("[data-testid=bot]", has_text=last).first.wait_for(state="detached")
                 pg.wait_for_timeout(800)  # idle before it is timed
-                pg.evaluate("window.__lt = []")
+                start = pg.evaluate(BUSY_JS)
                 t = time.perf_counter()
                 pg.locator("#big").click()
                 pg.locator("[data-testid=bot]", has_text=last).first.wait_for()
                 wall[name].append(time.perf_counter() - t)
                 pg.wait_for_timeout(1200)
-                busy[name].append(sum(pg.evaluate("window.__lt")))
+                busy[name].append(pg.evaluate(BUSY_SINCE_JS, start))
         browser.close()
     floor = statistics.median(wall[next(iter(wall))])
     print(f"# The chat's per-message controls: a click showing 200 messages (medians of {args.runs}"
