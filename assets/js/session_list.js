@@ -1,9 +1,13 @@
+// The row shown as the open chat (at once on a click, before the server has answered).
+const markOpen = (row) => {
+  element.querySelectorAll('.ac-session.active').forEach((x) => x.classList.remove('active'));
+  row.classList.add('active');
+};
 element.addEventListener('click', (e) => {
   if (e.target.closest('[data-more]')) { whenLoaded(() => trigger('expand', {})); return; }
   const row = e.target.closest('[data-sid]');
   if (!row) return;
-  element.querySelectorAll('.ac-session.active').forEach((x) => x.classList.remove('active'));
-  row.classList.add('active');
+  markOpen(row);
   if (window.acPageLoaded !== true) { early = row.dataset.sid; return; }
   trigger('select', {index: row.dataset.sid, value: row.dataset.sid});
 });
@@ -20,10 +24,7 @@ window.addEventListener('ac-page-loaded', () => {
   const sid = early;
   early = null;
   const row = element.querySelector(`[data-sid="${CSS.escape(sid)}"]`);
-  if (row) {
-    element.querySelectorAll('.ac-session.active').forEach((x) => x.classList.remove('active'));
-    row.classList.add('active');
-  }
+  if (row) markOpen(row);  // the load's answer drew the list again
   trigger('select', {index: sid, value: sid});
 });
 // The next page of the list when its "Show more" row scrolls into view (once per page).
