@@ -17,6 +17,16 @@
       else localStorage.removeItem(PREFIX + key);
     } catch (e) { /* storage full or off: the box still holds the text */ }
   };
+  // A sent text is no draft anywhere: a draft follows the user to the next chat opened (the box
+  // is not emptied by a switch), so it was kept under each chat it was shown in, and came back in
+  // those after its send from another (fresh-user trial 16).
+  const forgetSent = (text) => {
+    try {
+      const kept = text.slice(0, MAX_CHARS);
+      Object.keys(localStorage).filter((k) => k.startsWith(PREFIX) && localStorage.getItem(k) === kept)
+        .forEach((k) => localStorage.removeItem(k));
+    } catch (e) { /* storage off */ }
+  };
   let last = null;  // {key, text} seen on the previous look
   // {key, text, at}: the box was emptied (a send hands the text over at once). The send may yet be
   // refused and the text put back; a reload in between must not lose it, so the draft is removed
@@ -39,7 +49,7 @@
       // first look: put the chat's draft back into an empty box (Gradio reads the input event)
       const kept = read(key);
       if (!text && kept && shownAsLast(kept)) {
-        write(key, '');  // sent already (the chat ends with it): never put back into the box
+        forgetSent(kept);  // sent already (the chat ends with it): never put back into the box
       } else if (!text && kept) {
         b.value = kept;
         b.dispatchEvent(new Event('input', { bubbles: true }));
@@ -56,8 +66,11 @@
       // kept under "new" then came back into the box of every new chat (round 16).
       pending = { key: last.key, text: last.text, at: Date.now() };
     }
-    if (pending && (shownAsLast(pending.text) || Date.now() - pending.at > GRACE_MS)) {
-      write(pending.key, '');
+    if (pending && shownAsLast(pending.text)) {
+      forgetSent(pending.text);
+      pending = null;
+    } else if (pending && Date.now() - pending.at > GRACE_MS) {
+      write(pending.key, '');  // cleared by hand (or shown with Markdown that reads differently)
       pending = null;
     }
     last = { key, text };

@@ -267,3 +267,32 @@ class TestNewChatDraft:
             expect(page.locator("[data-testid=bot]").last).to_contain_text(f"You said: first message number {i}")
             expect(page).to_have_url(re.compile(r"session="))
             page.wait_for_function("!Object.keys(localStorage).some((k) => k.startsWith('anycode.draft.'))")
+
+    def test_a_message_sent_from_one_chat_is_no_draft_in_another(self, world, page):
+        """Fresh-user trial 16: text typed in chat A follows the user to chat B (kept as B's draft
+        too); sent from A, it came back in B's box after a reload."""
+        _seed(world["data"], world["proj"])
+        page.goto(world["start_app"]())
+        wait_loaded(page)
+        box = page.locator("#ac-input textarea")
+        rows = page.locator("#ac-list .ac-session")
+        rows.filter(has_text="Refactor the config loader").click()
+        expect(page).to_have_url(re.compile(r"session="))
+        url_a = page.url
+        box.fill("a message typed in A")
+        page.wait_for_timeout(700)  # kept as A's draft
+        rows.filter(has_text="Set up the Postgres store").click()
+        page.wait_for_function(f"() => window.location.href !== {url_a!r}")
+        url_b = page.url
+        page.wait_for_timeout(700)  # and as B's
+        assert page.evaluate("Object.values(localStorage).filter((v) => v === 'a message typed in A').length") == 2
+        rows.filter(has_text="Refactor the config loader").click()
+        page.wait_for_function(f"() => window.location.href === {url_a!r}")
+        expect(box).to_have_value("a message typed in A")
+        box.press("Enter")
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("You said: a message typed in A")
+        page.wait_for_function("!Object.keys(localStorage).some((k) => k.startsWith('anycode.draft.'))")
+        page.goto(url_b)
+        wait_loaded(page)
+        page.wait_for_timeout(700)
+        expect(box).to_have_value("")
