@@ -44,6 +44,19 @@ class TestPageEvents:
         assert len(relabel["outputs"]) > 30 and relabel["show_progress"] == "hidden"
         assert relabel["show_progress_on"] == [ids["ac-lang"]]
 
+    def test_an_event_whose_progress_is_hidden_shows_it_on_one_small_component(self, tmp_path):
+        """Guards against the outputs of events that draw no progress (the state hub, the live
+        check, a send's stream, the title push ...) becoming progress targets: the page copied
+        each of them, and every block inside them, at every status change of every event — and
+        against them having none, which left some of their updates undrawn (round 13)."""
+        cfg = _config(tmp_path)
+        ids = {c["props"].get("elem_id"): c["id"] for c in cfg["components"]}
+        hidden = [d for d in cfg["dependencies"]
+                  if d["backend_fn"] and d["show_progress"] == "hidden" and d["outputs"]]
+        assert len(hidden) > 30
+        for dep in hidden:
+            assert dep["show_progress_on"] == [ids["ac-lang"]], dep["id"]
+
     def test_the_live_check_does_not_fill_the_chat(self, tmp_path):
         cfg = _config(tmp_path)
         ids = {c["props"].get("elem_id"): c["id"] for c in cfg["components"]}
