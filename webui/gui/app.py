@@ -342,7 +342,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
         p.state_listeners.wire()  # after every feature added what it shows of the state
         # languages (issue 20): static labels in the page setting's language when it overrides
         i18n_ui.attach(demo, skip=(p.title, p.archive_btn, p.earlier_btn, p.noreply_text), progress_on=p.lang)
-        progress.trim_progress_targets(demo, sink=p.lang)  # last: every event is wired (issue 32)
+        progress.trim_progress_targets(demo, sink=p.lang, quiet=(p.chat,))  # last: every event is wired (issue 32)
     return demo
 
 

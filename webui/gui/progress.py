@@ -17,6 +17,14 @@ progress on one small component of the page (the language setting, whose data is
 not on none: round 13 gave them none (``show_progress_on=[]``) and Gradio 6.31 then drew some of
 their updates only after a later status push (the version arrows, the Stop button, a compaction
 summary), so each keeps a target whose status changes as before.
+
+An event that fills the open conversation's chat (opening a chat, New chat, a version switch, a
+rename, the page load ...) draws no progress either. Gradio's default drew "processing | 0.2s"
+over the sidebar list, the title, the top bar's buttons and the message box while a chat opened
+(and over the list while a row clicked before the page's load waited for it: fresh-user trial
+16), where ChatGPT-like apps show the clicked row as open and then the chat; the overlays also
+took clicks and typing meant for the box. Their 13–21 targets, pushed at every status change for
+the page's life, go with them.
 """
 from __future__ import annotations
 
@@ -25,17 +33,21 @@ from typing import Any
 import gradio as gr
 
 
-def trim_progress_targets(demo: gr.Blocks, sink: Any) -> int:
+def trim_progress_targets(demo: gr.Blocks, sink: Any, quiet: tuple[Any, ...] = ()) -> int:
     """Set the progress targets of every event of ``demo`` that names none itself: an event that
-    outputs a ``gr.Chatbot`` shows its progress on its other outputs; one whose progress is
-    hidden on ``sink`` alone (a small component that is on the page, e.g. a dropdown). Call
-    once, after every event is wired; returns how many events were changed."""
+    fills one of the ``quiet`` blocks (the open conversation's chat) draws no progress; an event
+    that outputs another ``gr.Chatbot`` shows its progress on its other outputs; one whose
+    progress is hidden shows it on ``sink`` alone (a small component that is on the page, e.g. a
+    dropdown). Call once, after every event is wired; returns how many events were changed."""
     chats = {id(b) for b in demo.blocks.values() if isinstance(b, gr.Chatbot)}
+    hush = {id(b) for b in quiet}
     changed = 0
     for fn in demo.fns.values():
         outputs: list[Any] = list(fn.outputs or [])
         if fn.show_progress_on is not None or not outputs:
             continue  # its own choice, or nothing to show progress on
+        if any(id(o) in hush for o in outputs):
+            fn.show_progress = "hidden"
         if fn.show_progress == "hidden":
             fn.show_progress_on = [sink]
         elif any(id(o) in chats for o in outputs):

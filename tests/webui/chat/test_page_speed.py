@@ -57,6 +57,18 @@ class TestPageEvents:
         for dep in hidden:
             assert dep["show_progress_on"] == [ids["ac-lang"]], dep["id"]
 
+    def test_an_event_that_fills_the_open_chat_draws_no_progress(self, tmp_path):
+        """Guards against "processing | 0.2s" drawn over the sidebar list, the title, the top
+        bar and the message box (and taking their clicks) while a chat opens, a version switches
+        or a title is renamed (fresh-user trial 16: over the list while a click waited for the
+        page's load)."""
+        cfg = _config(tmp_path)
+        ids = {c["props"].get("elem_id"): c["id"] for c in cfg["components"]}
+        filling = [d for d in cfg["dependencies"] if d["backend_fn"] and ids["ac-chat"] in d["outputs"]]
+        assert len(filling) > 10
+        for dep in filling:
+            assert dep["show_progress"] == "hidden" and dep["show_progress_on"] == [ids["ac-lang"]], dep["id"]
+
     def test_the_live_check_does_not_fill_the_chat(self, tmp_path):
         cfg = _config(tmp_path)
         ids = {c["props"].get("elem_id"): c["id"] for c in cfg["components"]}
