@@ -9,7 +9,27 @@ element.addEventListener('click', (e) => {
   if (!row) return;
   markOpen(row);
   if (window.acPageLoaded !== true) { early = row.dataset.sid; return; }
-  trigger('select', {index: row.dataset.sid, value: row.dataset.sid});
+  pick(row.dataset.sid);
+});
+// One click on a row on its way at a time: Gradio dropped a second one sent before the first was
+// answered (the row marked open, the first chat open and in the address; a fresh-user trial), and
+// two on their way at once were drawn in either order. So a row clicked meanwhile waits for the
+// answer (PICKED_JS in webui/gui/app.py says when), the last one clicked only.
+let picking = false;
+let next = null;
+const pick = (sid) => {
+  if (picking) { next = sid; return; }
+  picking = true;
+  trigger('select', {index: sid, value: sid});
+};
+window.addEventListener('ac-picked', () => {
+  picking = false;
+  if (next === null) return;
+  const sid = next;
+  next = null;
+  const row = element.querySelector(`[data-sid="${CSS.escape(sid)}"]`);
+  if (row) markOpen(row);  // the answer drew the list again
+  pick(sid);
 });
 // The list comes with the page's HTML (webui/gui/first_paint.py), before the page's load has
 // answered; that answer would blank a chat opened earlier, so a row clicked so soon is opened
@@ -25,7 +45,7 @@ window.addEventListener('ac-page-loaded', () => {
   early = null;
   const row = element.querySelector(`[data-sid="${CSS.escape(sid)}"]`);
   if (row) markOpen(row);  // the load's answer drew the list again
-  trigger('select', {index: sid, value: sid});
+  pick(sid);
 });
 // The next page of the list when its "Show more" row scrolls into view (once per page).
 let asked = null;

@@ -1,10 +1,11 @@
 """The address bar names the open chat (the README: "the open chat is in the URL (``?session=<id>``)")
 in a real Chromium: after a click on a sidebar row, in a fresh page and after another chat was open,
-and a reload of that address reopens the chat. One app (with seeded chats) and one browser for the
-module."""
+and a reload of that address reopens the chat; a second row clicked before the first was answered
+wins. One app (with seeded chats) and one browser for the module."""
 from __future__ import annotations
 
 import re
+from urllib.parse import parse_qs, urlparse
 
 import pytest
 
@@ -85,3 +86,41 @@ class TestSidebarClickNamesTheChat:
         expect(page).to_have_url(re.compile(r"\?session="))
         page.locator("#ac-new").click()
         expect(page).not_to_have_url(re.compile(r"session="))
+
+
+# Row A clicked, then row B on the page's next task: a double-click's gap, so the server cannot have
+# answered A yet (two Playwright clicks come 200-300 ms apart, and an idle machine answers a click in
+# ~100 ms: the race the fresh-user trial met on a busy one would come and go). Returns whether A's
+# answer was already on screen when B was clicked (the title of a chat opened).
+CLICK_A_THEN_B_JS = """([a, b]) => new Promise((done) => {
+  const row = (sid) => document.querySelector(`#ac-list [data-sid="${CSS.escape(sid)}"]`);
+  row(a).click();
+  setTimeout(() => { const answered = document.querySelector('#ac-title input').value !== '';
+                     row(b).click(); done(answered); }, 0);
+})"""
+
+
+def _session(url):
+    return (parse_qs(urlparse(url).query).get("session") or [None])[0]
+
+
+class TestSecondQuickClickOpensTheLastChat:
+    """Guards against a second sidebar click made before the first one was answered being dropped:
+    row B was marked open while the server opened A, so the chat and the address (``?session=<A>``)
+    said A and a reload opened A (fresh-user trial: row A then row B within ~100-300 ms, 8 of 8).
+    Gradio's default ``trigger_mode="once"`` for ``select`` ignored B's click while A's was pending."""
+
+    def test_the_last_click_is_the_open_chat_and_the_address(self, page):
+        sid_a = _row(page, "Postgres").get_attribute("data-sid")
+        sid_b = _row(page, "flaky").get_attribute("data-sid")
+        assert page.evaluate(CLICK_A_THEN_B_JS, [sid_a, sid_b]) is False  # B clicked before A's answer
+        expect(page.locator("#ac-title input")).to_have_value("Why is CI flaky on Mondays?")
+        expect(page.locator("[data-testid=user]").first).to_have_text("Why is CI flaky on Mondays?")
+        expect(page.locator("#ac-list .ac-session.active")).to_have_attribute("data-sid", sid_b)
+        page.wait_for_function("(sid) => new URLSearchParams(location.search).get('session') === sid",
+                               arg=sid_b, timeout=TIMEOUT_MS)
+        page.reload()
+        wait_loaded(page)
+        expect(page.locator("#ac-title input")).to_have_value("Why is CI flaky on Mondays?")
+        expect(page.locator("[data-testid=user]").first).to_have_text("Why is CI flaky on Mondays?")
+        assert _session(page.url) == sid_b

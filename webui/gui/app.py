@@ -83,6 +83,9 @@ SESSION_LIST_JS = script("session_list.js")
 # Says the load's answer is on the page: a row of the list the page's HTML carries
 # (webui.gui.first_paint), clicked before it, is opened only now (assets/js/session_list.js).
 PAGE_LOADED_JS = "() => { window.acPageLoaded = true; window.dispatchEvent(new Event('ac-page-loaded')); }"
+# Says the answer to a click on a row is drawn: a row clicked while it was on its way is opened now
+# (assets/js/session_list.js).
+PICKED_JS = "() => { window.dispatchEvent(new Event('ac-picked')); }"
 # A long conversation opens on its latest messages; scrolled to its top, the earlier ones come.
 EARLIER_ON_SCROLL_JS = script("earlier_on_scroll.js")
 # "Branch from here" sits in a menu Gradio opens on hover, so it stayed open under the pointer
@@ -626,7 +629,14 @@ def wire_sidebar(p: Page) -> None:
             view = handlers.reload(ctx, st, notice=describe(err))
         return (*p.show(view, query, archived), idle_box())
 
-    p.sessions.select(p.switching(on_pick), [p.tab, *p.list_inputs], **p.switch)
+    # One pick on its way at a time: the list's script holds a row clicked meanwhile until this
+    # answer is drawn (assets/js/session_list.js), as Gradio dropped it ("once", its default for a
+    # select) or drew two answers in either order ("multiple"). "multiple" here only so that the held
+    # click is never dropped should Gradio say "answered" a moment before it clears the pick.
+    picked = p.sessions.select(p.switching(on_pick), [p.tab, *p.list_inputs], trigger_mode="multiple",
+                               **p.switch)
+    for after in (picked.then, picked.failure):  # Gradio runs "then" after a success only
+        after(None, None, None, js=PICKED_JS)
 
     # --- long lists and long conversations (issue 17) ---------------------------------------
     def on_more(st, query, archived):
