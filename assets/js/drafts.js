@@ -17,9 +17,8 @@
       else localStorage.removeItem(PREFIX + key);
     } catch (e) { /* storage full or off: the box still holds the text */ }
   };
-  // A sent text is no draft anywhere: a draft follows the user to the next chat opened (the box
-  // is not emptied by a switch), so it was kept under each chat it was shown in, and came back in
-  // those after its send from another (fresh-user trial 16).
+  // A sent text is no draft anywhere (a copy kept by an older page, or under "new" and the chat's
+  // id at a new chat's first send).
   const forgetSent = (text) => {
     try {
       const kept = text.slice(0, MAX_CHARS);
@@ -57,8 +56,26 @@
       last = { key, text: b.value };
       return;
     }
+    if (key !== last.key) {
+      // Another chat is shown: each chat keeps its own draft, as ChatGPT's do. The box is not
+      // emptied by a switch, so what it holds was typed in the chat before; it stays that chat's
+      // and the box takes the one shown now's. Text that followed the user from chat to chat was
+      // kept under each, and came back there after its send, or after it was deleted by hand in
+      // one of them (fresh-user trials 16 and 17).
+      if (text.trim() && shownAsLast(text)) forgetSent(text);  // a new chat's first send, seen late
+      else if (text.trim()) write(last.key, text);
+      else if (last.text) pending = { key: last.key, text: last.text, at: Date.now() };  // sent, or cleared
+      const kept = read(key);
+      const next = kept && !shownAsLast(kept) ? kept : '';
+      if (b.value !== next) {
+        b.value = next;
+        b.dispatchEvent(new Event('input', { bubbles: true }));
+      }
+      last = { key, text: next };
+      return;
+    }
     if (text.trim()) {
-      if (text !== last.text || key !== last.key) write(key, text);
+      if (text !== last.text) write(key, text);
       pending = null;
     } else if (last.text) {
       // sent, or cleared by hand. The chat may have changed meanwhile: a new chat's first send
@@ -75,7 +92,20 @@
     }
     last = { key, text };
   };
+  // Emptied by hand (deleted, cut): no draft from now on. The grace above is for a send, whose
+  // text Gradio takes out of the box without an input event; a reload within it brought a
+  // deleted draft back (fresh-user trial 17).
+  document.addEventListener('input', (e) => {
+    const b = box();
+    if (!e.isTrusted || !b || e.target !== b || b.value.trim()) return;
+    write(chat(), '');
+    pending = null;
+    last = { key: chat(), text: '' };
+  }, true);
   window.acDrafts = setInterval(look, 300);
+  // The address names another chat (url_sync.js): look now. A look up to 300 ms later took text
+  // typed into the chat just shown for the one before's, and emptied the box.
+  window.addEventListener('ac-chat-shown', look);
   // a reload or a closed tab: what the box holds right now is kept (the interval may not have run)
   window.addEventListener('pagehide', look);
   return [];

@@ -268,9 +268,14 @@ class TestNewChatDraft:
             expect(page).to_have_url(re.compile(r"session="))
             page.wait_for_function("!Object.keys(localStorage).some((k) => k.startsWith('anycode.draft.'))")
 
-    def test_a_message_sent_from_one_chat_is_no_draft_in_another(self, world, page):
-        """Fresh-user trial 16: text typed in chat A follows the user to chat B (kept as B's draft
-        too); sent from A, it came back in B's box after a reload."""
+
+class TestEachChatKeepsItsOwnDraft:
+    """Guards against text typed in one chat following the user into the next one opened: it was
+    kept as a draft of each chat it was shown in, and came back there after a reload, when it had
+    been sent from another chat (fresh-user trials 16 and 17, also after being edited before the
+    send) or deleted by hand in one of them (trial 17)."""
+
+    def test_a_draft_stays_with_its_chat_and_goes_when_sent(self, world, page):
         _seed(world["data"], world["proj"])
         page.goto(world["start_app"]())
         wait_loaded(page)
@@ -284,15 +289,45 @@ class TestNewChatDraft:
         rows.filter(has_text="Set up the Postgres store").click()
         page.wait_for_function(f"() => window.location.href !== {url_a!r}")
         url_b = page.url
-        page.wait_for_timeout(700)  # and as B's
-        assert page.evaluate("Object.values(localStorage).filter((v) => v === 'a message typed in A').length") == 2
+        expect(box).to_have_value("")  # B's own (none), not A's
+        box.fill("a note for B")
+        page.wait_for_timeout(700)
         rows.filter(has_text="Refactor the config loader").click()
         page.wait_for_function(f"() => window.location.href === {url_a!r}")
         expect(box).to_have_value("a message typed in A")
+        box.fill("a message typed in A, edited")
         box.press("Enter")
-        expect(page.locator("[data-testid=bot]").last).to_contain_text("You said: a message typed in A")
-        page.wait_for_function("!Object.keys(localStorage).some((k) => k.startsWith('anycode.draft.'))")
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("You said: a message typed in A, edited")
+        page.wait_for_function("Object.keys(localStorage).filter((k) => k.startsWith('anycode.draft.')).length === 1")
+        for url, kept in ((url_a, ""), (url_b, "a note for B")):
+            page.goto(url)
+            wait_loaded(page)
+            page.wait_for_timeout(700)  # the box has been looked at
+            expect(box).to_have_value(kept)
+
+    def test_a_draft_deleted_by_hand_stays_deleted(self, world, page):
+        _seed(world["data"], world["proj"])
+        page.goto(world["start_app"]())
+        wait_loaded(page)
+        box = page.locator("#ac-input textarea")
+        rows = page.locator("#ac-list .ac-session")
+        rows.filter(has_text="Refactor the config loader").click()
+        expect(page).to_have_url(re.compile(r"session="))
+        url_a = page.url
+        box.fill("half-formed idea about pears")
+        page.wait_for_timeout(700)
+        rows.filter(has_text="Set up the Postgres store").click()
+        page.wait_for_function(f"() => window.location.href !== {url_a!r}")
+        url_b = page.url
+        rows.filter(has_text="Refactor the config loader").click()
+        page.wait_for_function(f"() => window.location.href === {url_a!r}")
+        expect(box).to_have_value("half-formed idea about pears")
+        box.fill("")
+        rows.filter(has_text="Set up the Postgres store").click()
+        page.wait_for_function(f"() => window.location.href === {url_b!r}")
+        page.wait_for_timeout(700)
         page.goto(url_b)
         wait_loaded(page)
         page.wait_for_timeout(700)
         expect(box).to_have_value("")
+        assert "half-formed idea about pears" not in page.evaluate("Object.values(localStorage)")
