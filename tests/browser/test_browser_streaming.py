@@ -66,7 +66,7 @@ class TestSwitchWhileStreaming:
         expect(page).not_to_have_url(re.compile("session="))
         page.wait_for_timeout(500)  # a late update of the stopped reply must not come back
         expect(page.locator("[data-testid=user]")).to_have_count(0)
-        expect(box).to_have_value("my draft")
+        expect(box).to_have_value("")  # the new chat's own draft: "my draft" stays with the first
 
         send(page, "second question")
         expect(page.locator("[data-testid=bot]").last).to_contain_text("You said: second question")
@@ -89,6 +89,7 @@ class TestSwitchWhileStreaming:
         expect(title).to_have_value("Chat: first question")
         expect(page.locator("#ac-list .ac-session.active")).to_have_attribute("data-sid", first)
         expect(page.locator("#ac-chat")).not_to_contain_text("Error")
+        expect(box).to_have_value("my draft")  # kept with its chat through the stream and two switches
         box.fill("")
         send(page, "back in the first chat")
         expect(page.locator("[data-testid=bot]").last).to_contain_text("You said: back in the first chat")
