@@ -26,6 +26,11 @@
         .forEach((k) => localStorage.removeItem(k));
     } catch (e) { /* storage off */ }
   };
+  // put text into the box as if typed (Gradio reads the input event)
+  const fill = (b, text) => {
+    b.value = text;
+    b.dispatchEvent(new Event('input', { bubbles: true }));
+  };
   let last = null;  // {key, text} seen on the previous look
   // {key, text, at}: the box was emptied (a send hands the text over at once). The send may yet be
   // refused and the text put back; a reload in between must not lose it, so the draft is removed
@@ -50,8 +55,7 @@
       if (!text && kept && shownAsLast(kept)) {
         forgetSent(kept);  // sent already (the chat ends with it): never put back into the box
       } else if (!text && kept) {
-        b.value = kept;
-        b.dispatchEvent(new Event('input', { bubbles: true }));
+        fill(b, kept);
       }
       last = { key, text: b.value };
       return;
@@ -67,10 +71,7 @@
       else if (last.text) pending = { key: last.key, text: last.text, at: Date.now() };  // sent, or cleared
       const kept = read(key);
       const next = kept && !shownAsLast(kept) ? kept : '';
-      if (b.value !== next) {
-        b.value = next;
-        b.dispatchEvent(new Event('input', { bubbles: true }));
-      }
+      if (b.value !== next) fill(b, next);
       last = { key, text: next };
       return;
     }

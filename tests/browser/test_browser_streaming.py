@@ -276,15 +276,19 @@ class TestEachChatKeepsItsOwnDraft:
     been sent from another chat (fresh-user trials 16 and 17, also after being edited before the
     send) or deleted by hand in one of them (trial 17)."""
 
-    def test_a_draft_stays_with_its_chat_and_goes_when_sent(self, world, page):
+    @staticmethod
+    def _open_a(world, page):
+        """The page on the seeded chat A: (the message box, the sidebar rows, A's address)."""
         _seed(world["data"], world["proj"])
         page.goto(world["start_app"]())
         wait_loaded(page)
-        box = page.locator("#ac-input textarea")
         rows = page.locator("#ac-list .ac-session")
         rows.filter(has_text="Refactor the config loader").click()
         expect(page).to_have_url(re.compile(r"session="))
-        url_a = page.url
+        return page.locator("#ac-input textarea"), rows, page.url
+
+    def test_a_draft_stays_with_its_chat_and_goes_when_sent(self, world, page):
+        box, rows, url_a = self._open_a(world, page)
         box.fill("a message typed in A")
         page.wait_for_timeout(700)  # kept as A's draft
         rows.filter(has_text="Set up the Postgres store").click()
@@ -307,14 +311,7 @@ class TestEachChatKeepsItsOwnDraft:
             expect(box).to_have_value(kept)
 
     def test_a_draft_deleted_by_hand_stays_deleted(self, world, page):
-        _seed(world["data"], world["proj"])
-        page.goto(world["start_app"]())
-        wait_loaded(page)
-        box = page.locator("#ac-input textarea")
-        rows = page.locator("#ac-list .ac-session")
-        rows.filter(has_text="Refactor the config loader").click()
-        expect(page).to_have_url(re.compile(r"session="))
-        url_a = page.url
+        box, rows, url_a = self._open_a(world, page)
         box.fill("half-formed idea about pears")
         page.wait_for_timeout(700)
         rows.filter(has_text="Set up the Postgres store").click()
