@@ -69,7 +69,8 @@ def edit(ctx: WebContext, state: dict[str, Any], row_index: int, text: str | Non
         log.warning("edit of %s failed: %s", state["session"], err)
         return views.reload(ctx, state, notice=views.not_saved(err, i18n.t("edit_not_saved"))), None
     log.info("edited message %d of %s into version %s", index, state["session"], version.id)
-    return views.view_of(ctx.manager.get(version.key)), text
+    made = ctx.manager.get(version.key)
+    return views.view_of(made, start=views.version_from(made, state, index)), text
 
 
 def regenerate(ctx: WebContext, state: dict[str, Any], row_index: int, now: float | None = None) -> views.SessionView | None:
@@ -91,7 +92,8 @@ def regenerate(ctx: WebContext, state: dict[str, Any], row_index: int, now: floa
     except (StoreUnavailable, OSError) as err:
         log.warning("regenerate in %s failed: %s", state["session"], err)
         return views.reload(ctx, state, notice=views.not_saved(err, i18n.t("nothing_regenerated")))
-    view = views.view_of(ctx.manager.get(version.key))
+    made = ctx.manager.get(version.key)
+    view = views.view_of(made, start=views.version_from(made, state, cut + 1))
     view.state["regen_guard"] = [version.id, row_index, now]
     return view
 
@@ -206,7 +208,8 @@ def switch(ctx: WebContext, state: dict[str, Any], step: int, index: int | None 
     except (StoreUnavailable, OSError) as err:
         return views.reload(ctx, state, notice=views.not_saved(err, i18n.t("version_not_switched")))
     log.info("switched %s to version %s at message %s", key.session_id, new_key.session_id, point["index"])
-    return views.view_of(ctx.manager.get(new_key))
+    shown = ctx.manager.get(new_key)
+    return views.view_of(shown, start=views.version_from(shown, state, point["index"]))
 
 
 def _in_use(ctx: WebContext, key: SessionKey, state: dict[str, Any], notice: str | None = None) -> views.SessionView:

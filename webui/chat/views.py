@@ -86,13 +86,38 @@ def _key(state: dict[str, Any]) -> SessionKey:
 
 
 def shown_from(session: Any, state: dict[str, Any] | None = None, include: int | None = None) -> int:
-    """The first stored message the tab shows: the default window of the conversation
-    (:func:`render.window_start`), or earlier when the tab already shows earlier messages
-    (``state["from"]``) or ``include`` (a search hit) needs it."""
+    """The first stored message the tab shows: where the tab's window starts (``state["from"]``,
+    for the tab's own session), or earlier when ``include`` (a search hit) needs it; the default
+    window of the conversation (:func:`render.window_start`) for another session or a start past
+    its end."""
     start = render.window_start(session.messages, include=include)
     earlier = (state or {}).get("from") if state and state.get("session") == session.id else None
-    return min(start, earlier) if isinstance(earlier, int) and earlier >= 0 else start
+    if not isinstance(earlier, int) or earlier < 0:
+        return start
+    if include is None and (earlier == 0 or earlier < len(session.messages)):
+        # The tab's window stays where it is, also when it starts after the default one (a
+        # shorter version kept the rows above its point, :func:`version_from`): moved by one
+        # message, every drawn row would hold its neighbour's and the page re-draw them all.
+        return earlier
+    return min(start, earlier)
 
+
+
+def version_from(session: Any, state: dict[str, Any] | None, shared: int) -> int:
+    """The first stored message to show of another version of the tab's conversation (an Edit,
+    a Regenerate, a switch of the arrows), whose stored messages before ``shared`` are the ones
+    the tab shows: the tab's own window start (``state["from"]``) when it lies in that shared
+    part, so the rows above the point stay the rows drawn; else :func:`render.window_start`.
+
+    Why: the default window is the latest :data:`render.CHAT_WINDOW` messages, so a version one
+    message shorter or longer started one row off, every drawn row then held its neighbour's
+    message (user and assistant swapped), and the page re-drew the whole chat — a version
+    switch cost a full open of a long chat (issue 32)."""
+    earlier = (state or {}).get("from")
+    if isinstance(earlier, int) and 0 <= earlier <= min(shared, len(session.messages)) and (
+            earlier == 0 or earlier < len(session.messages)):
+        return earlier
+    return render.window_start(session.messages)
 
 
 def view_of(session: Any, *, title_wait: float = 0.0, notice: str | None = None,

@@ -125,6 +125,48 @@ class TestRegenerateAndSwitch:
         assert not versions.repeated(state, row, now=time.time() + versions.REPEAT_SECONDS + 1, ctx=ctx)
 
 
+class TestAVersionKeepsTheRowsAboveIt:
+    """A version of a long conversation (Edit, Regenerate, the arrows) opened on the default
+    window of the latest messages, one row off from the window the tab showed when the versions
+    differ in length: every drawn row then held its neighbour's message, the chat's top moved,
+    and the page re-drew all of it — a switch cost a full open (issue 32)."""
+
+    @staticmethod
+    def long_chat(ctx, pairs=render.CHAT_WINDOW):
+        s = ctx.manager.create(ctx.project_path, title="Long")
+        msgs = []
+        for i in range(pairs):
+            msgs += [{"role": "user", "content": f"question {i}"}, {"role": "assistant", "content": f"answer {i}"}]
+        ctx.manager.add_messages(s.key, msgs)
+        return s
+
+    def test_regenerate_then_switch_back_and_forth_keep_the_top_row(self, ctx):
+        s = self.long_chat(ctx)
+        opened = handlers.open_session(ctx, ctx.project_key, s.id)
+        top, earlier = opened.rows[0], opened.state["earlier"]
+        regenerated = versions.regenerate(ctx, opened.state, len(opened.rows) - 1)
+        assert regenerated.rows[0] == top and regenerated.state["earlier"] == earlier
+        after = sent(ctx, regenerated.state, None)  # the new reply; the tab's window is kept
+        back = versions.switch(ctx, after, -1)
+        assert back.session_id == s.id and back.rows[-1]["content"] == "answer 199"
+        assert back.rows[0] == top and back.state["earlier"] == earlier
+        # only the reply differs between the two versions' rows
+        forward = versions.switch(ctx, back.state, +1)
+        assert forward.rows[0] == top and len(forward.rows) == len(back.rows)
+        assert forward.rows[:-1] == back.rows[:-1] and forward.rows[-1] != back.rows[-1]
+
+    def test_edit_keeps_the_top_row(self, ctx):
+        s = self.long_chat(ctx)
+        opened = handlers.open_session(ctx, ctx.project_key, s.id)
+        view, text = versions.edit(ctx, opened.state, len(opened.rows) - 2, "question 199, edited")
+        assert text == "question 199, edited"
+        # the version holds the messages before the edited one (the edited text is sent next)
+        assert view.rows[0] == opened.rows[0] and view.rows == opened.rows[:-2]
+        after = sent(ctx, view.state, text)
+        shown = handlers.reload(ctx, after).rows
+        assert shown[0] == opened.rows[0] and shown[-2]["content"] == "question 199, edited"
+
+
 class TestArrowsAtEveryPoint:
     """Arrows only at the latest divergence (the rest unreachable), or a switch at an upper point
     that lands on another version below it than the one last used there."""
