@@ -1,5 +1,6 @@
 """The sidebar's message search in Chromium: typing a word said in a conversation finds it and the click
-opens the chat at that message. The plain-function half is ``tests/webui/chat/test_search_ui.py``."""
+opens the chat at that message; a second result clicked before the first was answered wins. The
+plain-function half is ``tests/webui/chat/test_search_ui.py``."""
 from __future__ import annotations
 
 import re
@@ -104,3 +105,55 @@ class TestSearchInBrowser:
         expect(page).to_have_url(re.compile(re.escape(versioned.session_id)))
         expect(page.locator("#ac-chat .ac-hit")).to_contain_text("The rollback script is ready.")
         assert manager.current_version(versioned) == second.key, "opening a hit changed the version in use"
+
+
+# Hit A clicked, then hit B on the page's next task: a double-click's gap, so the server cannot have
+# answered A yet (as in tests/browser/test_browser_address.py). Returns whether A's answer was already
+# on screen when B was clicked (the title of a chat opened).
+CLICK_HIT_A_THEN_B_JS = """([a, b]) => new Promise((done) => {
+  const hit = (sid) => [...document.querySelectorAll('#ac-search-results [data-hit]')]
+    .find((row) => JSON.parse(row.dataset.hit).sid === sid);
+  hit(a).click();
+  setTimeout(() => { const answered = document.querySelector('#ac-title input').value !== '';
+                     hit(b).click(); done(answered); }, 0);
+})"""
+
+
+@pytest.mark.browser
+class TestSecondQuickHitOpensItsChat:
+    """Guards against a second search result clicked before the first one was answered being dropped:
+    the first hit's chat opened and the address (``?session=<A>``) said A, so a reload opened A too,
+    although the user clicked B last. Gradio's default ``trigger_mode="once"`` for ``select`` ignored
+    B's click while A's was pending."""
+
+    def test_the_last_hit_clicked_is_the_open_chat_and_the_address(self, world, page):
+        from tests.support.chromium import TIMEOUT_MS, expect, wait_loaded
+
+        proj, store, now = world["proj"], LocalSessionStore(world["data"]), time.time()
+        sids = {}
+        for n, title in enumerate(["Kiwi orders", "Kiwi shipping"]):
+            key = SessionKey(project_key(str(proj)), new_session_id())
+            ts = now - 3600 * (n + 1)
+            store.append(key, [header_entry(key.session_id, key.project_key, str(proj), created_at=ts),
+                               message_entry({"role": "user", "content": f"{title}: where is the marmalade?"}, ts=ts),
+                               message_entry({"role": "assistant", "content": "On the shelf."}, ts=ts + 1),
+                               title_entry(title, "user", ts=ts + 2)])
+            sids[title] = key.session_id
+        page.goto(world["start_app"]())
+        expect(page.locator("#ac-list")).to_contain_text("Kiwi shipping")
+        wait_loaded(page)
+        page.locator("#ac-search textarea, #ac-search input").first.press_sequentially("marmalad", delay=60)
+        expect(page.locator("#ac-search-results .ac-hit-row")).to_have_count(2)
+        a, b = sids["Kiwi orders"], sids["Kiwi shipping"]
+        assert page.evaluate(CLICK_HIT_A_THEN_B_JS, [a, b]) is False  # B clicked before A's answer
+        title = page.locator("#ac-title input")
+        expect(title).to_have_value("Kiwi shipping")
+        expect(page.locator("[data-testid=user]").first).to_have_text("Kiwi shipping: where is the marmalade?")
+        page.wait_for_function("(sid) => new URLSearchParams(location.search).get('session') === sid",
+                               arg=b, timeout=TIMEOUT_MS)
+        expect(title).to_have_value("Kiwi shipping")  # and A's answer was not drawn after it
+        page.reload()
+        wait_loaded(page)
+        expect(title).to_have_value("Kiwi shipping")
+        expect(page.locator("[data-testid=user]").first).to_have_text("Kiwi shipping: where is the marmalade?")
+        assert re.search(r"[?&]session=([0-9a-f-]+)", page.url).group(1) == b

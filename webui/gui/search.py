@@ -23,6 +23,9 @@ log = logging.getLogger(__name__)
 
 # Clicks on a result become a ``select`` event carrying {sid, pk, idx} as JSON in ``value``.
 RESULTS_JS = script("search_results.js")
+# Says the answer to a click on a result is drawn: a result clicked while it was on its way is opened
+# now (assets/js/search_results.js).
+HIT_PICKED_JS = "() => { window.dispatchEvent(new Event('ac-hit-picked')); }"
 # After the conversation opened: wait for its rows, scroll the hit's row into view, highlight it.
 SCROLL_JS = script("search_scroll.js", HIGHLIGHT_MS=HIGHLIGHT_SECONDS * 1000)
 
@@ -69,7 +72,13 @@ def build_search_results(ctx: WebContext, *, state: Any, search: Any, show_archi
                 json.dumps({"sid": sid, "row": row, "at": time.time()}))
 
     warm_up(ctx)
-    results.select(switching(on_hit), [tab, state, search, show_archived],
-                   outputs=[*switch["outputs"], target], api_visibility="private")
+    # One hit on its way at a time: the results' script holds a hit clicked meanwhile until this
+    # answer is drawn, as the session list does (wire_sidebar in webui/gui/app.py): Gradio dropped it
+    # ("once", its default for a select) or drew two answers in either order ("multiple", here only so
+    # that the held click is never dropped).
+    picked = results.select(switching(on_hit), [tab, state, search, show_archived], trigger_mode="multiple",
+                            outputs=[*switch["outputs"], target], api_visibility="private")
+    for after in (picked.then, picked.failure):  # Gradio runs "then" after a success only
+        after(None, None, None, js=HIT_PICKED_JS)
     target.change(None, target, None, js=SCROLL_JS)
     return results
