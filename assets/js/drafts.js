@@ -44,11 +44,43 @@
     const u = users[users.length - 1];
     return !!u && u.innerText.trim() === text.trim();
   };
+  // Another chat was asked for (New chat, a row, a search hit, a memory's link) and is not shown
+  // yet. ChatGPT shows a new chat at once; here the answer is a round trip, seconds on a busy
+  // machine, and text typed in it was kept as the draft of the chat being left and taken out of
+  // the box when the new chat came, or an Enter sent it into the chat being left (CI: typed right
+  // after New chat, the message never reached the new chat). Now what is typed after the click is
+  // the draft of the chat asked for, and an Enter meanwhile is held until that chat is shown.
+  const ASK_MS = 15000;  // a switch not shown by then is not coming: the text stays where it is
+  const ASKERS = '#ac-new, #ac-list [data-sid], #ac-search-results [data-hit], #ac-memory-list .ac-mem-link';
+  let asked = null;  // {key, text, at, send}: the chat being left, its box at the click, an Enter held
+  const submit = () => {
+    const send = document.querySelector('#ac-input button.submit-button');
+    if (send) send.click();
+  };
+  const release = () => {
+    const held = asked;
+    asked = null;
+    if (held && held.send) submit();
+  };
   const look = () => {
     const b = box();
     if (!b) return;
     const key = chat();
     const text = b.value;
+    if (asked && Date.now() - asked.at > ASK_MS) release();
+    if (last !== null && key !== last.key && asked && asked.key === last.key) {
+      const held = asked;
+      asked = null;
+      if (text !== held.text || held.send) {
+        // typed (or sent) after the click: the chat asked for's; the one left keeps its box as it was
+        write(last.key, held.text);
+        write(key, text);
+        last = { key, text };
+        if (held.send) submit();
+        return;
+      }
+    }
+    if (asked && last !== null && key === last.key) return;  // typed now: for the chat on its way
     if (last === null) {
       // first look: put the chat's draft back into an empty box (Gradio reads the input event)
       const kept = read(key);
@@ -98,16 +130,46 @@
   // deleted draft back (fresh-user trial 17).
   document.addEventListener('input', (e) => {
     const b = box();
-    if (!e.isTrusted || !b || e.target !== b || b.value.trim()) return;
+    if (!e.isTrusted || !b || e.target !== b || b.value.trim() || asked) return;
     write(chat(), '');
     pending = null;
     last = { key: chat(), text: '' };
   }, true);
+  // Window listeners in the capture phase run before the page's others (shortcuts.js would take
+  // the held Enter, sent again on its release, for a doubled send).
+  window.addEventListener('click', (e) => {
+    const b = box();
+    const send = e.target.closest && e.target.closest('#ac-input button.submit-button');
+    if (send && asked) {
+      e.preventDefault();
+      e.stopImmediatePropagation();
+      asked.send = true;
+      return;
+    }
+    const asker = e.target.closest && e.target.closest(ASKERS);
+    if (!asker || !b) return;
+    const key = chat();
+    if (asker.matches('#ac-new') ? key === 'new' : asker.dataset.sid === key) return;  // shown already
+    look();  // the box as it is now is the draft of the chat being left
+    asked = { key, text: b.value, at: Date.now(), send: false };
+  }, true);
+  window.addEventListener('keydown', (e) => {
+    const b = box();
+    if (!asked || !b || e.target !== b || e.key !== 'Enter' || e.shiftKey || e.isComposing) return;
+    e.preventDefault();
+    e.stopImmediatePropagation();
+    asked.send = true;
+  }, true);
+  // The answer to a row or a hit is drawn (PICKED_JS, HIT_PICKED_JS): a chat already open (an older
+  // version's row) shows no other address, so what was typed and held is this chat's after all.
+  const settle = () => setTimeout(() => { if (asked && chat() === asked.key) release(); }, 300);
+  window.addEventListener('ac-picked', settle);
+  window.addEventListener('ac-hit-picked', settle);
   window.acDrafts = setInterval(look, 300);
   // The address names another chat (url_sync.js): look now. A look up to 300 ms later took text
   // typed into the chat just shown for the one before's, and emptied the box.
   window.addEventListener('ac-chat-shown', look);
   // a reload or a closed tab: what the box holds right now is kept (the interval may not have run)
-  window.addEventListener('pagehide', look);
+  window.addEventListener('pagehide', () => { asked = null; look(); });
   return [];
 }
