@@ -160,11 +160,13 @@
     e.stopImmediatePropagation();
     asked.send = true;
   }, true);
-  // The answer to a row or a hit is drawn (PICKED_JS, HIT_PICKED_JS): a chat already open (an older
-  // version's row) shows no other address, so what was typed and held is this chat's after all.
+  // The answer to a row, a hit or a memory's link is drawn (PICKED_JS, HIT_PICKED_JS, memory.DONE_JS):
+  // a chat already open (named by another version's id) shows no other address, so what was typed
+  // and held is this chat's after all.
   const settle = () => setTimeout(() => { if (asked && chat() === asked.key) release(); }, 300);
   window.addEventListener('ac-picked', settle);
   window.addEventListener('ac-hit-picked', settle);
+  window.addEventListener('ac-memory-done', settle);
   window.acDrafts = setInterval(look, 300);
   // The address names another chat (url_sync.js): look now. A look up to 300 ms later took text
   // typed into the chat just shown for the one before's, and emptied the box.

@@ -72,3 +72,34 @@ def test_memory_panel_toast_and_used_note_in_a_browser(world, page):
     expect(toast).to_contain_text("deploys happen on Fridays", timeout=TIMEOUT_MS)
     page.locator("#ac-new").click()
     expect(toast).to_be_hidden()
+
+
+@pytest.mark.browser
+class TestQuickClicksInTheMemoryList:
+    """Guards against a click in the Memory list sent before the one before was answered being
+    dropped (Gradio's "once" for a select): a second quick Delete left its memory in place."""
+
+    def test_two_quick_deletes_delete_both(self, world, page):
+        page.goto(world["start_app"]())
+        page.locator("#ac-memory-open").click()
+        listing = page.locator("#ac-memory-list")
+        for fact in ("the first fact to go", "the second fact to go", "a fact that stays"):
+            page.locator("#ac-memory-new textarea").fill(fact)
+            page.locator("#ac-memory-add").click()
+            expect(listing).to_contain_text(fact)
+        page.on("dialog", lambda d: d.accept())
+        # the second Delete on the page's next task: before the first one's answer
+        page.evaluate("""() => {
+          const button = (text) => [...document.querySelectorAll('#ac-memory-list .ac-mem')]
+            .find((m) => m.textContent.includes(text)).querySelector('[data-do=delete]');
+          const first = button('the first fact to go'), second = button('the second fact to go');
+          first.click();
+          setTimeout(() => second.click(), 0);
+        }""")
+        expect(listing).not_to_contain_text("the first fact to go")
+        expect(listing).not_to_contain_text("the second fact to go")
+        expect(listing).to_contain_text("a fact that stays")
+        page.reload()
+        page.locator("#ac-memory-open").click()
+        expect(listing).to_contain_text("a fact that stays")
+        expect(listing).not_to_contain_text("fact to go")

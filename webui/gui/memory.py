@@ -47,6 +47,8 @@ if TYPE_CHECKING:
 
 # Clicks on an item's buttons become a ``select`` event carrying {"do", "id", "sid", "pk"} as JSON.
 PANEL_JS = script("memory_panel.js")
+# Says the answer to a click in the list is drawn: the next queued click goes (memory_panel.js).
+DONE_JS = "() => { window.dispatchEvent(new Event('ac-memory-done')); }"
 
 
 def build_memory_panel(ctx: WebContext, *, button_slot: Any, panel_slot: Any, toast_slot: Any) -> dict[str, Any]:
@@ -173,8 +175,13 @@ def _wire_items(ctx: WebContext, parts: dict[str, Any], *, state: Any, search: A
             return (*skip_view, panel_html(ctx, project), gr.Row(visible=False), gr.skip(), None)
         return (*skip_view, gr.skip(), gr.skip(), gr.skip(), gr.skip())
 
-    listing.select(on_action, [tab, state, search, show_archived],
-                   [*switch["outputs"], listing, editor, edit_text, editing], api_visibility="private")
+    # One action on its way at a time (assets/js/memory_panel.js queues the others): "multiple" only
+    # so that a queued click is never dropped should Gradio say "answered" a moment early.
+    done = listing.select(on_action, [tab, state, search, show_archived],
+                          [*switch["outputs"], listing, editor, edit_text, editing], api_visibility="private",
+                          trigger_mode="multiple")
+    for after in (done.then, done.failure):  # Gradio runs "then" after a success only
+        after(None, None, None, js=DONE_JS)
 
     def on_save(st, mid, text):
         sentence, ok = edit_memory(ctx, _project_of(ctx, st), mid or "", text or "")
