@@ -160,7 +160,8 @@
     e.stopImmediatePropagation();
     asked.send = true;
   }, true);
-  // The answer to a row, a hit or a memory's link is drawn (PICKED_JS, HIT_PICKED_JS, memory.DONE_JS):
+  // The answer to a row, a hit or a memory's link is drawn (ac-picked, ac-hit-picked,
+  // ac-memory-done: webui.gui.assets.signal_answered):
   // a chat already open (named by another version's id) shows no other address, so what was typed
   // and held is this chat's after all.
   const settle = () => setTimeout(() => { if (asked && chat() === asked.key) release(); }, 300);

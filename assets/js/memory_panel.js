@@ -10,8 +10,8 @@ element.addEventListener('click', (e) => {
 // One action on its way at a time, the others in order: Gradio dropped a click sent before the
 // one before was answered ("once", its default for a select), so a second quick Delete left its
 // memory and a second link opened the first one's chat. Every click counts here (each Delete is
-// its own), so all are kept and sent one by one as each answer is drawn (DONE_JS in
-// webui/gui/memory.py).
+// its own), so all are kept and sent one by one as each answer is drawn (the window
+// event ac-memory-done: signal_answered in webui/gui/memory.py).
 const queue = [];
 let busy = false;
 const send = () => {

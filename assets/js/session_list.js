@@ -14,7 +14,8 @@ element.addEventListener('click', (e) => {
 // One click on a row on its way at a time: Gradio dropped a second one sent before the first was
 // answered (the row marked open, the first chat open and in the address; a fresh-user trial), and
 // two on their way at once were drawn in either order. So a row clicked meanwhile waits for the
-// answer (PICKED_JS in webui/gui/app.py says when), the last one clicked only.
+// answer (the window event ac-picked: signal_answered in webui/gui/app.py says when), the last
+// one clicked only.
 let picking = false;
 let next = null;
 const pick = (sid) => {

@@ -85,6 +85,12 @@ def _key(state: dict[str, Any]) -> SessionKey:
 
 
 
+def _inside(start: int, session: Any) -> bool:
+    """True when a window starting at stored message ``start`` shows some of ``session`` (or it
+    is empty and starts at 0)."""
+    return start == 0 or start < len(session.messages)
+
+
 def shown_from(session: Any, state: dict[str, Any] | None = None, include: int | None = None) -> int:
     """The first stored message the tab shows: where the tab's window starts (``state["from"]``,
     for the tab's own session), or earlier when ``include`` (a search hit) needs it; the default
@@ -94,7 +100,7 @@ def shown_from(session: Any, state: dict[str, Any] | None = None, include: int |
     earlier = (state or {}).get("from") if state and state.get("session") == session.id else None
     if not isinstance(earlier, int) or earlier < 0:
         return start
-    if include is None and (earlier == 0 or earlier < len(session.messages)):
+    if include is None and _inside(earlier, session):
         # The tab's window stays where it is, also when it starts after the default one (a
         # shorter version kept the rows above its point, :func:`version_from`): moved by one
         # message, every drawn row would hold its neighbour's and the page re-draw them all.
@@ -114,8 +120,7 @@ def version_from(session: Any, state: dict[str, Any] | None, shared: int) -> int
     message (user and assistant swapped), and the page re-drew the whole chat — a version
     switch cost a full open of a long chat (issue 32)."""
     earlier = (state or {}).get("from")
-    if isinstance(earlier, int) and 0 <= earlier <= min(shared, len(session.messages)) and (
-            earlier == 0 or earlier < len(session.messages)):
+    if isinstance(earlier, int) and 0 <= earlier <= shared and _inside(earlier, session):
         return earlier
     return render.window_start(session.messages)
 

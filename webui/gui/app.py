@@ -57,7 +57,7 @@ from webui.chat import live as live_chat
 from webui.chat import versions as chat_versions
 from webui.chat.titles import poll_needed
 from webui.gui import live as live_gui
-from webui.gui.assets import asset_path, asset_text, script
+from webui.gui.assets import asset_path, asset_text, script, signal_answered
 from webui.gui.i18n_ui import tr
 from webui.gui.state_hub import StateListeners
 from webui.i18n import t
@@ -83,9 +83,6 @@ SESSION_LIST_JS = script("session_list.js")
 # Says the load's answer is on the page: a row of the list the page's HTML carries
 # (webui.gui.first_paint), clicked before it, is opened only now (assets/js/session_list.js).
 PAGE_LOADED_JS = "() => { window.acPageLoaded = true; window.dispatchEvent(new Event('ac-page-loaded')); }"
-# Says the answer to a click on a row is drawn: a row clicked while it was on its way is opened now
-# (assets/js/session_list.js).
-PICKED_JS = "() => { window.dispatchEvent(new Event('ac-picked')); }"
 # A long conversation opens on its latest messages; scrolled to its top, the earlier ones come.
 EARLIER_ON_SCROLL_JS = script("earlier_on_scroll.js")
 # "Branch from here" sits in a menu Gradio opens on hover, so it stayed open under the pointer
@@ -635,8 +632,7 @@ def wire_sidebar(p: Page) -> None:
     # click is never dropped should Gradio say "answered" a moment before it clears the pick.
     picked = p.sessions.select(p.switching(on_pick), [p.tab, *p.list_inputs], trigger_mode="multiple",
                                **p.switch)
-    for after in (picked.then, picked.failure):  # Gradio runs "then" after a success only
-        after(None, None, None, js=PICKED_JS)
+    signal_answered(picked, "ac-picked")  # a row clicked meanwhile is opened now (session_list.js)
 
     # --- long lists and long conversations (issue 17) ---------------------------------------
     def on_more(st, query, archived):

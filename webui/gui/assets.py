@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from importlib import resources
+from typing import Any
 
 
 def asset_text(name: str) -> str:
@@ -43,3 +44,13 @@ def script(name: str, **values: object) -> str:
     if left:
         raise KeyError(f"assets/js/{name}: no value for {sorted(set(left))}")
     return text
+
+
+def signal_answered(dependency: Any, event: str) -> None:
+    """Fire the window event ``event`` in the page once the answer to ``dependency`` (what a Gradio
+    event listener returns) is drawn, whether it succeeded or failed: a list's script that holds
+    the clicks made meanwhile sends the next one then (``session_list.js``, ``search_results.js``,
+    ``memory_panel.js``). Gradio runs ``then`` after a success only, hence ``failure`` too."""
+    js = f"() => {{ window.dispatchEvent(new Event({event!r})); }}"
+    for after in (dependency.then, dependency.failure):
+        after(None, None, None, js=js)

@@ -37,7 +37,7 @@ from webui.chat.memory import (
     undo,
     written_lately,
 )
-from webui.gui.assets import script
+from webui.gui.assets import script, signal_answered
 from webui.gui.i18n_ui import tr
 from webui.i18n import t
 from webui.text.error_text import describe
@@ -47,8 +47,6 @@ if TYPE_CHECKING:
 
 # Clicks on an item's buttons become a ``select`` event carrying {"do", "id", "sid", "pk"} as JSON.
 PANEL_JS = script("memory_panel.js")
-# Says the answer to a click in the list is drawn: the next queued click goes (memory_panel.js).
-DONE_JS = "() => { window.dispatchEvent(new Event('ac-memory-done')); }"
 
 
 def build_memory_panel(ctx: WebContext, *, button_slot: Any, panel_slot: Any, toast_slot: Any) -> dict[str, Any]:
@@ -180,8 +178,7 @@ def _wire_items(ctx: WebContext, parts: dict[str, Any], *, state: Any, search: A
     done = listing.select(on_action, [tab, state, search, show_archived],
                           [*switch["outputs"], listing, editor, edit_text, editing], api_visibility="private",
                           trigger_mode="multiple")
-    for after in (done.then, done.failure):  # Gradio runs "then" after a success only
-        after(None, None, None, js=DONE_JS)
+    signal_answered(done, "ac-memory-done")
 
     def on_save(st, mid, text):
         sentence, ok = edit_memory(ctx, _project_of(ctx, st), mid or "", text or "")

@@ -12,7 +12,7 @@ import gradio as gr
 from core.errors import AnycodeError
 from webui.chat import handlers
 from webui.chat.search import HIGHLIGHT_SECONDS, hit_include, hit_row, results_html, warm_up
-from webui.gui.assets import script
+from webui.gui.assets import script, signal_answered
 from webui.gui.i18n_ui import tr
 from webui.text.error_text import describe
 
@@ -23,9 +23,6 @@ log = logging.getLogger(__name__)
 
 # Clicks on a result become a ``select`` event carrying {sid, pk, idx} as JSON in ``value``.
 RESULTS_JS = script("search_results.js")
-# Says the answer to a click on a result is drawn: a result clicked while it was on its way is opened
-# now (assets/js/search_results.js).
-HIT_PICKED_JS = "() => { window.dispatchEvent(new Event('ac-hit-picked')); }"
 # After the conversation opened: wait for its rows, scroll the hit's row into view, highlight it.
 SCROLL_JS = script("search_scroll.js", HIGHLIGHT_MS=HIGHLIGHT_SECONDS * 1000)
 
@@ -78,7 +75,6 @@ def build_search_results(ctx: WebContext, *, state: Any, search: Any, show_archi
     # that the held click is never dropped).
     picked = results.select(switching(on_hit), [tab, state, search, show_archived], trigger_mode="multiple",
                             outputs=[*switch["outputs"], target], api_visibility="private")
-    for after in (picked.then, picked.failure):  # Gradio runs "then" after a success only
-        after(None, None, None, js=HIT_PICKED_JS)
+    signal_answered(picked, "ac-hit-picked")
     target.change(None, target, None, js=SCROLL_JS)
     return results
