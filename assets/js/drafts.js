@@ -149,6 +149,9 @@
     const asker = e.target.closest && e.target.closest(ASKERS);
     if (!asker || !b) return;
     const key = chat();
+    // New chat leaves the typing in the box, as ChatGPT's does (the focus stayed on the button, and
+    // text typed at once went nowhere: fresh-user trial 18)
+    if (asker.matches('#ac-new')) setTimeout(() => b.focus(), 0);
     if (asker.matches('#ac-new') ? key === 'new' : asker.dataset.sid === key) return;  // shown already
     look();  // the box as it is now is the draft of the chat being left
     asked = { key, text: b.value, at: Date.now(), send: false };

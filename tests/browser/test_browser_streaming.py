@@ -405,3 +405,10 @@ class TestTypedRightAfterNewChat:
         wait_loaded(page)
         page.wait_for_timeout(700)
         expect(box).to_have_value("")  # the first chat's box held nothing at the click
+
+    def test_typing_at_once_after_new_chat_goes_into_its_box(self, world, page):
+        url_a, held = self._a_chat_then_new(world, page)
+        page.keyboard.type("typed without clicking the box")
+        held[0].continue_()
+        page.wait_for_function(f"() => window.location.href !== {url_a!r}")
+        expect(page.locator("#ac-input textarea")).to_have_value("typed without clicking the box")
