@@ -57,7 +57,7 @@ from webui.chat import live as live_chat
 from webui.chat import versions as chat_versions
 from webui.chat.titles import poll_needed
 from webui.gui import live as live_gui
-from webui.gui.assets import asset_path, asset_text, script, signal_answered
+from webui.gui.assets import asset_path, asset_text, on_page_load, script, signal_answered, wire_page_scripts
 from webui.gui.i18n_ui import tr
 from webui.gui.state_hub import StateListeners
 from webui.i18n import t
@@ -340,6 +340,7 @@ def build_app(ctx: WebContext) -> gr.Blocks:
         wire_features(p)
         live_gui.wire_live(p, _tab_key)  # other tabs and processes, seen live (issue 25)
         p.state_listeners.wire()  # after every feature added what it shows of the state
+        wire_page_scripts(demo)  # one load event for the page's scripts (issue 32)
         # languages (issue 20): static labels in the page setting's language when it overrides
         i18n_ui.attach(demo, skip=(p.title, p.archive_btn, p.earlier_btn, p.noreply_text), progress_on=p.lang)
         progress.trim_progress_targets(demo, sink=p.lang, quiet=(p.chat,))  # last: every event is wired (issue 32)
@@ -643,13 +644,13 @@ def wire_sidebar(p: Page) -> None:
     p.sessions.expand(on_more, p.list_inputs, [p.state, p.sessions], api_visibility="private",
                       trigger_mode="once", show_progress="hidden")
     wire_earlier(p)
-    p.demo.load(None, None, None, js=EARLIER_ON_SCROLL_JS)
+    on_page_load(p.demo, EARLIER_ON_SCROLL_JS)
     notice_place.add(p.demo)  # toasts stay above the bars under the chat, never over their buttons
     narrow.attach(p.demo)  # narrow windows: the sidebar is a drawer (issue 18)
     topbar_menu.attach(p.demo)  # a narrow top bar: its actions in the "⋯" menu (issue 31)
     shortcuts.attach(p.demo)
-    p.demo.load(None, None, None, js=CHAT_TEXT_JS)  # Copy and Edit give the text written
-    p.demo.load(None, None, None, js=DRAFTS_JS)  # the box survives a reload of the tab
+    on_page_load(p.demo, CHAT_TEXT_JS)  # Copy and Edit give the text written
+    on_page_load(p.demo, DRAFTS_JS)  # the box survives a reload of the tab
 
     def on_filter(st, query, archived):
         return p.list_html(st, query, archived, active=(st or {}).get("session"))

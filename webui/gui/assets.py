@@ -7,9 +7,13 @@ name) names it ``__NAME__``; :func:`script` puts the value in.
 """
 from __future__ import annotations
 
+import weakref
 from functools import lru_cache
 from importlib import resources
 from typing import Any
+
+# Blocks → the scripts to run once its page has loaded, in the order they were added
+_page_scripts: weakref.WeakKeyDictionary[Any, list[str]] = weakref.WeakKeyDictionary()
 
 
 def asset_text(name: str) -> str:
@@ -54,3 +58,28 @@ def signal_answered(dependency: Any, event: str) -> None:
     js = f"() => {{ window.dispatchEvent(new Event({event!r})); }}"
     for after in (dependency.then, dependency.failure):
         after(None, None, None, js=js)
+
+
+def on_page_load(demo: Any, js: str) -> None:
+    """Run ``js`` (an arrow function of no arguments, as :func:`script` gives) in the page of
+    ``demo`` (a ``gr.Blocks``) once it has loaded. Every script added this way runs from one
+    Gradio load event, made by :func:`wire_page_scripts` once the page is built: each event is
+    work for the page's load in Gradio's client — every component of the page looks through every
+    event (issue 32: eight load events of one script each cost ~5 ms of the load). In order of
+    addition; one that throws is logged in the browser's console and the others still run."""
+    _page_scripts.setdefault(demo, []).append(js)
+
+
+def page_scripts_js(scripts: list[str]) -> str:
+    """One arrow function running each of ``scripts`` (arrow functions) in turn, each in its own
+    ``try``: a failing script is logged in the console and leaves the next ones to run."""
+    calls = "".join(f"  try {{ ({js.strip()})(); }} catch (err) {{ console.error(err); }}\n" for js in scripts)
+    return "() => {\n" + calls + "  return [];\n}"
+
+
+def wire_page_scripts(demo: Any) -> None:
+    """The one load event running what :func:`on_page_load` added for ``demo``; call it once,
+    inside ``demo``'s Blocks context, after the last script was added (nothing when none was)."""
+    scripts = _page_scripts.pop(demo, [])
+    if scripts:
+        demo.load(None, None, None, js=page_scripts_js(scripts))

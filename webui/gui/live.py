@@ -17,7 +17,7 @@ import gradio as gr
 
 from webui.chat import live
 from webui.chat.organise import tag_bar_html
-from webui.gui.assets import script
+from webui.gui.assets import on_page_load, script
 from webui.i18n import t
 
 if TYPE_CHECKING:
@@ -135,4 +135,4 @@ def wire_live(p: Page, tab_key: Callable[[Any, Any], str]) -> None:
 
     p.live_done.change(on_written, [p.live_done, p.state, p.tab], [p.chat, p.state],
                        api_visibility="private", show_progress="hidden")
-    p.demo.load(None, None, None, js=LIVE_JS)
+    on_page_load(p.demo, LIVE_JS)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from webui.gui.assets import script
+from webui.gui.assets import on_page_load, script
 
 # Gradio's sidebar breakpoint (its CSS: ``@media (width<=768px)``, where it overlays the page);
 # assets/layout.css uses the same number.
@@ -28,4 +28,4 @@ NARROW_JS = script("narrow.js", PX=BREAKPOINT_PX, CLOSING=CLOSING_CLICKS)
 
 def attach(demo: Any) -> None:
     """Run the drawer script on every page load of ``demo`` (a ``gr.Blocks``)."""
-    demo.load(None, None, None, js=NARROW_JS)
+    on_page_load(demo, NARROW_JS)

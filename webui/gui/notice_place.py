@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from webui.gui.assets import script
+from webui.gui.assets import on_page_load, script
 
 PLACE_TOASTS_JS = script("place_toasts.js")
 
 
 def add(demo: Any) -> None:
     """Run the placing script once the page has loaded (inside ``demo``'s Blocks context)."""
-    demo.load(None, None, None, js=PLACE_TOASTS_JS)
+    on_page_load(demo, PLACE_TOASTS_JS)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import html
 
 from webui.i18n import t
-from webui.gui.assets import script
+from webui.gui.assets import on_page_load, script
 
 # The help's rows: the keys (key caps are not translated; MOD is shown as ⌘ on a Mac, the page
 # script swaps it) and the catalogue key (webui/locales) of what they do.
@@ -63,4 +63,4 @@ KEYS_JS = script("shortcuts.js")
 
 def attach(demo) -> None:
     """Listen for the shortcuts on every page load of ``demo`` (a ``gr.Blocks``)."""
-    demo.load(None, None, None, js=KEYS_JS)
+    on_page_load(demo, KEYS_JS)

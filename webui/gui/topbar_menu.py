@@ -17,7 +17,7 @@ from typing import Any
 
 import gradio as gr
 
-from webui.gui.assets import script
+from webui.gui.assets import on_page_load, script
 from webui.gui.i18n_ui import tr
 
 # Below this the title would show a word or two: fold the actions (then the meter) into the menu.
@@ -39,4 +39,4 @@ def build_more_button() -> gr.HTML:
 
 def attach(demo: Any) -> None:
     """Run the fold-and-menu script on every page load of ``demo`` (a ``gr.Blocks``)."""
-    demo.load(None, None, None, js=TOPBAR_MENU_JS)
+    on_page_load(demo, TOPBAR_MENU_JS)

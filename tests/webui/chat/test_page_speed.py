@@ -95,3 +95,17 @@ class TestPageEvents:
         ids = {c["props"].get("elem_id"): c["id"] for c in cfg["components"]}
         push = [d for d in cfg["dependencies"] if [ids["ac-title-due"], "change"] in [list(t) for t in d["targets"]]]
         assert len(push) == 1 and ids["ac-title"] in push[0]["outputs"]
+
+    def test_the_page_scripts_run_from_one_load_event(self, tmp_path):
+        """Guards against a load event per page script: eight of them (drawer, shortcuts, drafts,
+        top-bar menu, toasts, live check, chat text, earlier messages) made every component of the
+        page look through eight more events while it mounted (issue 32)."""
+        from webui.gui import live, narrow, notice_place, shortcuts, topbar_menu
+        from webui.gui.app import CHAT_TEXT_JS, DRAFTS_JS, EARLIER_ON_SCROLL_JS
+
+        cfg = _config(tmp_path)
+        js_loads = [d for d in cfg["dependencies"] if not d["backend_fn"] and any(t[1] == "load" for t in d["targets"])]
+        assert len(js_loads) == 1
+        for js in (narrow.NARROW_JS, live.LIVE_JS, shortcuts.KEYS_JS, topbar_menu.TOPBAR_MENU_JS,
+                   notice_place.PLACE_TOASTS_JS, CHAT_TEXT_JS, DRAFTS_JS, EARLIER_ON_SCROLL_JS):
+            assert js.strip() in js_loads[0]["js"]
