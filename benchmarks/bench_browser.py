@@ -329,6 +329,16 @@ def compare_with_bare(browser, url: str, bare_url: str, script, fake_ttft, runs:
         n, nbytes, last_ms, size, server, busy = breakdown(bare, log_bare, action)
         out.append(f"| bare Gradio: {name} | {n} | {nbytes:,} | {last_ms:.0f} ms | {size:,} | {server:.0f} ms "
                    f"| {busy:.0f} ms |")
+    # What each page's load builds (issue 32, round 19): stock Gradio's client looks through every
+    # event once per block while it builds the page (twice per load), so the load's own work
+    # grew with blocks × events until anycode served that step as a lookup.
+    out += ["", "What a page load builds (its config: blocks, those hidden, events; stock Gradio's "
+            "client looks through every event for each block, twice per load; anycode serves it "
+            "with a lookup instead, webui/server/gradio_patch.py):", "",
+            "| page | blocks | hidden | events | blocks × events |", "|---|---:|---:|---:|---:|"]
+    for name, page_url in (("anycode", url), ("bare Gradio", bare_url)):
+        blocks, hidden, events = config_size(page_url)
+        out.append(f"| {name} | {blocks} | {hidden} | {events} | {blocks * events:,} |")
     # An open tab left alone (issue 32, round 13): its renderer's CPU per second with the
     # 1,000-message chat shown, one page open at a time (they share a renderer process).
     bare.close()
@@ -345,6 +355,25 @@ def compare_with_bare(browser, url: str, bare_url: str, script, fake_ttft, runs:
             f"| anycode | {idle_ours:.0f} ms/s | {idle_ours / max(idle_bare, 1e-3):.2f}× |",
             f"| bare Gradio | {idle_bare:.0f} ms/s | 1× |"]
     return out
+
+
+def config_size(url: str) -> tuple[int, int, int]:
+    """``(blocks, hidden blocks, events)`` of the Gradio page at ``url`` (its ``/config``): a block
+    is hidden when it or a block around it has ``visible=False``."""
+    with urllib.request.urlopen(url.rstrip("/") + "/config", timeout=30) as resp:
+        cfg = json.loads(resp.read())
+    comps = {c["id"]: c for c in cfg["components"]}
+    hidden: set[int] = set()
+
+    def walk(node: dict, inside_hidden: bool) -> None:
+        here = inside_hidden or (comps.get(node["id"], {}).get("props") or {}).get("visible") is False
+        if here:
+            hidden.add(node["id"])
+        for child in node.get("children") or []:
+            walk(child, here)
+
+    walk(cfg["layout"], False)
+    return len(cfg["components"]), len(hidden & set(comps)), len(cfg["dependencies"])
 
 
 def idle_cpu(browser, page, open_chat, windows: int = 3) -> float:

@@ -577,7 +577,7 @@ def _serve(args: argparse.Namespace, store: Any, project_path: str, data_dir: Pa
         print(f"anycode: port {args.port} is taken; using {port}.", file=sys.stderr)
 
     from webui.server import private_files
-    from webui.server import security
+    from webui.server import gradio_patch, security
     from webui.gui.app import build_app, launch_kwargs
     from webui.chat.context import WebContext
 
@@ -596,10 +596,11 @@ def _serve(args: argparse.Namespace, store: Any, project_path: str, data_dir: Pa
     demo.queue(default_concurrency_limit=16)
     # Gradio builds its own URL from server_name: an IPv6 literal must be bracketed there.
     try:
-        demo.launch(**security.install(
+        # Gradio's page builder without its quadratic scan (issue 32), inside the security rules
+        demo.launch(**gradio_patch.install(security.install(
             launch_kwargs(host=preflight.url_host(args.host), port=port, auth=auth, quiet=True),
             host_policy or security.HostPolicy.for_server(args.host),
-            after_upload=lambda: private_files.tighten(private)), prevent_thread_lock=True)
+            after_upload=lambda: private_files.tighten(private))), prevent_thread_lock=True)
     except OSError as err:  # e.g. another program took the port since it was probed
         shutil.rmtree(private, ignore_errors=True)
         raise CliError(f"The web server could not start on port {port} "

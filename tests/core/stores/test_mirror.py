@@ -129,12 +129,11 @@ class TestMirrorNeverBlocksWrites:
         flaky = Flaky(mirror_db)
         store = mirrored(primary, flaky, tmp_path)
         mgr = SessionManager(store)
-        latencies = []
+        written = []
 
         def write(i, key):
-            t = time.monotonic()
             mgr.add_messages(key, [user(f"message {i}")])
-            latencies.append(time.monotonic() - t)
+            written.append(i)
 
         try:
             flaky.mode = "raise"
@@ -149,8 +148,13 @@ class TestMirrorNeverBlocksWrites:
 
             flaky.mode = "hang"
             assert wait_for(flaky.hanging.is_set)  # the delivery thread is now stuck in the mirror
-            for i in range(30, 60):
-                write(i, keys[i % 3])
+            writer = threading.Thread(target=lambda: [write(i, keys[i % 3]) for i in range(30, 60)], daemon=True)
+            writer.start()
+            writer.join(30)
+            # Writes never waited for the mirror: all of them returned while it still hung (one
+            # that waited would return only once the mirror is released, below, or after 60 s).
+            # Not a time bound: on a loaded machine a write's own fsyncs may take a while.
+            assert not writer.is_alive() and len(written) == 60 and not flaky.release.is_set()
             assert store.status()["pending_entries"] >= 64
             assert mirror_db.list(keys[0].project_key) == []  # nothing delivered while down or hung
 
@@ -162,8 +166,6 @@ class TestMirrorNeverBlocksWrites:
             st = store.status()
             assert st["state"] == "ok" and st["pending_entries"] == 0 and st["last_error"] is None
             assert st["last_success_at"] is not None and st["last_success_at"] <= time.time()
-            # Writes never waited for the mirror: each is a local append plus two outbox commits.
-            assert max(latencies) < 0.5, max(latencies)
 
             # Lifecycle operations are mirrored too.
             mgr.archive(keys[0])

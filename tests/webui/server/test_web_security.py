@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.support.web_server import app_env, has_ipv6_loopback, launch
-from webui.server import security
+from webui.server import gradio_patch, security
 
 BINDS = ["127.0.0.1", "127.0.0.2", "::1"]
 EXTRA_NAME, ENV_NAME = "anycode.test", "other.test"  # --allowed-host and ANYCODE_ALLOWED_HOSTS
@@ -61,8 +61,10 @@ class Route:
 
 def _routes(uploaded: str) -> list[Route]:
     session = uuid.uuid4().hex
+    patched = gradio_patch.patched_asset()  # the Gradio script anycode answers itself (issue 32)
     return [
         Route("page", "GET", "/"),
+        Route("patched-script", "GET", "/assets/" + (patched[0] if patched else "index.html")),
         Route("config", "GET", "/config"),
         Route("api-info", "GET", "/gradio_api/info"),
         Route("queue-join", "POST", "/gradio_api/queue/join",
@@ -75,7 +77,7 @@ def _routes(uploaded: str) -> list[Route]:
     ]
 
 
-ROUTE_NAMES = ["page", "config", "api-info", "queue-join", "queue-data", "file", "upload"]
+ROUTE_NAMES = ["page", "patched-script", "config", "api-info", "queue-join", "queue-data", "file", "upload"]
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +183,7 @@ class TestContentSecurityPolicy:
     def test_every_response_carries_the_policy(self, served, bind):
         base, own, routes = served[bind]
         with httpx.Client(timeout=15, trust_env=False) as client:
-            for name in ("page", "config", "api-info", "file"):
+            for name in ("page", "patched-script", "config", "api-info", "file"):
                 resp = routes[name].send(client, base, {"Host": own})
                 policy = resp.headers.get("content-security-policy", "")
                 directives = dict((d.split(" ", 1) + [""])[:2] for d in policy.split("; "))
