@@ -21,7 +21,6 @@ Gradio's to fix upstream; this goes when it is fixed there.
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import os
@@ -29,6 +28,8 @@ from email.utils import formatdate
 from functools import lru_cache
 from importlib import resources
 from typing import Any
+
+from webui.server.stack import wrap_stack
 
 log = logging.getLogger(__name__)
 
@@ -103,22 +104,8 @@ class PatchedAssets:
 
 def install(launch_kwargs: dict[str, Any]) -> dict[str, Any]:
     """``launch_kwargs`` (for ``Blocks.launch``) with an ``app_kwargs`` lifespan that puts
-    :class:`PatchedAssets` around the app's middleware stack before uvicorn accepts a connection.
-    Give it the keyword arguments :func:`webui.server.security.install` returned: its own wrapper
-    is then put around this one, so the patched script answers under the security rules too."""
-    app_kwargs = dict(launch_kwargs.get("app_kwargs") or {})
-    inner_lifespan = app_kwargs.get("lifespan")
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Any):
-        stack = app.middleware_stack or app.build_middleware_stack()
-        if not isinstance(stack, PatchedAssets):
-            app.middleware_stack = PatchedAssets(stack)
-        if inner_lifespan is not None:
-            async with inner_lifespan(app) as state:
-                yield state
-        else:
-            yield None
-
-    app_kwargs["lifespan"] = lifespan
-    return {**launch_kwargs, "app_kwargs": app_kwargs}
+    :class:`PatchedAssets` around the app's middleware stack before uvicorn accepts a connection
+    (:func:`webui.server.stack.wrap_stack`). Give it the keyword arguments
+    :func:`webui.server.security.install` returned: the security guard, installed first, is then
+    put around this layer, so the patched script answers under the security rules too."""
+    return wrap_stack(launch_kwargs, PatchedAssets, PatchedAssets)

@@ -26,13 +26,14 @@ without it (:func:`install`, :func:`is_installed`).
 """
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import logging
 import os
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterable
 from urllib.parse import urlsplit
+
+from webui.server.stack import wrap_stack
 
 log = logging.getLogger(__name__)
 
@@ -285,23 +286,10 @@ def install(launch_kwargs: dict[str, Any], policy: HostPolicy,
     """``launch_kwargs`` (for ``Blocks.launch``) with an ``app_kwargs`` lifespan that wraps the
     app's whole middleware stack in :class:`SecurityMiddleware` (``after_upload``: run after each
     upload, e.g. to make Gradio's new upload folders ``0700``) before uvicorn accepts a
-    connection. Check the result with :func:`is_installed` after launching."""
-    app_kwargs = dict(launch_kwargs.get("app_kwargs") or {})
-    user_lifespan = app_kwargs.get("lifespan")
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Any):
-        stack = app.middleware_stack or app.build_middleware_stack()
-        if not isinstance(stack, SecurityMiddleware):
-            app.middleware_stack = SecurityMiddleware(stack, policy, after_upload)
-        if user_lifespan is not None:
-            async with user_lifespan(app) as state:
-                yield state
-        else:
-            yield None
-
-    app_kwargs["lifespan"] = lifespan
-    return {**launch_kwargs, "app_kwargs": app_kwargs}
+    connection (:func:`webui.server.stack.wrap_stack`). Check the result with
+    :func:`is_installed` after launching."""
+    return wrap_stack(launch_kwargs, SecurityMiddleware,
+                      lambda stack: SecurityMiddleware(stack, policy, after_upload))
 
 
 def is_installed(app: Any) -> bool:
