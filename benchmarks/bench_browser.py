@@ -17,8 +17,12 @@ subprocesses on 127.0.0.1 over a generated data dir, then measures:
   chat, Enter → first token, rename, archive and a version switch (against the bare app's click), each as a ratio,
   the Gradio events each action fires, and an open tab's renderer CPU per second left alone (issue 32).
 
-Prints Markdown tables; options: ``--quick`` (fewer runs), ``--keep`` (keep the data),
-``--bare-only`` (only the comparison with the bare app).
+Prints Markdown tables, the last one the targets met or not (issue 32's, as ratios to the bare
+app: page load, click and Enter ≤ 1.5×, rename, archive and version switch ≤ 1×; a click on
+10,000 or 100,000 messages no slower than on 1,000; the latest messages of a long chat shown
+within a second; the sidebar of 10,000 sessions rendered by the server within 200 ms); exits 1
+when one is missed. Options: ``--quick`` (fewer runs), ``--keep`` (keep the data),
+``--bare-only`` (only the comparison with the bare app and its targets).
 """
 from __future__ import annotations
 
@@ -43,8 +47,14 @@ from core.session.keys import new_session_id, project_key  # noqa: E402
 REPO = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 SIZES = (10, 1_000, 5_000, 10_000, 100_000)
-TARGETS = {"click 1,000": 0.300, "latest 10,000": 1.0, "latest 100,000": 1.0, "first token": 0.050,
-           "sidebar": 0.200}
+TARGETS = {"latest 10,000": 1.0, "latest 100,000": 1.0, "sidebar": 0.200}
+# Issue 32's targets, as ratios to the bare Gradio app's figure in the same run (the README's);
+# a rename, an archive and a version switch against the bare app's click.
+RATIO_TARGETS = {"page load → sidebar shown": 1.5, "click a 1,000-message chat → its last message": 1.5,
+                 "Enter → first token (less the server's own)": 1.5, "rename → sidebar shows it": 1.0,
+                 "archive → the button says Unarchive": 1.0,
+                 "version switch (‹ on a regenerated reply) → the other reply": 1.0}
+NO_SLOWER = 1.25  # a longer conversation's click beside the 1,000-message one's: "beyond noise"
 
 
 def conversation(n: int) -> list[dict]:
@@ -186,9 +196,11 @@ def ratio_table(pairs: dict[str, tuple[list[float], list[float]]]) -> list[str]:
     return out
 
 
-def compare_with_bare(browser, url: str, bare_url: str, script, fake_ttft, runs: int) -> list[str]:
+def compare_with_bare(browser, url: str, bare_url: str, script, fake_ttft,
+                      runs: int) -> tuple[list[str], dict[str, float]]:
     """Issue 32's table: anycode beside the bare Gradio app, one interleaved run (anycode, then
-    the bare app, each left idle for a second before it is timed), medians of ``runs``."""
+    the bare app, each left idle for a second before it is timed), medians of ``runs``. Returns
+    the Markdown lines and each action's ratio (anycode ÷ bare app), keyed as :data:`RATIO_TARGETS`."""
     big = "Conversation of 1,000 messages"
     last = "Answer 499:"
     ours = browser.new_page(viewport={"width": 1360, "height": 860})
@@ -281,6 +293,7 @@ def compare_with_bare(browser, url: str, bare_url: str, script, fake_ttft, runs:
         for side in (3, 4, 5):  # the bare app's click is the floor of a rename, an archive, a switch
             pairs[keys[side]][1].append(pairs[keys[1]][1][-1])
     out = ratio_table(pairs)
+    ratios = {name: statistics.median(a) / statistics.median(b) for name, (a, b) in pairs.items()}
     # the events behind each action (one run each, after the timed ones)
     log_ours = EventLog(ours)
     ours.goto(url)
@@ -354,7 +367,19 @@ def compare_with_bare(browser, url: str, bare_url: str, script, fake_ttft, runs:
             "| page | renderer CPU | ratio |", "|---|---:|---:|",
             f"| anycode | {idle_ours:.0f} ms/s | {idle_ours / max(idle_bare, 1e-3):.2f}× |",
             f"| bare Gradio | {idle_bare:.0f} ms/s | 1× |"]
-    return out
+    return out, ratios
+
+
+def ratio_checks(ratios: dict[str, float]) -> list[tuple[str, bool, str]]:
+    """Issue 32's targets (:data:`RATIO_TARGETS`) met or not: ``(target, met, measured)``."""
+    return [(f"{name} ≤ {limit:g}× the bare app", ratios[name] <= limit, f"{ratios[name]:.2f}×")
+            for name, limit in RATIO_TARGETS.items() if name in ratios]
+
+
+def targets_table(checks: list[tuple[str, bool, str]]) -> list[str]:
+    """The Markdown "Targets" section for ``checks``."""
+    return ["## Targets", "", "| target | measured | result |", "|---|---:|---|",
+            *(f"| {name} | {val} | {'PASS' if ok else 'FAIL'} |" for name, ok, val in checks)]
 
 
 def config_size(url: str) -> tuple[int, int, int]:
@@ -469,11 +494,12 @@ def main(argv: list[str] | None = None) -> int:
                 raise AssertionError("the fake server sent no content")
 
             if args.bare_only:
-                out += ["## Beside a bare Gradio app", "",
-                        *compare_with_bare(browser, url, bare_url, script, fake_ttft, 5), ""]
+                table, ratios = compare_with_bare(browser, url, bare_url, script, fake_ttft, 5)
+                checks = ratio_checks(ratios)
+                out += ["## Beside a bare Gradio app", "", *table, "", *targets_table(checks)]
                 print("\n".join(out), flush=True)
                 browser.close()
-                return 0
+                return 0 if all(ok for _, ok, _ in checks) else 1
 
             # --- click to history ---
             rows = []
@@ -499,11 +525,11 @@ def main(argv: list[str] | None = None) -> int:
                 out.append(f"| {n:,} | {t * 1000:.0f} ms | {shown:,} |")
             out.append("")
             by = {n: t for n, t, _ in rows}
-            checks.append(("click → history at 1,000 messages < 300 ms", by[1000] < TARGETS["click 1,000"],
-                           f"{by[1000] * 1000:.0f} ms"))
             for n in (10_000, 100_000):
                 if n in by:
                     checks.append((f"latest messages of {n:,} visible < 1 s", by[n] < 1.0, f"{by[n] * 1000:.0f} ms"))
+                    checks.append((f"a click on {n:,} messages no slower than on 1,000 (≤ {NO_SLOWER:g}×)",
+                                   by[n] <= NO_SLOWER * by[1000], f"{by[n] / by[1000]:.2f}×"))
 
             # --- send to first token ---
 
@@ -526,7 +552,6 @@ def main(argv: list[str] | None = None) -> int:
             out.append(f"| {statistics.median(firsts) * 1000:.0f} ms | {statistics.median(direct) * 1000:.0f} ms "
                        f"| {ui_first * 1000:.0f} ms |")
             out.append("")
-            checks.append(("UI share of the first token < 50 ms", ui_first < TARGETS["first token"], f"{ui_first * 1000:.0f} ms"))
 
             # --- sidebar with 10,000 sessions ---
             from core import LocalSessionStore, SessionManager
@@ -589,15 +614,11 @@ def main(argv: list[str] | None = None) -> int:
             out.append(f"| {before / 2**20:.0f} MiB | {after / 2**20:.0f} MiB | {(after - before) / 2**20:.0f} MiB |")
             out.append("")
             # --- beside a bare Gradio app (issue 32) ---
-            table = compare_with_bare(browser, url, bare_url, script, fake_ttft, max(runs, 5))
+            table, ratios = compare_with_bare(browser, url, bare_url, script, fake_ttft, max(runs, 5))
+            checks[:0] = ratio_checks(ratios)
             out[4:4] = ["## Beside a bare Gradio app", "", *table, ""]
             browser.close()
-        out.append("## Targets")
-        out.append("")
-        out.append("| target | measured | result |")
-        out.append("|---|---:|---|")
-        for name, ok, val in checks:
-            out.append(f"| {name} | {val} | {'PASS' if ok else 'FAIL'} |")
+        out += targets_table(checks)
         print("\n".join(out), flush=True)
     finally:
         for p in procs:

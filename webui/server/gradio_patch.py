@@ -5,7 +5,7 @@ again when the page mounts — it gives each block the names of the events attac
 (``find_attached_events`` in its ``core`` script) by scanning every event of the page: blocks ×
 events steps, per build. A bare Gradio app of 36 blocks and 3 events does 108; anycode's page,
 134 blocks and ~126 events, ~17,000, and measured in the page (Chromium, eight loads each,
-medians) that scan is ~54 ms of the ~420 ms before the sidebar's first row is drawn.
+medians) that scan is ~45–54 ms of the ~420 ms before the sidebar's first row is drawn.
 
 The same answer comes from a map from block id to event names, built once per build (the page's
 list of events is one array per build). This module serves Gradio's ``core`` script with that
