@@ -527,7 +527,8 @@ def main(argv: list[str] | None = None) -> int:
             by = {n: t for n, t, _ in rows}
             for n in (10_000, 100_000):
                 if n in by:
-                    checks.append((f"latest messages of {n:,} visible < 1 s", by[n] < 1.0, f"{by[n] * 1000:.0f} ms"))
+                    checks.append((f"latest messages of {n:,} visible < 1 s", by[n] < TARGETS[f"latest {n:,}"],
+                                   f"{by[n] * 1000:.0f} ms"))
                     checks.append((f"a click on {n:,} messages no slower than on 1,000 (≤ {NO_SLOWER:g}×)",
                                    by[n] <= NO_SLOWER * by[1000], f"{by[n] / by[1000]:.2f}×"))
 

@@ -48,3 +48,15 @@ def run_send(ctx, state, text, tab="t1"):
     updates = list(handlers.send(ctx, state, text, None, tab))
     assert updates[-1].done
     return updates
+
+
+def page_config(tmp_path) -> dict:
+    """The Gradio config of the app's page (as the browser gets it: JSON) for a fresh store and
+    project under ``tmp_path``: its blocks, events and layout."""
+    import json
+
+    from webui.gui.app import build_app
+
+    (tmp_path / "proj").mkdir()
+    ctx = make_ctx(LocalSessionStore(tmp_path / "data"), tmp_path / "proj")
+    return json.loads(json.dumps(build_app(ctx).get_config_file(), default=str))

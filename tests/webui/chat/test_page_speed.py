@@ -2,20 +2,7 @@
 the page load is one event for the sidebar foot too."""
 from __future__ import annotations
 
-
-
-
-
-def _config(tmp_path):
-    import json
-
-    from core.stores.jsonl_store import LocalSessionStore
-    from tests.support.chat_ctx import make_ctx
-    from webui.gui.app import build_app
-
-    (tmp_path / "proj").mkdir()
-    ctx = make_ctx(LocalSessionStore(tmp_path / "data"), tmp_path / "proj")
-    return json.loads(json.dumps(build_app(ctx).get_config_file(), default=str))
+from tests.support.chat_ctx import page_config as _config
 
 
 class TestPageEvents:

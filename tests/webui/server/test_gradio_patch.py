@@ -4,23 +4,13 @@ Gradio's own script, and Gradio's script unchanged when it is not the one expect
 from __future__ import annotations
 
 import asyncio
-import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from tests.support.chat_ctx import page_config
 from tests.support.chromium import browser  # noqa: F401  (fixture)
 from webui.server import gradio_patch
-
-
-def _page_config(tmp_path) -> dict:
-    from core.stores.jsonl_store import LocalSessionStore
-    from tests.support.chat_ctx import make_ctx
-    from webui.gui.app import build_app
-
-    (tmp_path / "proj").mkdir()
-    ctx = make_ctx(LocalSessionStore(tmp_path / "data"), tmp_path / "proj")
-    return json.loads(json.dumps(build_app(ctx).get_config_file(), default=str))
 
 
 def _asset() -> tuple[str, bytes, str, str]:
@@ -37,7 +27,7 @@ class TestSameAttachedEvents:
 
     def test_every_block_of_the_page_gets_what_gradio_gives(self, tmp_path, browser):  # noqa: F811
         _asset()
-        cfg = _page_config(tmp_path)
+        cfg = page_config(tmp_path)
         deps = [{"targets": d["targets"]} for d in cfg["dependencies"]]
         # an event naming one block twice and one with a target of no block: the original's rules
         deps += [{"targets": [[cfg["components"][0]["id"], "click"], [cfg["components"][0]["id"], "focus"]]},
