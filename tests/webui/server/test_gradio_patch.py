@@ -1,6 +1,7 @@
-"""webui.server.gradio_patch: Gradio's page builder served with its attached-events scan replaced
-by a lookup (issue 32) — the same answer for every block of anycode's page, served only for
-Gradio's own script, and Gradio's script unchanged when it is not the one expected."""
+"""webui.server.gradio_patch: Gradio's page builder served with three load-time costs taken out
+(issue 32) — the attached-events scan as a lookup, the tree built once, no tree walk for events
+without arguments: the same answers as Gradio's own code, served only for Gradio's own scripts,
+and a script unchanged when it is not the one expected."""
 from __future__ import annotations
 
 import asyncio
@@ -9,15 +10,20 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from tests.support.chat_ctx import page_config
-from tests.support.chromium import browser  # noqa: F401  (fixture)
+from tests.support.chromium import _seed, browser, expect, running_app, wait_loaded  # noqa: F401  (fixture)
 from webui.server import gradio_patch
 
 
-def _asset() -> tuple[str, bytes, str, str]:
-    found = gradio_patch.patched_asset()
-    if found is None:
-        pytest.skip("this Gradio's core script does not hold the scan the patch replaces (logged, served as is)")
-    return found
+def _served(patch: gradio_patch.Patch) -> tuple[str, gradio_patch.Served]:
+    for name, found in gradio_patch.patched_assets().items():
+        if patch.name in found.patches:
+            return name, found
+    pytest.skip(f"this Gradio's scripts do not hold what the {patch.name} patch replaces (logged, served as is)")
+
+
+def _stock(name: str) -> str:
+    """Gradio's own text of one of its scripts."""
+    return gradio_patch._assets_folder().joinpath(name).read_text(encoding="utf-8")
 
 
 class TestSameAttachedEvents:
@@ -26,7 +32,7 @@ class TestSameAttachedEvents:
     exactly the event names Gradio's own method gives, in the same order."""
 
     def test_every_block_of_the_page_gets_what_gradio_gives(self, tmp_path, browser):  # noqa: F811
-        _asset()
+        _served(gradio_patch.ATTACHED_EVENTS)
         cfg = page_config(tmp_path)
         deps = [{"targets": d["targets"]} for d in cfg["dependencies"]]
         # an event naming one block twice and one with a target of no block: the original's rules
@@ -43,7 +49,7 @@ class TestSameAttachedEvents:
                      const first = run(b, deps);
                      deps.push({targets: [[ids[0], 'blur']]});  // the array grows: the lookup follows
                      return [run(a, deps.slice(0, -1)), first, run(a, deps), run(b, deps)];
-                   }""", [gradio_patch.ORIGINAL, gradio_patch.REPLACEMENT, deps, ids])
+                   }""", [gradio_patch.ATTACHED_EVENTS.original, gradio_patch.ATTACHED_EVENTS.replacement, deps, ids])
         finally:
             page.close()
         before_orig, before_repl, after_orig, after_repl = got
@@ -51,6 +57,71 @@ class TestSameAttachedEvents:
         assert sum(len(x) for x in before_orig) >= len(cfg["dependencies"]) - 10  # the page's events are found
         # one event naming a block twice counts once, by its first target; a grown array is seen
         assert before_orig[0][-1] == "click" and after_orig[0][-2:] == ["click", "blur"]
+
+
+SNAPSHOT_JS = """() => ({
+  blocks: [...document.querySelectorAll('gradio-app [id^=ac-]')].map(
+    (e) => [e.id, e.offsetParent !== null || getComputedStyle(e).position === 'fixed']),
+  rows: [...document.querySelectorAll('#ac-list .ac-session')].map((e) => e.innerText),
+  chat: [...document.querySelectorAll('#ac-chat [data-testid=user], #ac-chat [data-testid=bot]')].map((e) => e.innerText),
+  title: document.querySelector('#ac-title textarea, #ac-title input').value,
+  box: document.querySelector('#ac-input textarea').value,
+  url: location.search,
+})"""
+
+
+class TestTreeBuiltOnce:
+    """Guards against the page built once (Gradio's first re-run of its build skipped) differing
+    from the page Gradio builds twice: the same blocks shown and hidden, the same sidebar, chat,
+    title and address after the load, after opening a chat, after a reply and after a reload."""
+
+    def _walk(self, browser, tmp, stock: str | None) -> tuple[list[dict], list[str]]:  # noqa: F811
+        # each walk on an app and history of its own, seeded alike (the walk adds a reply)
+        _seed(tmp / "data", tmp / "proj")
+        with running_app(tmp, tmp / "proj", "--data-dir", str(tmp / "data")) as app:
+            return self._steps(browser, app["url"], stock)
+
+    def _steps(self, browser, url: str, stock: str | None) -> tuple[list[dict], list[str]]:  # noqa: F811
+        page = browser.new_page(viewport={"width": 1360, "height": 860})
+        page.set_default_timeout(60_000)
+        scripts: list[str] = []
+        if stock is not None:  # Gradio's own Blocks script, as it ships
+            page.route("**/assets/Blocks-*.js", lambda route: route.fulfill(
+                status=200, content_type="text/javascript", body=stock))
+        page.on("response", lambda r: scripts.append(r.text()) if "/assets/Blocks-" in r.url and r.url.endswith(".js") else None)
+        shots = []
+        try:
+            page.goto(url)
+            wait_loaded(page)
+            shots.append(page.evaluate(SNAPSHOT_JS))
+            page.locator("#ac-list .ac-session", has_text="Why is CI flaky").click()
+            expect(page.locator("#ac-chat [data-testid=user]", has_text="Why is CI flaky")).to_be_visible()
+            shots.append(page.evaluate(SNAPSHOT_JS))
+            page.locator("#ac-input textarea").fill("say hello")
+            page.locator("#ac-input textarea").press("Enter")
+            expect(page.locator("#ac-chat [data-testid=bot]")).to_have_count(2)
+            expect(page.locator("#ac-input textarea")).to_be_editable()
+            shots.append(page.evaluate(SNAPSHOT_JS))
+            page.reload()
+            wait_loaded(page)
+            shots.append(page.evaluate(SNAPSHOT_JS))
+        finally:
+            page.close()
+        return shots, scripts
+
+    def test_the_page_is_the_same(self, browser, tmp_path):  # noqa: F811
+        name, _ = _served(gradio_patch.FIRST_RELOAD)
+        built_once, served = self._walk(browser, tmp_path / "once", None)
+        assert served and all(gradio_patch.FIRST_RELOAD.replacement in text for text in served)
+        built_twice, served = self._walk(browser, tmp_path / "twice", _stock(name))
+        assert served and all(gradio_patch.FIRST_RELOAD.original in text for text in served)
+        for once, twice in zip(built_once, built_twice, strict=True):
+            once["url"] = once["url"] and "session="  # each app names its own session ids
+            twice["url"] = twice["url"] and "session="
+            assert once == twice
+        assert [b for b in built_once[0]["blocks"] if b[1]]  # blocks were seen at all
+        assert built_once[1]["url"] and built_once[1]["chat"][0].startswith("Why is CI flaky")
+        assert len(built_once[3]["chat"]) == 4 and built_once[3]["rows"][0].startswith("Why is CI flaky")
 
 
 def _call(app, path: str, method: str = "GET", headers: list | None = None) -> tuple[int, dict, bytes]:
@@ -71,39 +142,96 @@ def _call(app, path: str, method: str = "GET", headers: list | None = None) -> t
         m.get("body", b"") for m in sent[1:])
 
 
+class TestSameEventArguments:
+    """Guards against the shortcut for events without arguments changing what Gradio does with
+    arguments: with and without them, found or not, the replacement gives what Gradio's own method
+    gives (the state it sets, and what the returned function restores); it skips only the walk."""
+
+    def test_same_answers_as_gradio(self, browser):  # noqa: F811
+        name, _ = _served(gradio_patch.EVENT_ARGS)
+        text = _stock(name)
+        start = text.index(gradio_patch.EVENT_ARGS.original)
+        end = text.index("}async ", start) + 1  # the method's end: the next method of the class
+        original = text[start:end]
+        replaced = original.replace(gradio_patch.EVENT_ARGS.original, gradio_patch.EVENT_ARGS.replacement)
+        page = browser.new_page()
+        try:
+            got = page.evaluate(
+                """async ([orig, repl]) => {
+                     const run = async (src, args, state) => {
+                       const log = [];
+                       const m = eval('({' + src + '})');
+                       m.get_state_cb = async (id) => { log.push(['get', id]); return state; };
+                       m.update_state_cb = async (id, v, f) => { log.push(['set', id, v, f]); };
+                       const undo = await m.set_event_args(7, args);
+                       await undo();
+                       return log;
+                     };
+                     const out = [];
+                     for (const args of [{}, {show: true}])
+                       for (const state of [null, {show: false, value: 1}])
+                         out.push([await run(orig, args, state), await run(repl, args, state)]);
+                     return out;
+                   }""", [original, replaced])
+        finally:
+            page.close()
+        no_args_orig, no_args_repl = got[0]
+        assert no_args_orig == [["get", 7]] and no_args_repl == []  # the walk is what is saved
+        assert got[1][1] == [] and got[1][0] == [["get", 7]]
+        for orig_log, repl_log in got[2:]:  # with arguments: the very same calls, in order
+            assert repl_log == orig_log
+        assert got[3][0] == [["get", 7], ["set", 7, {"show": True}, False], ["set", 7, {"show": False}, False]]
+
+
 class TestServedScript:
-    """Guards against the patched script reaching a request it is not for, or the browser never
-    getting Gradio's other files: only Gradio's core script is answered, with a validator the
-    browser can revalidate; everything else goes to Gradio."""
+    """Guards against a patched script reaching a request it is not for, or the browser never
+    getting Gradio's other files: only the patched scripts are answered, each with every patch
+    meant for it and a validator the browser can revalidate; everything else goes to Gradio."""
 
     async def _gradio(self, scope, receive, send):
         await send({"type": "http.response.start", "status": 200, "headers": [(b"x-from", b"gradio")]})
         await send({"type": "http.response.body", "body": b"gradio's answer"})
 
-    def test_only_the_core_script_is_answered_and_revalidates(self):
-        name, body, etag, modified = _asset()
+    def test_only_the_patched_scripts_are_answered_and_revalidate(self):
+        served = gradio_patch.patched_assets()
+        if not served:
+            pytest.skip("this Gradio's scripts hold none of the patched texts (logged, served as is)")
         app = gradio_patch.PatchedAssets(self._gradio)
-        status, headers, got = _call(app, "/assets/" + name)
-        assert status == 200 and got == body and gradio_patch.REPLACEMENT.encode() in got
-        assert gradio_patch.ORIGINAL.encode() not in got
-        assert headers["content-type"].startswith("text/javascript") and headers["etag"] == etag
-        assert headers["last-modified"] == modified
-        status, _, got = _call(app, "/assets/" + name, headers=[(b"if-none-match", etag.encode())])
-        assert status == 304 and got == b""
-        status, headers, got = _call(app, "/assets/" + name, method="HEAD")
-        assert status == 200 and got == b"" and headers["content-length"] == str(len(body))
+        for name, found in served.items():
+            status, headers, got = _call(app, "/assets/" + name)
+            assert status == 200 and got == found.body, name
+            for patch in gradio_patch.PATCHES:
+                if patch.name in found.patches:
+                    assert patch.replacement.encode() in got and patch.original.encode() not in got
+            # the rest of the script is Gradio's, unchanged
+            stock = _stock(name)
+            for patch in gradio_patch.PATCHES:
+                if patch.name in found.patches:
+                    stock = stock.replace(patch.original, patch.replacement)
+            assert got == stock.encode("utf-8")
+            assert headers["content-type"].startswith("text/javascript") and headers["etag"] == found.etag
+            assert headers["last-modified"] == found.modified
+            status, _, got = _call(app, "/assets/" + name, headers=[(b"if-none-match", found.etag.encode())])
+            assert status == 304 and got == b""
+            status, headers, got = _call(app, "/assets/" + name, method="HEAD")
+            assert status == 200 and got == b"" and headers["content-length"] == str(len(found.body))
+        name = next(iter(served))
         for path, method in (("/assets/index.js", "GET"), ("/", "GET"), ("/assets/" + name, "POST")):
             status, headers, got = _call(app, path, method=method)
             assert headers.get("x-from") == "gradio" and got == b"gradio's answer", path
+        assert {n for found in served.values() for n in found.patches} == {p.name for p in gradio_patch.PATCHES}
 
-    def test_another_gradio_gets_its_script_unchanged(self, monkeypatch, caplog):
-        monkeypatch.setattr(gradio_patch, "ORIGINAL", "find_attached_events(not,this){}")
-        gradio_patch.patched_asset.cache_clear()
+    def test_another_gradio_gets_its_scripts_unchanged(self, monkeypatch, caplog):
+        gone = gradio_patch.Patch("gone", "core-", "find_attached_events(not,this){}", "x")
+        twice = gradio_patch.Patch("twice", "Blocks-", "function", "x")  # in the script many times
+        monkeypatch.setattr(gradio_patch, "PATCHES", (gone, twice))
+        gradio_patch.patched_assets.cache_clear()
         try:
             with caplog.at_level("INFO", logger="webui.server.gradio_patch"):
                 app = gradio_patch.PatchedAssets(self._gradio)
-            assert app.path is None and "served as they are" in caplog.text
+            assert app.served == {}
+            assert "without the gone patch" in caplog.text and "without the twice patch" in caplog.text
             status, headers, got = _call(app, "/assets/core-anything.js")
             assert headers.get("x-from") == "gradio"
         finally:
-            gradio_patch.patched_asset.cache_clear()
+            gradio_patch.patched_assets.cache_clear()

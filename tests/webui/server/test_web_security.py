@@ -61,7 +61,7 @@ class Route:
 
 def _routes(uploaded: str) -> list[Route]:
     session = uuid.uuid4().hex
-    patched = gradio_patch.patched_asset()  # the Gradio script anycode answers itself (issue 32)
+    patched = sorted(gradio_patch.patched_assets())  # the Gradio scripts anycode answers itself (issue 32)
     return [
         Route("page", "GET", "/"),
         Route("patched-script", "GET", "/assets/" + (patched[0] if patched else "index.html")),
