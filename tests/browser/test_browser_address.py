@@ -124,3 +124,80 @@ class TestSecondQuickClickOpensTheLastChat:
         expect(page.locator("#ac-title input")).to_have_value("Why is CI flaky on Mondays?")
         expect(page.locator("[data-testid=user]").first).to_have_text("Why is CI flaky on Mondays?")
         assert _session(page.url) == sid_b
+
+
+# Resolves with the address (``location.search``) at the first animation frame whose DOM holds the
+# chat ``title`` opens, as its last message pair: what the user sees, with the address bar of that
+# moment. Checked in the page, frame by frame from before the click, because the stale address of
+# the old code was replaced 4-40 ms after the chat was drawn (seconds on a busy machine): a read
+# from the test's process, a round trip later, could miss it.
+WATCH_SHOWN_JS = """(title) => {
+  window.acShownAt = new Promise((done) => {
+    const shown = () => {
+      const users = document.querySelectorAll('#ac-chat [data-testid=user]');
+      const bots = document.querySelectorAll('#ac-chat [data-testid=bot]');
+      const u = users[users.length - 1];
+      return !!u && u.innerText.trim() === title && bots.length > 0;
+    };
+    const frame = () => { if (shown()) done(location.search); else requestAnimationFrame(frame); };
+    requestAnimationFrame(frame);
+  });
+}"""
+
+
+def _click_and_address_when_shown(page, row_text, title):
+    """Click the row holding ``row_text``; the address (``?session=...`` or ``""``) in the frame
+    where the chat titled ``title`` is first on screen."""
+    page.evaluate(WATCH_SHOWN_JS, title)
+    _row(page, row_text).click()
+    return page.evaluate("window.acShownAt")
+
+
+class TestAddressNamesTheChatWhenItIsShown:
+    """Guards against the address bar trailing the open chat: after a click on a sidebar row the
+    chat's messages were drawn while ``?session=`` still named the chat before (or was ``/`` after
+    the first click on a fresh page), until a second event chain (a hidden textbox's ``change``,
+    dispatched by Gradio's page after the answer was drawn) replaced it: 4-40 ms here, 1-3 s in a
+    fresh-user trial on a busy machine. A reload in that window reopened the wrong chat."""
+
+    def test_first_click_on_a_fresh_page(self, page):
+        sid = _row(page, "Postgres").get_attribute("data-sid")
+        search = _click_and_address_when_shown(page, "Postgres", "Set up the Postgres store")
+        assert _session("/" + search) == sid
+        # as a user (and a test) sees it: the last message on screen, the address read at once
+        expect(page.locator("[data-testid=bot]").last).to_have_text("Sure.")
+        assert _session(page.url) == sid
+        page.reload()  # right then: the same chat opens again
+        wait_loaded(page)
+        expect(page.locator("#ac-title input")).to_have_value("Set up the Postgres store")
+        expect(page.locator("[data-testid=user]").first).to_have_text("Set up the Postgres store")
+        assert _session(page.url) == sid
+
+    def test_click_before_the_page_has_loaded(self, browser, world):
+        """A row of the list the page's HTML carries, clicked before the load answered (held until
+        then by session_list.js): the first chat of the tab, from ``/``."""
+        pg = browser.new_page(viewport={"width": 1280, "height": 800})
+        pg.set_default_timeout(TIMEOUT_MS)
+        try:
+            pg.goto(world["url"])
+            row = _row(pg, "flaky")
+            expect(row).to_be_visible()
+            sid = row.get_attribute("data-sid")
+            search = _click_and_address_when_shown(pg, "flaky", "Why is CI flaky on Mondays?")
+            assert _session("/" + search) == sid
+            pg.reload()
+            wait_loaded(pg)
+            expect(pg.locator("[data-testid=user]").first).to_have_text("Why is CI flaky on Mondays?")
+            assert _session(pg.url) == sid
+        finally:
+            pg.close()
+
+    def test_each_click_after_another_chat_was_open(self, page):
+        for text, title in [("Postgres", "Set up the Postgres store"), ("flaky", "Why is CI flaky on Mondays?"),
+                            ("Refactor", "Refactor the config loader"), ("Postgres", "Set up the Postgres store")]:
+            sid = _row(page, text).get_attribute("data-sid")
+            assert _session("/" + _click_and_address_when_shown(page, text, title)) == sid, title
+        page.reload()
+        wait_loaded(page)
+        expect(page.locator("[data-testid=user]").first).to_have_text("Set up the Postgres store")
+        assert _session(page.url) == sid

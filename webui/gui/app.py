@@ -89,7 +89,9 @@ EARLIER_ON_SCROLL_JS = script("earlier_on_scroll.js")
 # after the click. Close it until the pointer has left the menu.
 CLOSE_BRANCH_MENU_JS = script("close_branch_menu.js")
 # Keep ``?session=<id>`` in the address bar in step with the open session (reload and bookmarks
-# reopen it). replaceState: switching chats should not fill the back-button history.
+# reopen it): the js_on_load of the hidden block holding the open session's id, run as the answer
+# that opens a chat is applied (not from that block's change event, which came after the chat was
+# drawn). replaceState: switching chats should not fill the back-button history.
 URL_SYNC_JS = script("url_sync.js")
 # The Chatbot's Copy buttons write a message's content to the clipboard and its Edit box starts
 # from it; both go through the decoding of :func:`webui.text.chat_text.source`. Run once
@@ -326,7 +328,11 @@ def build_app(ctx: WebContext) -> gr.Blocks:
         p = Page(ctx, demo)
         build_sidebar(p)
         build_chat_pane(p)
-        p.sid_box = gr.Textbox(visible="hidden", elem_id="ac-sid")  # mirrors the id into the URL
+        # The open session's id, an output of every view (Page.show); its script puts it in the
+        # address as the answer is applied. An HTML block, not a Textbox: its script can watch its
+        # value, where a Textbox's value reached the address only through its change event, a
+        # second event dispatched after the chat was drawn (the address trailed the chat).
+        p.sid_box = gr.HTML("", html_template="", js_on_load=URL_SYNC_JS, visible="hidden", elem_id="ac-sid")
         # The name of a message's "…" menu button, in the page's language: Gradio names it
         # "Feedback" in every language (trial 11); chat_text.js puts this name on it.
         p.menu_name = gr.Textbox(tr("reply_menu"), visible="hidden", elem_id="ac-menu-name")
@@ -448,7 +454,7 @@ def build_topbar(p: Page) -> None:
 
 def wire_load(p: Page) -> None:
     """Page load: the tab's first view (``?session=`` or the launcher's), its token, the project
-    and model pickers and the banner; the address bar follows the open session."""
+    and model pickers and the banner (the address bar follows from sid_box: url_sync.js)."""
     ctx = p.ctx
 
     def on_load(request: gr.Request):
@@ -488,7 +494,6 @@ def wire_load(p: Page) -> None:
                          api_visibility="private", js=i18n_ui.COOKIE_JS)  # the browser's language and zone first
     loaded.then(on_loaded, p.state, p.project, api_visibility="private", show_progress="hidden", queue=False)
     loaded.then(None, None, None, js=PAGE_LOADED_JS)  # a row clicked before this waited for it
-    p.sid_box.change(None, p.sid_box, None, js=URL_SYNC_JS)
 
     def first_list(request: Any) -> str:
         # The page's HTML carries the sidebar (issue 32): shown as the page mounts, not a round
