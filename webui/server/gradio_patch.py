@@ -1,29 +1,29 @@
-"""Gradio's page builder, served with three of its load-time costs taken out (issue 32).
+"""Gradio's page builder, served with two of its load-time costs taken out (issue 32).
 
-Measured in the page (Chromium, CPU profiles and alternating loads, medians), three pieces of
-Gradio's own client grow with the page's blocks and events, and anycode's page has many more than
-a bare app (134 blocks and ~126 events against 36 and 3):
+Measured in the page (Chromium, CPU profiles and alternating loads, medians), pieces of Gradio's
+own client grow with the page's blocks and events, and anycode's page has many more than a bare
+app (134 blocks and ~125 events against 36 and 3):
 
 - **the attached-events scan** (``find_attached_events`` in the ``core`` script): while it builds
   the page's tree of blocks it gives each block the names of its events by scanning *every* event
-  of the page — blocks × events steps, per build. ~45–54 ms of the ~420 ms before the sidebar's
-  first row. Served as a map from block id to event names, built once per array of events.
-- **the tree built twice** (the ``Blocks`` script): the page's tree of blocks and its table of
-  events are made when the page's script starts, then made again by an effect that runs as the
-  page mounts (Gradio re-runs it when a developer's edit reloads the config; its first run remakes
-  what was just made from the same config, and pushes every block's props to it once more).
-  Served with that first run skipped: the effect still subscribes to the reload counter, so a
-  later reload rebuilds as before. ~20 ms.
+  of the page — blocks × events steps, per build (twice per load). ~45–54 ms of the ~420 ms before
+  the sidebar's first row. Served as a map from block id to event names, built once per array of
+  events.
 - **event arguments looked up for events that have none** (``set_event_args``, ``Blocks``): for
   every target of every event, at each build and at each dispatch, the target's state is found by
   walking the whole tree — then dropped when the event has no arguments (anycode's events have
   none). Served answering "nothing to restore" before the walk for those. ~14 ms.
 
 Each is one text replacement in one script (:data:`PATCHES`): the same answers, in the same
-order; ``tests/webui/server/test_gradio_patch.py`` runs Gradio's original and the replacement
-side by side (the scan and the event arguments on the app's own page; the page built once against
-the page built twice, in Chromium). The scripts are served through an ASGI middleware placed
-inside anycode's security middleware (same Host, Origin and header rules as every response).
+order; ``tests/webui/server/test_gradio_patch.py`` runs Gradio's original and the replacement side
+by side in Chromium. The scripts are served through an ASGI middleware placed inside anycode's
+security middleware (same Host, Origin and header rules as every response).
+
+Not patched, though measured (~20 ms): Gradio builds the tree twice per load (again in an effect
+as the page mounts). Skipping that second build is *not* the same page: it also hands each block
+its props once more when it first mounts, and a block first shown later (a dropdown in a panel
+opened after the load) then kept its label where its value belongs — Memory's scope sent
+"This project" instead of ``project``.
 
 Text-matched, with a way out: a replacement whose original text is not found exactly once in its
 script (another Gradio release) is left out and the log says so; a script none of whose
@@ -72,15 +72,6 @@ ATTACHED_EVENTS = Patch(
     "seen.add(i);let l=m.get(i);l||m.set(i,l=[]);l.push(v)}}c.set(t,m)}"
     "return e.props.shared_props.attached_events=(m.get(e.id)||[]).filter(Boolean),e}")
 
-FIRST_RELOAD = Patch(
-    "tree built once", "Blocks-",
-    # the effect that remakes the tree (O) and the events' table (R) from the config; v() reads
-    # the reload counter, which is what the effect re-runs on
-    "le(()=>{v(),oe(()=>{O.reload(",
-    # its first run returns after reading the counter (so later reloads still re-run it): the
-    # tree and the table were made from this same config when the script started
-    "le(()=>{if(v(),!O.__anycodeBuilt){O.__anycodeBuilt=!0;return}oe(()=>{O.reload(")
-
 EVENT_ARGS = Patch(
     "no lookup for no event arguments", "Blocks-",
     # the target's state (a walk of the whole tree) is fetched before the arguments are looked at
@@ -89,7 +80,7 @@ EVENT_ARGS = Patch(
     "async set_event_args(e,t){if(Object.keys(t).length===0)return()=>{};"
     "let n={},r=await this.get_state_cb?.(e);")
 
-PATCHES = (ATTACHED_EVENTS, FIRST_RELOAD, EVENT_ARGS)
+PATCHES = (ATTACHED_EVENTS, EVENT_ARGS)
 
 ASSETS_PREFIX = "/assets/"  # where Gradio serves its built scripts (gradio.routes: build_resource)
 
