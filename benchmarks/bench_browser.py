@@ -346,8 +346,8 @@ def compare_with_bare(browser, url: str, bare_url: str, script, fake_ttft,
     # event once per block while it builds the page (twice per load), so the load's own work
     # grew with blocks × events until anycode served that step as a lookup.
     out += ["", "What a page load builds (its config: blocks, those hidden, events; stock Gradio's "
-            "client looks through every event for each block and builds the page's tree twice per "
-            "load; anycode serves the first as a lookup and builds once, webui/server/gradio_patch.py):", "",
+            "client looks through every event for each block, twice per load; anycode serves it "
+            "with a lookup instead, webui/server/gradio_patch.py):", "",
             "| page | blocks | hidden | events | blocks × events |", "|---|---:|---:|---:|---:|"]
     for name, page_url in (("anycode", url), ("bare Gradio", bare_url)):
         blocks, hidden, events = config_size(page_url)

@@ -22,8 +22,8 @@ security middleware (same Host, Origin and header rules as every response).
 Not patched, though measured (~20 ms): Gradio builds the tree twice per load (again in an effect
 as the page mounts). Skipping that second build is *not* the same page: it also hands each block
 its props once more when it first mounts, and a block first shown later (a dropdown in a panel
-opened after the load) then kept its label where its value belongs — Memory's scope sent
-"This project" instead of ``project``.
+opened after the load) then sent a label where its value belongs — adding a memory failed with
+"not in the list of choices" (the full browser suite caught it).
 
 Text-matched, with a way out: a replacement whose original text is not found exactly once in its
 script (another Gradio release) is left out and the log says so; a script none of whose
