@@ -89,9 +89,7 @@ EARLIER_ON_SCROLL_JS = script("earlier_on_scroll.js")
 # after the click. Close it until the pointer has left the menu.
 CLOSE_BRANCH_MENU_JS = script("close_branch_menu.js")
 # Keep ``?session=<id>`` in the address bar in step with the open session (reload and bookmarks
-# reopen it): the js_on_load of the hidden block holding the open session's id, run as the answer
-# that opens a chat is applied (not from that block's change event, which came after the chat was
-# drawn). replaceState: switching chats should not fill the back-button history.
+# reopen it): sid_box's js_on_load, below; why there, in the script itself.
 URL_SYNC_JS = script("url_sync.js")
 # The Chatbot's Copy buttons write a message's content to the clipboard and its Edit box starts
 # from it; both go through the decoding of :func:`webui.text.chat_text.source`. Run once

@@ -123,8 +123,8 @@ def patched_assets() -> dict[str, Served]:
             if texts[name].count(patch.original) == 1:
                 hits.append(name)
         if len(hits) != 1:
-            log.info("Gradio's page scripts served without the %s patch: %s (another Gradio release)",
-                     patch.name, "no script holds its original text" if not hits else "found in several scripts")
+            log.info("Gradio's page scripts served without the %s patch: its original text is not "
+                     "found exactly once in one %s* script (another Gradio release)", patch.name, patch.script)
             continue
         texts[hits[0]] = texts[hits[0]].replace(patch.original, patch.replacement)
         applied.setdefault(hits[0], []).append(patch.name)
