@@ -8,12 +8,17 @@ method, it is called after the test.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
 from core import LocalSessionStore
+
+# Every test (and every app process a test starts, which inherits this) checks that no caller
+# changes an entry the JSONL store shares between reads (core.stores.entry_cache).
+os.environ.setdefault("ANYCODE_CHECK_SHARED_ENTRIES", "1")
 
 
 def _jsonl_store(tmp_path: Path) -> Any:

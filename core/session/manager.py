@@ -22,6 +22,7 @@ from core.errors import (AmbiguousSessionId, AmbiguousTitle, ForbiddenProjectFol
                          SessionNotFound, StaleChange)
 from core.session.identity import project_identity
 from core.session.experts import is_expert_id, without_experts
+from core.session.folds import FoldMemo
 from core.session.keys import SessionKey, new_session_id, normalize_path, project_key
 from core.session.lookup import title_matches
 from core.session.usage import usage_totals
@@ -135,6 +136,8 @@ class SessionManager:
 
     def __init__(self, store: SessionStore):
         self.store = store
+        # An open chat is folded once while its file is unchanged, not once per reader (issue 32)
+        self._folds = FoldMemo()
 
     # --- create and read -------------------------------------------------------------------
 
@@ -181,7 +184,11 @@ class SessionManager:
         if key.subpath is None:
             archived_metas = self._archived(key.project_key)
             archived = any(m.id == key.session_id for m in archived_metas)
-        session = session_from_entries(key, entries, archived=archived)
+        folded = self._folds.fold(key, entries, "session", lambda e: session_from_entries(key, e))
+        # A copy: the caller's to change (the memo's stays as folded)
+        session = replace(folded, messages=list(folded.messages), reply_ends=dict(folded.reply_ends),
+                          reply_agents=dict(folded.reply_agents), compactions=list(folded.compactions),
+                          archived=archived)
         if session.version_of and key.subpath is None:
             root = self._root_meta(key.project_key, session.family, archived_metas)
             if root is not None and root.title:
@@ -390,11 +397,16 @@ class SessionManager:
         self.store.append(root, [tags_entry(added, removed)])
         return tuple(after)
 
-    def _state(self, key: SessionKey) -> SessionState:
+    def state(self, key: SessionKey) -> SessionState:
+        """The session's metadata folded from all its entries (:class:`SessionState`: title,
+        cwd, version in use, ...), without building its messages; folded once while the
+        session is unchanged. Raises :class:`SessionNotFound`."""
         entries = self.store.load(key)
         if entries is None:
             raise SessionNotFound(key.session_id)
-        return SessionState().feed_all(entries)
+        return replace(self._folds.fold(key, entries, "state", lambda e: SessionState().feed_all(e)))
+
+    _state = state
 
     def set_generated_title(self, key: SessionKey, title: str, source: str = "llm") -> bool:
         """Store a generated title (``source`` ``"llm"`` or ``"fallback"``) unless the user set one.

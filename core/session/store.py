@@ -50,7 +50,9 @@ class SessionStore(Protocol):
 
     def load(self, key: SessionKey) -> list[dict[str, Any]] | None:
         """Return every readable entry in order (archived sessions too), or None when missing.
-        Damaged entries are skipped with a logged warning, never failing the whole session."""
+        Damaged entries are skipped with a logged warning, never failing the whole session.
+        The list is the caller's; the entry dicts in it are read-only (a store may share them
+        between calls: :mod:`core.stores.entry_cache`)."""
         ...
 
     def list(self, project_key: str, *, archived: bool = False) -> list[SessionMeta]:

@@ -77,9 +77,16 @@ def read_entries(path: os.PathLike[str] | str) -> list[dict[str, Any]]:
     """Read every readable entry of a JSONL file, in order. Raises ``FileNotFoundError``."""
     with open(path, "rb") as f:
         data = f.read()
+    return parse_entries(data, path)
+
+
+def parse_entries(data: bytes, path: os.PathLike[str] | str, first_line: int = 1) -> list[dict[str, Any]]:
+    """The readable entries of ``data`` (JSONL bytes of the file at ``path``, its line
+    ``first_line`` first: warnings name the file's own line numbers), in order. Damaged lines are
+    skipped with a warning (:func:`parse_line`)."""
     entries = []
     loads = orjson.loads  # hot: a long session is read on every open; json is the slow-path fallback
-    for lineno, line in enumerate(data.split(b"\n"), 1):
+    for lineno, line in enumerate(data.split(b"\n"), first_line):
         if not line:
             continue
         try:

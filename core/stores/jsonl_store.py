@@ -35,7 +35,8 @@ from core import settings
 from core.errors import InvalidSessionKey, SessionConflict, SessionExists, SessionNotFound, StoreUnavailable
 from core.session.entries import encode_entries
 from core.stores.jsonl_index import SUFFIX, FolderIndex, read_index, scan_many, write_index
-from core.stores.jsonl_io import FileScan, read_entries, scan_file
+from core.stores.entry_cache import EntryCache
+from core.stores.jsonl_io import FileScan, scan_file
 from core.stores.whole_file import fsync_dir, is_part, place_whole, sweep_stale
 from core.session.keys import SessionKey, _check_project_key
 from core.session.store import check_new_record, check_version
@@ -67,6 +68,10 @@ class LocalSessionStore:
         # In-process caches of index records; both are only hints validated against stat().
         self._index: dict[Path, FolderIndex] = {}
         self._scans: dict[Path, FileScan] = {}
+        # The entries of the sessions read last, checked against the file on every read and
+        # extended by an append's new lines only (issue 32: a long session was parsed six times
+        # per click); shared dicts, read-only (core.stores.entry_cache).
+        self._entries = EntryCache()
 
     def __repr__(self) -> str:
         return f"LocalSessionStore({str(self.base_dir)!r})"
@@ -258,12 +263,14 @@ class LocalSessionStore:
     # --- reads ------------------------------------------------------------------------------
 
     def load(self, key: SessionKey) -> list[dict[str, Any]] | None:
-        """Every readable entry of the session, in order, or None when it does not exist."""
+        """Every readable entry of the session, in order, or None when it does not exist. The
+        entry dicts may be shared with other callers (the store keeps a long session parsed:
+        :mod:`core.stores.entry_cache`): read-only, copy one before changing it."""
         path = self._locate(key)
         if path is None:
             return None
         try:
-            return read_entries(path)
+            return self._entries.entries(path)
         except FileNotFoundError:  # removed between locate and read
             return None
 

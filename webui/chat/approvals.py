@@ -87,10 +87,10 @@ def view(ctx: WebContext, state: dict[str, Any] | None) -> ApprovalView:
             return ApprovalView(ask=mode == "ask", workspace_problem=checked.problem,
                                 choosable=checked.choosable, cwd=cwd)
         entries = ctx.store.load(key) or []
+        folded = ctx.manager.state(key) if entries else SessionState()  # folded once per change of the file
     except (AnycodeError, OSError) as err:
         log.warning("cannot read approvals: %s", err)
         return ApprovalView(ask=mode == "ask")
-    folded = SessionState().feed_all(entries)
     cwd = folded.cwd
     checked = check_workspace(key, cwd, chosen=grants(ctx).workspace(_workspace_slot(key.project_key, cwd)),
                               origin=folded.origin, opened_in=ctx.project_path, identity=folded.identity)
@@ -167,7 +167,9 @@ def runner_kwargs(ctx: WebContext, state: dict[str, Any]) -> dict[str, Any]:
         return {}
     out: dict[str, Any] = {"approval": grants(ctx).policy(str(key))}
     try:
-        folded = SessionState().feed_all(ctx.store.load(key) or [])
+        folded = ctx.manager.state(key)
+    except SessionNotFound:
+        folded = SessionState()
     except (AnycodeError, OSError):
         return out
     cwd = folded.cwd

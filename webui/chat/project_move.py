@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from core.agent.workspace import check_workspace
-from core.errors import AnycodeError
-from core.session.entries import SessionState
+from core.errors import AnycodeError, SessionNotFound
 from core.session.keys import SessionKey
 from webui.i18n import t
 from webui.chat.views import not_saved, opened_elsewhere, reload
@@ -53,7 +52,9 @@ def offer(ctx: WebContext, state: dict[str, Any] | None) -> MoveOffer | None:
         return None
     key = SessionKey(state["project"], state["session"])
     try:
-        cwd = SessionState().feed_all(ctx.store.load(key) or []).cwd
+        cwd = ctx.manager.state(key).cwd
+    except SessionNotFound:
+        cwd = None
     except (AnycodeError, OSError) as err:
         log.warning("cannot read the folder of %s: %s", key.session_id, err)
         return None

@@ -132,7 +132,9 @@ def view_of(session: Any, *, title_wait: float = 0.0, notice: str | None = None,
     :func:`shown_from`); ``state["earlier"]`` counts the messages not shown."""
     if start is None:
         start = render.window_start(session.messages)
-    shown = [m for m in session.messages if m.get("role") != "system"]
+    # only the last message that is not the system prompt matters (a list of every one cost a
+    # pass over a 100,000-message chat per open)
+    last = next((m for m in reversed(session.messages) if m.get("role") != "system"), None)
     state = tab_state(session.project_key, session.id, len(session.messages), title_wait)
     state["from"] = start
     state["earlier"] = sum(1 for m in session.messages[:start] if m.get("role") != "system")
@@ -140,7 +142,7 @@ def view_of(session: Any, *, title_wait: float = 0.0, notice: str | None = None,
     # against what another tab changed since is refused (issue 15; see rename, set_archived).
     state["title"], state["archived"] = session.title or "", bool(session.archived)
     state["compactions"] = len(session.compactions)  # a compaction changes the state: the meter refreshes
-    lost = _reply_lost(session, shown)
+    lost = _reply_lost(session, last)
     return SessionView(
         state=state,
         title=shown_title(session),
@@ -175,19 +177,19 @@ def shown_title(session: Any) -> str:
 
 
 
-def _reply_lost(session: Any, shown: list[dict[str, Any]]) -> bool:
+def _reply_lost(session: Any, last: dict[str, Any] | None) -> bool:
     """The last stored message is the user's and has no answer, or a tool result the model never
     answered (it failed, or sent an empty reply, which is never stored). A branch made at a user
     message or a tool step ends that way on purpose (nothing was lost), until something is added to it. Tool
     results of a stopped round ("interrupted") are not lost replies: the user stopped them."""
-    if not shown:
+    if last is None:
         return False
     fork = session.forked_from or {}
     if isinstance(fork.get("message_index"), int) and len(session.messages) == fork["message_index"] + 1:
         return False  # a branch made here, at a user message or a tool step (issue 31, item 6)
-    if shown[-1].get("role") == "tool":
-        return render.message_text(shown[-1].get("content")) != INTERRUPTED_RESULT
-    return shown[-1].get("role") == "user"
+    if last.get("role") == "tool":
+        return render.message_text(last.get("content")) != INTERRUPTED_RESULT
+    return last.get("role") == "user"
 
 
 
