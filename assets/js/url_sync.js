@@ -8,7 +8,7 @@
 // answer is drawn, through a chain of its own steps: the chat was on screen with the old address
 // 4-40 ms here, 1-3 s in a fresh-user trial on a busy machine, and a reload then reopened the chat
 // before. replaceState: switching chats should not fill the back button's history.
-watch('value', () => {
+const sync = () => {
   const sid = props.value || '';
   const url = new URL(window.location.href);
   if (sid) { url.searchParams.set('session', sid); } else { url.searchParams.delete('session'); }
@@ -17,4 +17,9 @@ watch('value', () => {
     // the chat shown changed: its draft is put in the box at once (drafts.js), before more typing
     window.dispatchEvent(new Event('ac-chat-shown'));
   }
-});
+};
+watch('value', sync);
+// A link naming a chat that cannot be opened (?session=<unknown id>): the load's answer shows a
+// new chat with a sentence, and this block's value stays '' (no change to watch), so the address
+// kept the id and a reload said the same again. Once that answer is drawn, the address follows.
+if (window.acPageLoaded === true) { sync(); } else { window.addEventListener('ac-page-loaded', sync, { once: true }); }

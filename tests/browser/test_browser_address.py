@@ -88,6 +88,26 @@ class TestSidebarClickNamesTheChat:
         expect(page).not_to_have_url(re.compile(r"session="))
 
 
+class TestALinkToAChatThatIsGone:
+    """Guards against the address keeping the id of a chat that cannot be opened (deleted, or a
+    mistyped link): the page shows a new chat and says why, and the address must then name no
+    chat (it kept the id, so a reload said the same again, and a bookmark kept the dead link)."""
+
+    def test_address_drops_the_unknown_id(self, browser, world):
+        pg = browser.new_page(viewport={"width": 1280, "height": 800})
+        pg.set_default_timeout(TIMEOUT_MS)
+        try:
+            pg.goto(world["url"] + "?session=0123abcd-no-such-chat")
+            expect(pg.get_by_text("No session", exact=False).first).to_be_visible()
+            expect(pg).not_to_have_url(re.compile(r"session="))
+            expect(pg.locator("#ac-title input")).to_have_value("")
+            _row(pg, "Postgres").click()  # and the address follows the next chat as always
+            expect(pg.locator("#ac-title input")).to_have_value("Set up the Postgres store")
+            expect(pg).to_have_url(re.compile(r"\?session=[0-9a-f-]+"))
+        finally:
+            pg.close()
+
+
 # Row A clicked, then row B on the page's next task: a double-click's gap, so the server cannot have
 # answered A yet (two Playwright clicks come 200-300 ms apart, and an idle machine answers a click in
 # ~100 ms: the race the fresh-user trial met on a busy one would come and go). Returns whether A's
