@@ -59,10 +59,11 @@
   // until the edit is gone, for as long as a reply may take (stop 34: a one-second retry
   // left the edit open under CI's load).
   const LEAVE_EDIT_MS = 60000;
+  const ESC_EDIT_MS = 10000;  // an Esc is about the edit on screen now: not one opened much later
   let leaving = null;
-  const leaveEdits = () => {
-    const until = Date.now() + LEAVE_EDIT_MS;
-    if (leaving) { leaving.until = until; return; }
+  const leaveEdits = (ms = LEAVE_EDIT_MS) => {
+    const until = Date.now() + ms;
+    if (leaving) { leaving.until = Math.max(leaving.until, until); return; }
     leaving = { until };
     const step = () => {
       cancelEdits();
@@ -168,7 +169,11 @@
     if (helpOpen) return;  // the dialog's own keys (Esc closes it)
     if (key === 'escape' && e.target.closest && e.target.closest('#ac-chat textarea.edit-textarea')) {
       e.preventDefault();  // Esc leaves the edit, as its Cancel button does
-      if (cancelEdits()) setTimeout(() => { const b = box(); if (b) b.focus(); }, 30);
+      // ...once that button is there and enabled: under load it comes a moment after the text
+      // box (stop 42's CI: an Esc pressed in between was lost and the edit stayed open), so
+      // look again until the edit is gone, as a send does.
+      leaveEdits(ESC_EDIT_MS);
+      setTimeout(() => { const b = box(); if (b) b.focus(); }, 30);
       return;
     }
     if (key === 'enter' && !e.shiftKey && e.target === box() && box().value.trim()) {

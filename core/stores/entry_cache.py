@@ -101,15 +101,8 @@ class EntryCache:
             f.seek(0)
             return self._keep(name, _parse(f.read(), fd, name, st, None))
 
-    def forget(self, path: os.PathLike[str] | str) -> None:
-        """Drop ``path``'s entries (its file was removed or moved away)."""
-        with self._lock:
-            gone = self._items.pop(os.fspath(path), None)
-            if gone is not None:
-                self._bytes -= gone.size
-
     def _hit(self, name: str, known: _Parsed) -> list[dict[str, Any]]:
-        if known.pristine is not None and list(known.entries) != list(known.pristine):
+        if known.pristine is not None and known.entries != known.pristine:
             raise AssertionError(f"a caller changed an entry of {name} read from the shared entry cache "
                                  "(core.stores.entry_cache): entries are read-only, copy before changing")
         with self._lock:

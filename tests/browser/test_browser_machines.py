@@ -42,7 +42,8 @@ def chat_made_on_a(tmp_path, a_dir, mirror_store, title, messages):
 
 class TestAChatFromAnotherMachine:
     """Guards against B's sidebar showing only B's own chats while the shared mirror holds A's,
-    and against a click on A's chat opening nothing (it must be pulled first)."""
+    against a click on A's chat opening nothing (it must be pulled first), and against the
+    address naming it only after it is shown."""
 
     def test_b_sees_a_chat_marked_and_opens_it(self, tmp_path, page):
         mirror = f"sqlite:///{tmp_path / 'mirror.db'}"
@@ -60,9 +61,19 @@ class TestAChatFromAnotherMachine:
             expect(row.locator(".ac-remote-badge")).to_have_text("from another machine")
             assert not LocalSessionStore(tmp_path / "b-data").exists(chat.key), "listed, not copied"
 
+            # The address as it was in the frame that first showed the chat's messages (a fresh-user
+            # trial saw A's chat on screen with the address still "/" for 0.5-2 s: a reload then
+            # opened a new chat).
+            page.evaluate("""() => { window.acAddressAtShow = null;
+              const look = () => {
+                if (document.querySelector('#ac-chat [data-testid=user]')) { window.acAddressAtShow = location.search; return; }
+                requestAnimationFrame(look);
+              };
+              requestAnimationFrame(look); }""")
             row.click()
             expect(page.locator("[data-testid=user]").first).to_have_text("how are refunds booked?",
                                                                           timeout=TIMEOUT_MS)
+            assert page.evaluate("window.acAddressAtShow") == f"?session={chat.id}"
             expect(page.locator("[data-testid=bot]").last).to_contain_text("As a negative ledger line.")
             assert LocalSessionStore(tmp_path / "b-data").exists(chat.key), "opening pulled it to B"
             own = page.locator("#ac-list .ac-session", has_text="Refund ledger on machine A")

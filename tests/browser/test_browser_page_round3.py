@@ -261,6 +261,32 @@ class TestEditBox:
         expect(page.locator("#ac-chat")).to_contain_text("Earlier messages were summarised", timeout=TIMEOUT_MS)
 
 
+class TestEscBeforeTheEditIsReady:
+    """Stop 42's CI: Esc pressed in an edit whose Cancel button was not usable yet (Gradio
+    disables it while the chat is being written to; under load it also comes a moment after the
+    text box) was lost, and the edit stayed open. Esc must close the edit once Cancel can be used."""
+
+    def test_esc_closes_the_edit_once_cancel_is_enabled(self, world, page):
+        from tests.support.chromium import send
+
+        page.goto(world["start_app"]())
+        send(page, "A message to edit, then leave with Esc.")
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("You said", timeout=TIMEOUT_MS)
+        page.locator("#ac-input textarea").focus()
+        page.keyboard.press("ArrowUp")
+        edit = page.locator("#ac-chat textarea.edit-textarea")
+        expect(edit).to_be_visible()
+        cancel = page.locator("#ac-chat button[aria-label=Cancel]")
+        cancel.evaluate("b => { b.disabled = true; }")  # as while a reply or a live update is drawn
+        edit.focus()
+        page.keyboard.press("Escape")
+        page.wait_for_timeout(600)
+        expect(edit).to_be_visible()  # nothing to click yet: the edit waits
+        cancel.evaluate("b => { b.disabled = false; }")
+        expect(edit).to_have_count(0, timeout=5_000)
+        expect(page.locator("#ac-chat [data-testid=user]").last).to_contain_text("A message to edit")
+
+
 class TestCtrlC:
     """issue 31, item 12: Ctrl+C with a page open printed two tracebacks (uvicorn's lifespan
     CancelledError and "Exception in ASGI application") after "open connections did not close"."""
