@@ -38,7 +38,9 @@ def _pct(values: list[float], p: float) -> float:
 
 def run_rounds(rounds: int, window: int, home: Path) -> dict:
     """The long session: returns request sizes, compaction times, counts."""
-    os.environ["ANYCODE_HOME"] = str(home)
+    # the data folder beside the workspace, never around it (a project folder inside anycode's
+    # data folder is refused: core.session.manager.refuse_data_dir)
+    os.environ["ANYCODE_HOME"] = str(home / "data")
     from core import LocalSessionStore, SessionManager
     from core.agent import context as ctx
     from core.agent.compaction import CompactionFinished, CompactionStarted
