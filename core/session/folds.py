@@ -24,16 +24,22 @@ from typing import Any, Callable, TypeVar
 T = TypeVar("T")
 
 MEMO_SESSIONS = 8  # sessions whose folds are kept: the open ones of a few tabs
+# Entries kept alive by the memo at most (about the JSONL store's cache budget: a 100,000-message
+# session's 19 MB file holds 100,003): a fold keeps its entries, which the store's cache may have
+# let go, so eight long sessions would otherwise hold eight files' worth of objects.
+MEMO_ENTRIES = 200_000
 
 
 class FoldMemo:
-    """Per key, the last entries folded and each fold made of them (``kind`` → result).
+    """Per key, the last entries folded and each fold made of them (``kind`` → result), for at
+    most ``size`` keys and ``max_entries`` entries in all (the least recently used go first).
 
     Thread-safe; a fold runs outside the lock. Results are shared: callers copy what they
     change (:meth:`core.session.manager.SessionManager.get` hands out copies)."""
 
-    def __init__(self, size: int = MEMO_SESSIONS) -> None:
+    def __init__(self, size: int = MEMO_SESSIONS, max_entries: int = MEMO_ENTRIES) -> None:
         self.size = size
+        self.max_entries = max_entries
         self._items: OrderedDict[Any, tuple[tuple[Any, ...], dict[str, Any]]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -52,9 +58,10 @@ class FoldMemo:
             kept, results = tuple(entries), {}  # a copy: the caller's list is theirs to change
         value = make(entries)
         with self._lock:
-            self._items[key] = (kept, {**results, kind: value})
-            self._items.move_to_end(key)
-            while len(self._items) > self.size:
+            self._items.pop(key, None)
+            if len(kept) <= self.max_entries:  # a session longer than that alone is folded each time
+                self._items[key] = (kept, {**results, kind: value})
+            while len(self._items) > self.size or sum(len(k) for k, _ in self._items.values()) > self.max_entries:
                 self._items.popitem(last=False)
         return value
 

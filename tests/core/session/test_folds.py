@@ -88,3 +88,13 @@ class TestFoldMemo:
         for k in "abca":
             memo.fold(k, lists[k], "n", lambda e: calls.append(e[0]["k"]))
         assert [c for c in calls] == ["a", "b", "c", "a"]  # "a" was dropped when "c" came
+
+    def test_at_most_max_entries_kept(self):
+        memo, calls = FoldMemo(max_entries=5), []
+        lists = {k: [{"k": k}] * 3 for k in "ab"}
+        for k in "aba":
+            memo.fold(k, lists[k], "n", lambda e: calls.append(e[0]["k"]))
+        assert calls == ["a", "b", "a"]  # 3 + 3 entries > 5: "a" went when "b" came
+        memo.fold("big", [{}] * 6, "n", lambda e: calls.append("big"))
+        memo.fold("big", [{}] * 6, "n", lambda e: calls.append("big"))
+        assert calls[-2:] == ["big", "big"]  # longer than the budget alone: never kept
