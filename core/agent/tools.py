@@ -442,7 +442,7 @@ def preview_write(workspace: Workspace, path: str, content: str) -> str:
         raise
     new_lines = content.splitlines(keepends=True)
     if got is None:
-        head = [f"--- /dev/null\n", f"+++ b/{shown}\n", f"@@ -0,0 +1,{len(new_lines)} @@\n"]
+        head = ["--- /dev/null\n", f"+++ b/{shown}\n", f"@@ -0,0 +1,{len(new_lines)} @@\n"]
         body = head + ["+" + line for line in new_lines]
     else:
         data, total = got

@@ -15,7 +15,6 @@ system messages and empty nodes are left out.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import zipfile

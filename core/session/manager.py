@@ -331,7 +331,7 @@ class SessionManager:
         cleaned = clean_user_title(title)
         key = self.root_of(key)  # one conversation, one title: it lives in the family root
         if expected_title is not ...:
-            state = self._state(key)
+            state = self.state(key)
             stored = state.title or ""
             # Only another user's rename counts: a generated title is there to be replaced.
             if state.title_source == "user" and stored != (expected_title or "") and stored != cleaned:
@@ -406,7 +406,6 @@ class SessionManager:
             raise SessionNotFound(key.session_id)
         return replace(self._folds.fold(key, entries, "state", lambda e: SessionState().feed_all(e)))
 
-    _state = state
 
     def set_generated_title(self, key: SessionKey, title: str, source: str = "llm") -> bool:
         """Store a generated title (``source`` ``"llm"`` or ``"fallback"``) unless the user set one.
@@ -558,11 +557,11 @@ class SessionManager:
         """The session to show for ``key``'s conversation: the version last used in its family
         (the last version entry of the root), or ``key`` when it is not part of a family or the
         named version is gone. Raises :class:`SessionNotFound`."""
-        state = self._state(key)
+        state = self.state(key)
         root = SessionKey(key.project_key, state.version_of["session_id"]) if state.version_of else key
         if root != key:
             try:
-                state = self._state(root)
+                state = self.state(root)
             except SessionNotFound:
                 return key
         current = state.current
@@ -585,7 +584,7 @@ class SessionManager:
         root = SessionKey(key.project_key, members[to].family)
         check: dict[str, Any] = {}
         if expected is not None:
-            pointer = self._state(root).current or root.session_id  # as stored, before resolving
+            pointer = self.state(root).current or root.session_id  # as stored, before resolving
             shown = self.current_version(key).session_id
             if shown == to:
                 return SessionKey(key.project_key, to)  # already in use (switched elsewhere too)

@@ -51,13 +51,16 @@ from functools import partial
 from itertools import repeat
 from operator import add, attrgetter, eq
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import orjson
 
 from core.session.models import SessionMeta
 from core.stores.jsonl_io import RECORD_FIELDS, FileScan, scan_file
 from core.stores.whole_file import is_part, place_whole
+
+if TYPE_CHECKING:
+    import subprocess  # annotations only: helpers are started lazily
 
 log = logging.getLogger(__name__)
 

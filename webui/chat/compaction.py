@@ -60,7 +60,7 @@ def meter_html(ctx: WebContext, state: dict[str, Any] | None, model: str | None,
     amber (class ``ac-meter-warn``) at or past ``ANYCODE_COMPACT_AT``; its tooltip says what the
     numbers are, and why the window is small when Ollama's ``num_ctx`` limits it. Never raises
     (a store or server failure shows no numbers). ``session``: the tab's session, already loaded."""
-    from core.agent.context import Usage, context_usage, context_window, short_tokens
+    from core.agent.context import Usage, context_usage, context_window
 
     state = state or {}
     client = ctx.client()
