@@ -183,6 +183,9 @@
     if (key === 'escape') {
       const stop = document.querySelector('#ac-input button.stop-button');
       if (stop && stop.offsetParent !== null) { e.preventDefault(); stop.click(); return; }
+      // An edit left open while the focus went back to the message box (a fresh-user trial: Esc
+      // then did nothing): Esc leaves it too, as its Cancel does.
+      if (document.querySelector('#ac-chat textarea.edit-textarea')) { e.preventDefault(); leaveEdits(ESC_EDIT_MS); return; }
       if (window.acSidebar && window.acSidebar.narrow() && window.acSidebar.isOpen()) { window.acSidebar.close(); }
       return;
     }

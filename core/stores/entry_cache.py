@@ -6,14 +6,19 @@ button, the moved-folder check), and several times per message sent. A 100,000-m
 a 19 MB file whose parse takes 160 ms on an idle core and 230–580 ms beside the page's other
 work: six parses per click made opening it 3.7× slower than a 1,000-message one (issue 32).
 
-How it stays right with other writers (another tab, process or machine's pull): each hit is
-checked against the open file's ``fstat`` — device, inode, size, mtime and ctime — and the CRC-32
-of its first and last :data:`~core.stores.jsonl_io.SIG_BYTES` bytes. A file that only grew, with
-the bytes before the cached end unchanged, is an append (the store's only way of writing an
-existing file): only the new lines are parsed. Anything else — a file replaced whole (new inode),
-shrunk, or edited in place — is read again from the start. The same rule as the metadata index's
-incremental scan (:func:`core.stores.jsonl_io.scan_file`), with the same blind spot: an edit in
-place before the last 64 cached bytes together with an append between two reads.
+How it stays right with other writers (another tab, process or machine's pull, a hand edit):
+- A file the cache may answer for unread is the same file (device, inode) with the same size,
+  modification and change times, the same first and last 64 cached bytes, and a modification
+  time older than :data:`RACY_NS` when it was read. The last rule is git's "racy clean" one: a
+  file changed within its clock's tick of the read could be changed again in that tick, in place
+  and to the same size, without any time moving; such a file is checked as below instead.
+- Any other file of the same device and inode is read whole (one read, 15 ms for 19 MB from
+  the page cache) and the bytes the cache parsed must have the CRC-32 they had (9 ms for 19 MB):
+  then only what follows them is parsed — an append, the store's only way of writing an
+  existing file. A fresh-user trial replaced a file in place (``cat new > file``: the same inode)
+  with a longer copy changed in its middle; a check of the first and last bytes alone took it
+  for an append and showed the old text, which an Edit then copied into a new version.
+- Anything else (another inode, a shorter file, a prefix that differs) is parsed whole.
 
 A final line without its newline (a writer's append in flight, or a crash's torn tail) is parsed
 on each read and never cached, so it is read again once it is finished.
@@ -34,6 +39,7 @@ import copy
 import logging
 import os
 import threading
+import time
 import zlib
 from collections import OrderedDict
 from dataclasses import dataclass, replace
@@ -45,6 +51,9 @@ log = logging.getLogger(__name__)
 
 CACHE_BYTES = 32 * 1024 * 1024  # bytes of session files kept parsed (~105 MiB of Python objects)
 CHECK_ENV = "ANYCODE_CHECK_SHARED_ENTRIES"
+# A file modified less than this before it was read may change again with no time moving (file
+# times tick by a jiffy on Linux, by up to 2 s on FAT): it is checked byte for byte next time.
+RACY_NS = 2_000_000_000
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,8 @@ class _Parsed:
     head: int  # CRC-32 of the first SIG_BYTES bytes
     offset: int  # bytes of whole lines parsed (just after the last newline)
     sig: int  # CRC-32 of the SIG_BYTES bytes before ``offset``
+    crc: int  # CRC-32 of all the bytes before ``offset``
+    racy: bool  # modified within RACY_NS of the read: never answered for unread
     lines: int  # lines before ``offset``
     entries: tuple[dict[str, Any], ...]
     tail: tuple[dict[str, Any], ...]  # the entry of an unfinished last line (parsed, not kept on growth)
@@ -90,21 +101,28 @@ class EntryCache:
         with open(name, "rb") as f:
             fd = f.fileno()
             st = os.fstat(fd)
-            if known is not None and (known.dev, known.ino) == (st.st_dev, st.st_ino) \
-                    and _crc(fd, 0, min(SIG_BYTES, known.offset)) == known.head \
-                    and _crc(fd, max(0, known.offset - SIG_BYTES), known.offset) == known.sig:
-                if (known.size, known.mtime_ns, known.ctime_ns) == (st.st_size, st.st_mtime_ns, st.st_ctime_ns):
+            if known is not None and (known.dev, known.ino) == (st.st_dev, st.st_ino) and st.st_size >= known.offset:
+                if not known.racy \
+                        and (known.size, known.mtime_ns, known.ctime_ns) == (st.st_size, st.st_mtime_ns, st.st_ctime_ns) \
+                        and _crc(fd, 0, min(SIG_BYTES, known.offset)) == known.head \
+                        and _crc(fd, max(0, known.offset - SIG_BYTES), known.offset) == known.sig:
                     return self._hit(name, known)
-                if st.st_size > known.size:  # grown, the bytes before the cached end unchanged: an append
-                    f.seek(known.offset)
-                    return self._keep(name, _parse(f.read(), fd, name, st, known))
-            f.seek(0)
-            return self._keep(name, _parse(f.read(), fd, name, st, None))
+                data = f.read()
+                if zlib.crc32(memoryview(data)[:known.offset]) == known.crc:  # what was parsed is still there
+                    self._check_unchanged(name, known)
+                    return self._keep(name, _parse(data, name, st, known))
+            else:
+                data = f.read()
+            return self._keep(name, _parse(data, name, st, None))
 
-    def _hit(self, name: str, known: _Parsed) -> list[dict[str, Any]]:
+    @staticmethod
+    def _check_unchanged(name: str, known: _Parsed) -> None:
         if known.pristine is not None and known.entries != known.pristine:
             raise AssertionError(f"a caller changed an entry of {name} read from the shared entry cache "
                                  "(core.stores.entry_cache): entries are read-only, copy before changing")
+
+    def _hit(self, name: str, known: _Parsed) -> list[dict[str, Any]]:
+        self._check_unchanged(name, known)
         with self._lock:
             if name in self._items:
                 self._items.move_to_end(name)
@@ -131,19 +149,20 @@ def _crc(fd: int, start: int, end: int) -> int:
     return zlib.crc32(os.pread(fd, end - start, start)) if end > start else 0
 
 
-def _parse(data: bytes, fd: int, name: str, st: os.stat_result, before: _Parsed | None) -> _Parsed:
-    """The cache record of the file open as ``fd`` whose bytes from ``before.offset`` (from 0
-    without ``before``) are ``data``; ``st`` its ``fstat`` before the read."""
-    start, lines, kept = (before.offset, before.lines, before.entries) if before else (0, 0, ())
-    cut = data.rfind(b"\n") + 1  # whole lines end here; what follows is an unfinished line
-    whole, rest = data[:cut], data[cut:]
+def _parse(data: bytes, name: str, st: os.stat_result, before: _Parsed | None) -> _Parsed:
+    """The cache record of the file whose bytes are ``data`` (``st``: its ``fstat`` before the
+    read): only what follows ``before.offset`` is parsed when ``before`` is given (the bytes
+    before that offset were checked to be the ones it parsed)."""
+    start, lines, kept, crc = (before.offset, before.lines, before.entries, before.crc) if before else (0, 0, (), 0)
+    offset = data.rfind(b"\n", start) + 1 or start  # whole lines end here; what follows is an unfinished line
+    whole, rest = data[start:offset], data[offset:]
     count = whole.count(b"\n")
     entries = parse_entries(whole, name, lines + 1)
     tail = parse_entries(rest, name, lines + count + 1) if rest else []
-    offset = start + cut
     # The size is what was read, not the stat's (a writer may have appended in between): the next
-    # read then sees a file larger than this and parses only what follows ``offset``.
-    return _Parsed(dev=st.st_dev, ino=st.st_ino, size=start + len(data), mtime_ns=st.st_mtime_ns,
-                   ctime_ns=st.st_ctime_ns, head=_crc(fd, 0, min(SIG_BYTES, offset)),
-                   sig=_crc(fd, max(0, offset - SIG_BYTES), offset), offset=offset, lines=lines + count,
+    # read then sees a file larger than this and checks it byte for byte.
+    return _Parsed(dev=st.st_dev, ino=st.st_ino, size=len(data), mtime_ns=st.st_mtime_ns,
+                   ctime_ns=st.st_ctime_ns, head=zlib.crc32(data[:min(SIG_BYTES, offset)]),
+                   sig=zlib.crc32(data[max(0, offset - SIG_BYTES):offset]), crc=zlib.crc32(whole, crc),
+                   racy=st.st_mtime_ns + RACY_NS > time.time_ns(), offset=offset, lines=lines + count,
                    entries=(*kept, *entries), tail=tuple(tail), pristine=None)

@@ -286,6 +286,23 @@ class TestEscBeforeTheEditIsReady:
         expect(edit).to_have_count(0, timeout=5_000)
         expect(page.locator("#ac-chat [data-testid=user]").last).to_contain_text("A message to edit")
 
+    def test_esc_with_the_focus_back_in_the_message_box(self, world, page):
+        # a fresh-user trial: the edit opened with ArrowUp, a click back into the box, then Esc did nothing
+        from tests.support.chromium import send
+
+        page.goto(world["start_app"]())
+        send(page, "A message to edit, then leave from the box.")
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("You said", timeout=TIMEOUT_MS)
+        box = page.locator("#ac-input textarea")
+        box.focus()
+        page.keyboard.press("ArrowUp")
+        edit = page.locator("#ac-chat textarea.edit-textarea")
+        expect(edit).to_be_visible()
+        box.click()
+        page.keyboard.press("Escape")
+        expect(edit).to_have_count(0)
+        expect(page.locator("#ac-chat [data-testid=user]").last).to_contain_text("A message to edit")
+
 
 class TestCtrlC:
     """issue 31, item 12: Ctrl+C with a page open printed two tracebacks (uvicorn's lifespan

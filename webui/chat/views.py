@@ -281,7 +281,7 @@ def locate(ctx: WebContext, session_id: str, preferred_project: str | None = Non
     pulled = remote.pull_if_remote(ctx, session_id, preferred_project or ctx.project_key) if mirror else None
     if pulled is not None:
         return pulled
-    raise SessionNotFound(session_id)
+    raise SessionNotFound(f"with id {session_id!r}")  # quoted as given: never read as a store's key
 
 
 

@@ -4,7 +4,8 @@
 Ctrl/⌘ + Shift + O     New chat
 Ctrl/⌘ + K             Search chats (focuses the sidebar's search box, opening a narrow
                        window's drawer)
-Esc                    Stop the reply while one streams (else: close the drawer)
+Esc                    Stop the reply while one streams (else: leave an open edit, or close
+                       the drawer)
 ↑                      in an empty message box: edit your last message (the chat's Edit)
 ? or Ctrl/⌘ + /        this help
 =====================  ===============================================================

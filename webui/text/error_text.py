@@ -28,9 +28,10 @@ def describe(err: BaseException) -> str:
     text: str | None = None
     if isinstance(err, E.SessionNotFound):
         found = re.match(r"No session (.*) was found\.$", str(err))
-        if found and "/" in found.group(1):
+        if found and "/" in found.group(1) and not found.group(1).startswith("with "):
             # A store names the session by its internal key ("<project key>/<id>"): never shown;
-            # a chat the page had open is gone because another tab or process deleted it.
+            # a chat the page had open is gone because another tab or process deleted it. (An id
+            # the user gave is quoted after "with id": a link's "../x" was not found, not deleted.)
             text = t("err_chat_deleted")
         else:
             text = t("err_session_not_found", what=found.group(1)) if found else None

@@ -112,6 +112,33 @@ class TestReplacedOrEdited:
         assert path.stat().st_size == st.st_size and path.stat().st_mtime_ns == st.st_mtime_ns
         assert texts(store) == ["alpha", "BRAVO", "charlie"]
 
+    def test_rewritten_in_place_longer_with_its_middle_changed(self, store):
+        # The fresh-user trial's case: `cat new.jsonl > file` keeps the inode, the file grows, its
+        # first and last cached bytes are unchanged — it is not an append. The old text was shown,
+        # and an Edit then copied it into a new version.
+        path = write(store, encode_entries(entries_of("message number 0 alpha", "message number 1 alpha",
+                                                      "message number 2 alpha")))
+        assert texts(store)[1] == "message number 1 alpha"
+        inode = path.stat().st_ino
+        with open(path, "r+b") as f:  # in place, as a shell's > does
+            f.write(encode_entries(entries_of("message number 0 alpha", "message number 1 OMEGA",
+                                              "message number 2 alpha", "a new last line")))
+        assert path.stat().st_ino == inode
+        assert texts(store) == ["message number 0 alpha", "message number 1 OMEGA", "message number 2 alpha",
+                                "a new last line"]
+        assert SessionManager(store).get(KEY).messages[1]["content"] == "message number 1 OMEGA"
+
+    def test_edited_in_place_then_appended_to_before_the_next_read(self, store):
+        # A typo fixed by hand, then `anycode sessions rename` (an append) before the app looks again
+        path = write(store, encode_entries(entries_of("a tpyo in the middle", "the last one")))
+        assert texts(store) == ["a tpyo in the middle", "the last one"]
+        data = path.read_bytes().replace(b"tpyo", b"typo")
+        with open(path, "r+b") as f:
+            f.write(data)
+        store.append(KEY, [title_entry("Renamed", "user")])
+        assert texts(store) == ["a typo in the middle", "the last one"]
+        assert SessionManager(store).state(KEY).title == "Renamed"
+
     def test_shortened(self, store):
         data = encode_entries(entries_of("one", "two", "three"))
         path = write(store, data)

@@ -341,6 +341,12 @@ class TestInitialView:
         assert view.session_id is None and "No session" in view.notice
         assert handlers.initial_view(ctx, {}).session_id is None
 
+    def test_a_path_like_id_is_not_found_not_deleted(self, ctx):
+        # a fresh-user trial's ?session=../../etc/passwd was told "deleted in another tab or window"
+        view = handlers.initial_view(ctx, {"session": "../../etc/passwd"})
+        assert view.session_id is None and "'../../etc/passwd' was found" in view.notice
+        assert "another tab or window" not in view.notice
+
     def test_launcher_session_used_without_query(self, ctx):
         s = seeded(ctx)
         ctx.initial_session = s.id
