@@ -71,3 +71,30 @@ class TestCompactionInTheBrowser:
         expect(page.locator("[data-testid=user]")).to_have_count(2)
         expect(page.locator("#ac-input textarea")).to_have_value("")
         assert len(_stored(world, sid)[0]) == 5
+
+
+class TestTheMeterAfterAnAutomaticSummary:
+    """A fresh-user trial: after a send that summarised the chat first (the window was full), the
+    meter still counted the whole chat ("~1.4M / 128k") until a reload showed the summarised one."""
+
+    def test_meter_follows_without_a_reload(self, world, page, monkeypatch):
+        monkeypatch.setenv("ANYCODE_CONTEXT_WINDOW", "2000")
+        page.goto(world["start_app"]())
+        meter = page.locator("#ac-meter-box .ac-meter")
+        expect(meter).to_contain_text("/ 2k", timeout=TIMEOUT_MS)
+        for n in range(3):  # the third send finds the window past 80%: summarised before it is sent
+            _post(world["fake"] + "/_script", {"replies": [{"text": f"{n}: {REPLY}", "chunk": 200}]})
+            send(page, f"question {n}")
+            expect(page.locator("[data-testid=bot]").last).to_contain_text(f"{n}: The invoice module")
+            expect(page.get_by_role("button", name="Stop")).to_have_count(0)
+        expect(page.locator("#ac-chat").get_by_text("Earlier messages were summarised")).to_have_count(1)
+        # What a fresh page of this chat shows is what this page must come to, without a reload
+        fresh = page.context.browser.new_page()
+        try:
+            fresh.goto(page.url)
+            expect(fresh.locator("[data-testid=bot]").last).to_contain_text("2: The invoice module")
+            true_count = fresh.locator("#ac-meter-box .ac-meter").get_attribute("aria-valuenow", timeout=TIMEOUT_MS)
+        finally:
+            fresh.close()
+        assert int(true_count) < 2000, true_count  # the summary made room
+        expect(meter).to_have_attribute("aria-valuenow", true_count, timeout=TIMEOUT_MS)
