@@ -10,20 +10,12 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from tests.support.chromium import TIMEOUT_MS, _seed, running_app, wait_loaded
-from tests.support.chromium import expect as _expect
+from tests.support.chromium import PatientExpect
 
 pytestmark = pytest.mark.browser
 
 
-def expect(target):
-    """``expect`` with the module's patient default (each wait goes through the app's queue)."""
-    assertions = _expect(target)
-
-    class _Patient:
-        def __getattr__(self, name):
-            method = getattr(assertions, name)
-            return lambda *a, **kw: method(*a, **{"timeout": TIMEOUT_MS, **kw})
-    return _Patient()
+expect = PatientExpect
 
 
 @pytest.fixture(scope="module")

@@ -11,24 +11,12 @@ import time
 import pytest
 
 from tests.support.chromium import TIMEOUT_MS, _seed, running_app, send
-from tests.support.chromium import expect as _expect
+from tests.support.chromium import PatientExpect
 
 pytestmark = pytest.mark.browser
 
 
-class _Patient:
-    """``expect(x)`` whose waits default to TIMEOUT_MS: each goes through the app's queue, which a
-    loaded 2-core machine can hold up for more than Playwright's default 5 s."""
-
-    def __init__(self, target):
-        self._assertions = _expect(target)
-
-    def __getattr__(self, name):
-        method = getattr(self._assertions, name)
-        return lambda *args, **kwargs: method(*args, **{"timeout": TIMEOUT_MS, **kwargs})
-
-
-expect = _Patient
+expect = PatientExpect
 
 
 @pytest.fixture(scope="module")

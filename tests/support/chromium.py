@@ -40,6 +40,18 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Pyt
 expect = sync_api.expect
 
 
+class PatientExpect:
+    """``expect(x)`` whose waits default to TIMEOUT_MS: each goes through the app's queue, which a
+    loaded 2-core machine can hold up for more than Playwright's default 5 s."""
+
+    def __init__(self, target):
+        self._assertions = expect(target)
+
+    def __getattr__(self, name):
+        method = getattr(self._assertions, name)
+        return lambda *args, **kwargs: method(*args, **{"timeout": TIMEOUT_MS, **kwargs})
+
+
 def _env(home: Path, **extra: str) -> dict[str, str]:
     env = dict(os.environ, ANYCODE_HOME=str(home), PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1",
                NO_PROXY="127.0.0.1,localhost", **extra)

@@ -355,7 +355,7 @@ def build_sidebar(p: Page) -> None:
     """The sidebar: brand, New chat, the search box and its results slot, the session list, and
     its foot (archive switch, project, Ask before changes, mirror line, Import, Memory, language,
     theme and shortcuts)."""
-    with gr.Sidebar(width=290, open=True, elem_id="ac-sidebar"):
+    with gr.Sidebar(width=SIDEBAR_WIDTH, open=True, elem_id="ac-sidebar"):
         gr.HTML(f'<div class="ac-brand">{asset_text("icon.svg")}<span>anycode</span></div>',
                 js_on_load=None, elem_id="ac-brand")
         p.new_btn = gr.Button(tr("new_chat"), icon=asset_path("new-chat.svg"), elem_id="ac-new",
@@ -500,7 +500,14 @@ def wire_load(p: Page) -> None:
         with i18n.for_request(request):
             return handlers.session_list_html(ctx, project, active=active)
 
-    first_paint.install(p.demo, first_list)
+    def shell_labels(request: Any) -> first_paint.ShellLabels:
+        # The shell drawn with the page's first paint, until Gradio's sidebar is mounted (issue 32)
+        with i18n.for_request(request):
+            return first_paint.ShellLabels(new_chat=i18n.t("new_chat"), search=i18n.t("search_chats"),
+                                           width=SIDEBAR_WIDTH, narrow_px=narrow.BREAKPOINT_PX,
+                                           theme_key=theme_switch.STORAGE_KEY)
+
+    first_paint.install(p.demo, first_list, shell_labels)
 
 
 def wire_sending(p: Page) -> None:
@@ -908,6 +915,7 @@ def _tab_key(request: Any, tab_id: str | None) -> str:
     return getattr(request, "session_hash", None) or tab_id or "default"
 
 
+SIDEBAR_WIDTH = 290  # CSS pixels; the shell of the first paint has the same (webui.gui.first_paint)
 # style.css first; the later files refine it (issue 18: window sizes, dark mode).
 CSS_FILES = ("style.css", "chat_state.css", "layout.css", "chat-text.css", "contrast.css", "dark.css", "organise.css")
 

@@ -80,6 +80,36 @@ class TestTheListComesWithThePage:
         assert "Refactor the config loader" in _first_list(app["url"], params={"session": "no-such-chat"})
 
 
+def _shell(url: str, **kwargs) -> str:
+    text = httpx.get(url, timeout=30, **kwargs).text
+    start = text.find(f'<div id="{first_paint.SHELL_ID}"')
+    if start < 0:
+        return ""
+    return text[start:text.index("<gradio-app", start)]
+
+
+class TestTheShellComesWithThePage:
+    """Guards against the sidebar waiting for Gradio's mount (issue 32, round 22): the page's body
+    carries the shell, the list of the config drawn before any script of Gradio's has run."""
+
+    def test_the_same_list_before_gradios_mount_point(self, app):
+        shell = _shell(app["url"])
+        assert shell, "the page carries no shell"
+        assert _first_list(app["url"]) in shell  # the very list the config carries, not a second query
+        assert "New chat" in shell and "Search chats" in shell
+        assert shell.count("<script>") == 1 and shell.count("<style>") == 1
+
+    def test_in_the_browsers_language(self, app):
+        shell = _shell(app["url"], cookies={"anycode_nav": "zh-CN"})
+        assert "新对话" in shell and "搜索对话" in shell and "今天" in shell
+
+    def test_labels_are_escaped(self):
+        labels = first_paint.ShellLabels(new_chat="<b>New</b>", search='"x"', width=290, narrow_px=768,
+                                         theme_key="k")
+        shell = first_paint.shell_html("<nav></nav>", labels)
+        assert "<b>New</b>" not in shell and "&lt;b&gt;New&lt;/b&gt;" in shell and "&quot;x&quot;" in shell
+
+
 def test_a_failing_list_leaves_the_page_without_it(caplog):
     """The page is served whatever the list does: its load event draws the list then."""
     blocks = object.__new__(type("B", (), {}))
@@ -104,5 +134,6 @@ def test_a_login_page_carries_no_titles(tmp_path):
     try:
         page = httpx.get(started.url.split("?")[0], timeout=30)
         assert "auth_required" in page.text and "Refactor the config loader" not in page.text
+        assert first_paint.SHELL_ID not in page.text
     finally:
         started.stop()

@@ -1,0 +1,54 @@
+// The shell (webui/gui/first_paint.py): the sidebar in the page's first paint, run as the HTML is
+// parsed, before Gradio's scripts. It goes the moment Gradio's own list is on the page, so the
+// page never holds two lists; a row or New chat clicked on it is clicked again once the page's
+// load has answered (ac-page-loaded), as a click on the real list so early waits for it too.
+(() => {
+  const shell = document.getElementById('ac-shell');
+  if (!shell) return;
+  // Its style nests the page's rules under #ac-shell: a browser without CSS nesting gets none.
+  if (!(window.CSS && CSS.supports && CSS.supports('selector(&)'))) { shell.remove(); return; }
+  // The theme the page will have (the same choice as theme_head.js): the switch's stored
+  // choice, Gradio's ?__theme=, else the system's.
+  let choice = 'system';
+  try { choice = localStorage.getItem('__KEY__') || 'system'; } catch (e) {}
+  const forced = new URLSearchParams(window.location.search).get('__theme');
+  if (forced === 'dark' || forced === 'light') choice = forced;
+  const dark = choice === 'dark' || (choice !== 'light' && window.matchMedia('(prefers-color-scheme: dark)').matches);
+  shell.classList.toggle('ac-dark', dark);
+  shell.querySelector('.ac-shell-in').classList.toggle('dark', dark);  // the page's .dark rules, nested
+  let pick = null;  // {sid} or {fresh: true}: the last click on the shell
+  shell.addEventListener('click', (e) => {
+    if (e.target.closest('[data-menu], [data-more]')) return;  // a row's menu needs the real list
+    const row = e.target.closest('[data-sid]');
+    if (row) {
+      shell.querySelectorAll('.ac-session.active').forEach((x) => x.classList.remove('active'));
+      row.classList.add('active');
+      pick = {sid: row.dataset.sid};
+    } else if (e.target.closest('[data-shell-new]')) {
+      shell.querySelectorAll('.ac-session.active').forEach((x) => x.classList.remove('active'));
+      pick = {fresh: true};
+    }
+  });
+  const realRow = (sid) => document.querySelector(`#__LIST__ [data-sid="${CSS.escape(sid)}"]`);
+  let watch = null;
+  const leave = () => {
+    if (!shell.isConnected) return;
+    if (watch) watch.disconnect();
+    shell.remove();
+    if (pick && pick.sid && realRow(pick.sid)) {  // the row stays marked as it was on the shell
+      document.querySelectorAll('#__LIST__ .ac-session.active').forEach((x) => x.classList.remove('active'));
+      realRow(pick.sid).classList.add('active');
+    }
+  };
+  watch = new MutationObserver(() => {
+    if (document.querySelector('#__LIST__ .ac-sessions, #__LIST__ .ac-empty')) leave();
+  });
+  watch.observe(document.documentElement, {childList: true, subtree: true});
+  window.addEventListener('ac-page-loaded', () => {
+    leave();
+    if (!pick) return;
+    const target = pick.sid ? realRow(pick.sid) : document.getElementById('ac-new');
+    pick = null;
+    if (target) target.click();
+  }, {once: true});
+})();
