@@ -16,8 +16,9 @@ from typing import Any, Iterable
 from core import settings
 from core.settings import inside_data_dir
 from core.session.compaction import compactions_of
-from core.session.entries import (MAX_TAGS, SessionState, clean_tag, header_entry, message_entry, messages_of,
-                                  archive_entry, pin_entry, reply_agents_of, reply_ends_of, reply_error_of, tags_entry, title_entry, version_entry)
+from core.session.entries import (MAX_TAGS, SessionState, archive_entry, clean_tag, header_entry, message_entry,
+                                  messages_of, pin_entry, reply_agents_of, reply_ends_of, reply_error_of, tags_entry,
+                                  title_entry, version_entry)
 from core.errors import (AmbiguousSessionId, AmbiguousTitle, ForbiddenProjectFolder, InvalidTag, InvalidTitle,
                          SessionNotFound, StaleChange)
 from core.session.identity import project_identity
@@ -406,7 +407,6 @@ class SessionManager:
             raise SessionNotFound(key.session_id)
         return replace(self._folds.fold(key, entries, "state", lambda e: SessionState().feed_all(e)))
 
-
     def set_generated_title(self, key: SessionKey, title: str, source: str = "llm") -> bool:
         """Store a generated title (``source`` ``"llm"`` or ``"fallback"``) unless the user set one.
 
@@ -536,7 +536,8 @@ class SessionManager:
         now = time.time()
         entries = message_entries[cut + 1:shared]
         entries += [message_entry(m, ts=now, end=end if i == 0 else None,
-                                  agent=agent if m.get("role") == "assistant" else None) for i, m in enumerate(messages)]
+                                  agent=agent if m.get("role") == "assistant" else None)
+                    for i, m in enumerate(messages)]
         version = self.fork(key, cut, version=True, extra=entries)
         log.warning("session %s changed while a reply was written; the reply was kept as version %s",
                     key.session_id, version.id)
