@@ -398,13 +398,18 @@ class SessionManager:
         self.store.append(root, [tags_entry(added, removed)])
         return tuple(after)
 
-    def state(self, key: SessionKey) -> SessionState:
+    def state(self, key: SessionKey, *, entries: list[dict[str, Any]] | None = None) -> SessionState:
         """The session's metadata folded from all its entries (:class:`SessionState`: title,
         cwd, version in use, ...), without building its messages; folded once while the
-        session is unchanged. Raises :class:`SessionNotFound`."""
-        entries = self.store.load(key)
+        session is unchanged. Raises :class:`SessionNotFound`.
+
+        ``entries``: the session's entries as the caller just loaded them (``store.load(key)``),
+        folded instead of loading them again: on the SQL stores a load is a full query, so a
+        caller that needs the entries too (the approval card) would otherwise pay two."""
         if entries is None:
-            raise SessionNotFound(key.session_id)
+            entries = self.store.load(key)
+            if entries is None:
+                raise SessionNotFound(key.session_id)
         return replace(self._folds.fold(key, entries, "state", lambda e: SessionState().feed_all(e)))
 
     def set_generated_title(self, key: SessionKey, title: str, source: str = "llm") -> bool:
@@ -417,7 +422,7 @@ class SessionManager:
         entries = self.store.load(key)
         if entries is None:
             raise SessionNotFound(key.session_id)
-        if SessionState().feed_all(entries).title_source == "user":
+        if self.state(key, entries=entries).title_source == "user":
             return False
         self.store.append(key, [title_entry(title, source)])
         return True
