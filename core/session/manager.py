@@ -99,10 +99,11 @@ def session_from_entries(key: SessionKey, entries: list[dict[str, Any]], *, arch
     """Fold stored entries into a :class:`Session` (timestamps in Unix seconds)."""
     state = SessionState().feed_all(entries)
     created = state.created_at if state.created_at is not None else time.time()
+    messages = messages_of(entries)
     return Session(
         key=key,
         title=state.title,
-        messages=messages_of(entries),
+        messages=messages,
         created_at=created,
         updated_at=state.updated_at(default=created),
         cwd=state.cwd,
@@ -120,6 +121,7 @@ def session_from_entries(key: SessionKey, entries: list[dict[str, Any]], *, arch
         pinned=state.pinned,
         tags=tuple(state.tags),
         usage=usage_totals(entries),
+        system_at=tuple(i for i, m in enumerate(messages) if m.get("role") == "system"),
     )
 
 
