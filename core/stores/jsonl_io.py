@@ -253,21 +253,29 @@ def scan_file(path: str, st: os.stat_result, prev: FileScan | None, *, fast: boo
             return FileScan(st.st_size, st.st_mtime_ns, offset, lines, zlib.crc32(data[start:offset]), state)
     with open(path, "rb") as f:
         scan = FileScan()
+        continues = False
         # Only a file that grew can be an append; same size with a new mtime is an edit.
         if prev is not None and prev.size < st.st_size and 0 < prev.offset <= st.st_size:
             start = max(0, prev.offset - SIG_BYTES)
             f.seek(start)
-            if zlib.crc32(f.read(prev.offset - start)) == prev.sig:
+            before = f.read(prev.offset - start)
+            if zlib.crc32(before) == prev.sig:
                 scan = FileScan(offset=prev.offset, lines=prev.lines, sig=prev.sig,
                                 state=SessionState.from_dict(prev.state.to_dict()))
+                # The last line was folded without its newline (lost; the next append adds it):
+                # what is read first finishes that line, not a new one, so warnings name the
+                # same line numbers as a full read.
+                continues = not before.endswith(b"\n")
         f.seek(scan.offset)
         offset, lines, state = scan.offset, scan.lines, scan.state
         for raw in f:
-            lines += 1
+            counted = 0 if continues else 1
+            continues = False
+            lines += counted
             complete = raw.endswith(b"\n")
             entry = parse_line(raw, path, lines) if (complete or raw.strip(_JUNK)) else None
             if not complete and entry is None:
-                lines -= 1  # a torn tail: fold it when its line is finished
+                lines -= counted  # a torn tail: fold it when its line is finished
                 break
             if entry is not None:
                 state.feed(entry)
