@@ -32,6 +32,8 @@ import zlib
 from pathlib import Path
 from typing import Any, Iterator, NamedTuple
 
+import orjson
+
 from core.search.fts import FtsTables, has_trigram
 from core.search.text import Scope, SearchHit, collect_hits, entry_documents, parse_query
 from core.session.entries import SessionState
@@ -365,7 +367,7 @@ class JsonlSearchIndex:
                 self._tables.delete_owner(conn, row[0])  # edited or shrunk: read it all again
             f.seek(offset)
             data = f.read(st.st_size - offset)
-        entries, used = _complete_entries(data, path)
+        entries, used = _complete_entries(data, path, offset)
         tail = data[max(0, used - SIG_BYTES):used]
         if used < SIG_BYTES and offset:
             with open(path, "rb") as f2:  # the signature reaches back before this read
@@ -485,23 +487,55 @@ def _fed(state: SessionState, entries: list[dict[str, Any]]) -> Iterator[dict[st
         yield e
 
 
-def _complete_entries(data: bytes, path: Path) -> tuple[list[dict[str, Any]], int]:
-    """The entries of whole lines in ``data`` and how many bytes they span. A last line without
-    ``\\n`` counts only when it parses (a complete entry whose newline was lost); a torn one waits."""
+def _complete_entries(data: bytes, path: Path, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+    """The entries of whole lines in ``data`` (the file's bytes from ``offset`` on) and how many
+    bytes they span. A last line without ``\\n`` counts only when it parses (a complete entry
+    whose newline was lost); a torn one waits. A damaged line is skipped with the warning of the
+    store's own read, naming the same line of the file."""
     entries = []
     used = 0
     lines = data.split(b"\n")
+    before: int | None = None if offset else 0  # the file's lines before ``data``, counted once needed
     for i, raw in enumerate(lines):
         last = i == len(lines) - 1
         if last and not raw:
             break
-        entry = parse_line(raw, path, 0) if raw.strip() else None
+        entry = None
+        if raw.strip():
+            try:
+                entry = orjson.loads(raw)  # one C call per clean line, as the store reads them
+            except ValueError:
+                pass
+            if type(entry) is not dict:
+                # Damage (or what only the json module accepts): parse_line decides and warns. The
+                # line number needs the lines before an incremental read's offset, counted only
+                # here, so a clean append is never read from the start.
+                if before is None:
+                    before = _newlines_before(path, offset)
+                entry = parse_line(raw, path, before + i + 1)
         if last and entry is None:
             break
         if entry is not None:
             entries.append(entry)
         used += len(raw) + (0 if last else 1)
     return entries, used
+
+
+def _newlines_before(path: Path, offset: int) -> int:
+    """The newlines among the first ``offset`` bytes of ``path`` (0 when it cannot be read:
+    the warning then names line numbers from the offset on)."""
+    count = 0
+    try:
+        with open(path, "rb") as f:
+            while offset > 0:
+                chunk = f.read(min(offset, 1 << 20))
+                if not chunk:
+                    break
+                count += chunk.count(b"\n")
+                offset -= len(chunk)
+    except OSError as exc:
+        log.debug("%s: cannot count its lines (%s)", path, exc)
+    return count
 
 
 def _is_damage(exc: sqlite3.DatabaseError) -> bool:

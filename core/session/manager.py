@@ -16,8 +16,9 @@ from typing import Any, Iterable
 from core import settings
 from core.settings import inside_data_dir
 from core.session.compaction import compactions_of
-from core.session.entries import (MAX_TAGS, SessionState, clean_tag, header_entry, message_entry, messages_of,
-                                  archive_entry, pin_entry, reply_agents_of, reply_ends_of, reply_error_of, tags_entry, title_entry, version_entry)
+from core.session.entries import (MAX_TAGS, SessionState, archive_entry, clean_tag, header_entry, message_entry,
+                                  messages_of, pin_entry, reply_agents_of, reply_ends_of, reply_error_of, tags_entry,
+                                  title_entry, version_entry)
 from core.errors import (AmbiguousSessionId, AmbiguousTitle, ForbiddenProjectFolder, InvalidTag, InvalidTitle,
                          SessionNotFound, StaleChange)
 from core.session.identity import project_identity
@@ -98,10 +99,11 @@ def session_from_entries(key: SessionKey, entries: list[dict[str, Any]], *, arch
     """Fold stored entries into a :class:`Session` (timestamps in Unix seconds)."""
     state = SessionState().feed_all(entries)
     created = state.created_at if state.created_at is not None else time.time()
+    messages = messages_of(entries)
     return Session(
         key=key,
         title=state.title,
-        messages=messages_of(entries),
+        messages=messages,
         created_at=created,
         updated_at=state.updated_at(default=created),
         cwd=state.cwd,
@@ -119,6 +121,7 @@ def session_from_entries(key: SessionKey, entries: list[dict[str, Any]], *, arch
         pinned=state.pinned,
         tags=tuple(state.tags),
         usage=usage_totals(entries),
+        system_at=tuple(i for i, m in enumerate(messages) if m.get("role") == "system"),
     )
 
 
@@ -397,15 +400,19 @@ class SessionManager:
         self.store.append(root, [tags_entry(added, removed)])
         return tuple(after)
 
-    def state(self, key: SessionKey) -> SessionState:
+    def state(self, key: SessionKey, *, entries: list[dict[str, Any]] | None = None) -> SessionState:
         """The session's metadata folded from all its entries (:class:`SessionState`: title,
         cwd, version in use, ...), without building its messages; folded once while the
-        session is unchanged. Raises :class:`SessionNotFound`."""
-        entries = self.store.load(key)
-        if entries is None:
-            raise SessionNotFound(key.session_id)
-        return replace(self._folds.fold(key, entries, "state", lambda e: SessionState().feed_all(e)))
+        session is unchanged. Raises :class:`SessionNotFound`.
 
+        ``entries``: the session's entries as the caller just loaded them (``store.load(key)``),
+        folded instead of loading them again: on the SQL stores a load is a full query, so a
+        caller that needs the entries too (the approval card) would otherwise pay two."""
+        if entries is None:
+            entries = self.store.load(key)
+            if entries is None:
+                raise SessionNotFound(key.session_id)
+        return replace(self._folds.fold(key, entries, "state", lambda e: SessionState().feed_all(e)))
 
     def set_generated_title(self, key: SessionKey, title: str, source: str = "llm") -> bool:
         """Store a generated title (``source`` ``"llm"`` or ``"fallback"``) unless the user set one.
@@ -417,7 +424,7 @@ class SessionManager:
         entries = self.store.load(key)
         if entries is None:
             raise SessionNotFound(key.session_id)
-        if SessionState().feed_all(entries).title_source == "user":
+        if self.state(key, entries=entries).title_source == "user":
             return False
         self.store.append(key, [title_entry(title, source)])
         return True
@@ -536,7 +543,8 @@ class SessionManager:
         now = time.time()
         entries = message_entries[cut + 1:shared]
         entries += [message_entry(m, ts=now, end=end if i == 0 else None,
-                                  agent=agent if m.get("role") == "assistant" else None) for i, m in enumerate(messages)]
+                                  agent=agent if m.get("role") == "assistant" else None)
+                    for i, m in enumerate(messages)]
         version = self.fork(key, cut, version=True, extra=entries)
         log.warning("session %s changed while a reply was written; the reply was kept as version %s",
                     key.session_id, version.id)

@@ -76,6 +76,10 @@ class Session:
     tags: tuple[str, ...] = ()
     # The tokens its replies used (core.session.usage.UsageTotals, from its usage entries).
     usage: Any = None
+    # The indexes of its system messages, found once by the fold (None: not known, e.g. a Session
+    # made by hand): the chat view counts the hidden messages it shows no row for from these,
+    # not with a pass over 100,000 messages per view (webui.chat.views.view_of).
+    system_at: tuple[int, ...] | None = None
 
 
 @dataclass(slots=True)  # slots: a new process makes 10,000 of these per list(), faster and smaller

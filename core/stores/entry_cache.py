@@ -45,15 +45,14 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
-from core.stores.jsonl_io import SIG_BYTES, parse_entries
+from core.stores.jsonl_io import RACY_NS, SIG_BYTES, parse_entries
 
 log = logging.getLogger(__name__)
 
 CACHE_BYTES = 32 * 1024 * 1024  # bytes of session files kept parsed (~105 MiB of Python objects)
 CHECK_ENV = "ANYCODE_CHECK_SHARED_ENTRIES"
-# A file modified less than this before it was read may change again with no time moving (file
-# times tick by a jiffy on Linux, by up to 2 s on FAT): it is checked byte for byte next time.
-RACY_NS = 2_000_000_000
+# RACY_NS (core.stores.jsonl_io, shared with the list index): a file modified less than that
+# before it was read is checked byte for byte next time.
 
 
 @dataclass(frozen=True)

@@ -2,21 +2,29 @@
 instead of the session files, and how a folder of never-indexed files is indexed fast.
 
 The index is a cache of :class:`~core.stores.jsonl_io.FileScan` records, one per session file,
-validated against each file's size and mtime on every ``list()``; deleting it, or any damage to
-it, only costs a rebuild. On disk (version 7): one ASCII head line, then two parts::
+validated against each file's size, mtime and ctime on every ``list()``; deleting it, or any
+damage to it, only costs a rebuild. On disk (version 9): one ASCII head line, then two parts::
 
-    anycode-index 7 <list part bytes> <its CRC-32> <scan part bytes> <its CRC-32> <folder>\n
+    anycode-index 9 <list part bytes> <its CRC-32> <scan part bytes> <its CRC-32> <folder>\n
     <list part: marshal of {"ids": [...], "cwds": ["/home/u/proj", ...], "size": [...],
-     "mtime_ns": [...], "title": [...], "created": [...], "updated": [...], "count": [...],
-     "title_source": [...], "cwd": [...], "forked_from": [...], "version_of": [...], "current": [...], "pinned": [...], "tags": [...]}>
+     "mtime_ns": [...], "ctime_ns": [...], "title": [...], "created": [...], "updated": [...],
+     "count": [...], "title_source": [...], "cwd": [...], "forked_from": [...], "version_of": [...],
+     "current": [...], "pinned": [...], "tags": [...]}>
     <scan part: marshal of {"offset": [...], "lines": [...], "sig": [...], "created_at": [...],
-     "last_message_at": [...], "has_header": [...], "id": [...], "project_key": [...]}>
+     "last_message_at": [...], "has_header": [...], "id": [...], "project_key": [...], "marks": [...]}>
+
+Why the ctime: an edit of the same length with the mtime set back (``os.utime``, as editors and
+restores can) keeps size and mtime, but the ctime moves and nothing can set it back. A file read
+within :data:`~core.stores.jsonl_io.RACY_NS` of a change records ``UNTRUSTED`` instead (git's
+racy-clean rule, as the entry cache keeps it: a same-size rewrite in the same clock tick moves no
+time), so the next ``list()`` reads it again; that costs a re-read only of files changed in the
+last two seconds, never of the others.
 
 Columns rather than one record per session, sessions in list order (most recent activity
 first), because a new process reads it at every start (``anycode``, ``anycode sessions list``)
 and must list near the cost of a bare ``stat`` of every file: the check against the folder is
 a stream of C calls (the files ``stat``-ed by name relative to the folder, in index order, each
-``(size, mtime_ns)`` compared and dropped) and the :class:`SessionMeta` objects come from one
+``(size, mtime_ns, ctime_ns)`` compared and dropped) and the :class:`SessionMeta` objects come from one
 ``map`` over the columns. ``marshal`` (the standard library's own fast format for plain
 values) decodes the list part in about half the time and memory of JSON, which is most of what
 a new process spends beyond the ``stat`` calls; the CRC-32 of each part is checked before it is
@@ -32,7 +40,7 @@ indexed ones, once the folder has been still for :data:`SETTLED_NS`; while it ma
 ``list()`` does not list the folder (creating, removing or renaming a file in it moves its
 ctime, which no tool can set back), only ``stat``-s the indexed files.
 Version 5 and older indexes (``.index.json``) are not read: the index is rebuilt and the old
-file removed; a version 6 index (before pins and tags) is rebuilt in place.
+file removed; an index of versions 6 to 8 (before the ctime) is rebuilt in place.
 
 A first ``list()`` over many never-indexed files (a restore, an import, a deleted index) scans them
 with :func:`scan_many`, which uses a process per core when there is enough to do.
@@ -65,18 +73,24 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 INDEX_FILE = ".index"
-INDEX_VERSION = 8  # 6: marshal columns; 7: + pinned, tags; 8: + marks (when each changed); another version is not read: the index is rebuilt
+# 6: marshal columns; 7: + pinned, tags; 8: + marks (when each changed); 9: + ctime_ns (a file
+# edited with its mtime set back is seen). Another version is not read: the index is rebuilt.
+INDEX_VERSION = 9
 _MAGIC = b"anycode-index"
 _OLD_INDEX_FILE = ".index.json"  # versions up to 5, removed when a version 6 index is written
 SUFFIX = ".jsonl"
 _CWD, _ID, _PK = RECORD_FIELDS.index("cwd"), RECORD_FIELDS.index("id"), RECORD_FIELDS.index("project_key")
+CTIME = RECORD_FIELDS.index("ctime_ns")
 # The list and scan parts' columns, each with its position in a record (RECORD_FIELDS);
 # "created"/"updated" are the SessionMeta's values, derived from the record (-1: not in a record).
-LIST_COLUMNS = {"size": 0, "mtime_ns": 1, "count": 5, "title": 8, "title_source": 9, "cwd": 10,
-                "forked_from": 11, "version_of": 15, "current": 16, "pinned": 17, "tags": 18, "created": -1, "updated": -1}
+LIST_COLUMNS = {"size": 0, "mtime_ns": 1, "ctime_ns": CTIME, "count": 5, "title": 8, "title_source": 9,
+                "cwd": 10, "forked_from": 11, "version_of": 15, "current": 16, "pinned": 17, "tags": 18,
+                "created": -1, "updated": -1}
 SCAN_COLUMNS = {"offset": 2, "lines": 3, "sig": 4, "created_at": 6, "last_message_at": 7, "has_header": 12,
                 "id": 13, "project_key": 14, "marks": 19}
-_STAMP = attrgetter("st_size", "st_mtime_ns")
+# What check() compares per file: an edit of the same size with its mtime set back (os.utime)
+# still moves the ctime; a record read within RACY_NS of a change holds UNTRUSTED, which no stat has.
+_STAMP = attrgetter("st_size", "st_mtime_ns", "st_ctime_ns")
 _STAT_AT = os.stat in os.supports_dir_fd and os.listdir in os.supports_fd
 # The folder's (st_dev, st_ino, st_ctime_ns) in the head, fixed width so it can be written in
 # place; all zeros: unknown. Recorded once the folder has been unchanged for SETTLED_NS.
@@ -123,7 +137,7 @@ class FolderIndex:
 
     def check(self, d: Path) -> tuple[bool, list[str]]:
         """``(unchanged, debris)`` for folder ``d``: ``unchanged`` when it holds exactly the indexed
-        session files, each with the indexed size and mtime (the index is then the list; else the
+        session files, each with the indexed size, mtime and ctime (the index is then the list; else the
         caller takes the careful path that finds out what changed); ``debris``: the temporary
         files (:func:`~core.stores.whole_file.is_part`) a listing of the folder saw.
 
@@ -165,7 +179,8 @@ class FolderIndex:
         # A stream of C calls: each file name and stat result is made, compared and freed at
         # once (10,000 stat results kept alive would be 8 MB of fresh memory for a new process).
         try:
-            return all(map(eq, map(_STAMP, stats), zip(self.cols["size"], self.cols["mtime_ns"])))
+            return all(map(eq, map(_STAMP, stats), zip(self.cols["size"], self.cols["mtime_ns"],
+                                                       self.cols["ctime_ns"])))
         except (OSError, ValueError):
             return False
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 import zlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -29,7 +30,12 @@ SIG_BYTES = 64  # bytes before the indexed offset that must be unchanged for an 
 # One index record (FileScan.to_list): a flat list, cheap to decode and to turn into a SessionMeta.
 RECORD_FIELDS = ("size", "mtime_ns", "offset", "lines", "sig", "message_count", "created_at",
                  "last_message_at", "title", "title_source", "cwd", "forked_from", "has_header", "id",
-                 "project_key", "version_of", "current", "pinned", "tags", "marks")
+                 "project_key", "version_of", "current", "pinned", "tags", "marks", "ctime_ns")
+# A file changed less than this before it was read may change again with no time moving (file
+# times tick by a jiffy on Linux, by up to 2 s on FAT): what was read of it is not trusted unread
+# next time (git's "racy clean" rule; the entry cache and the list index both keep it).
+RACY_NS = 2_000_000_000
+UNTRUSTED = -1  # the ctime recorded for such a file: no stat has it, so the next check reads it again
 
 
 # A session is loaded several times while it is open (view, send, title); the same damaged line
@@ -108,9 +114,11 @@ def parse_entries(data: bytes, path: os.PathLike[str] | str, first_line: int = 1
 class FileScan:
     """Incremental read state of one session file, as kept in the metadata index.
 
-    ``size``/``mtime_ns``: the file's stat when scanned; ``offset``: bytes folded so far (whole
-    lines only); ``lines``: lines before ``offset``; ``sig``: CRC-32 of the ``SIG_BYTES`` before
-    ``offset``, to tell an append (prefix unchanged, read only the tail) from an edit (read all).
+    ``size``/``mtime_ns``/``ctime_ns``: the file's stat when scanned (``ctime_ns`` is
+    :data:`UNTRUSTED` when the file changed within :data:`RACY_NS` of the scan:
+    :func:`recorded_ctime`); ``offset``: bytes folded so far (whole lines only); ``lines``: lines
+    before ``offset``; ``sig``: CRC-32 of the ``SIG_BYTES`` before ``offset``, to tell an append
+    (prefix unchanged, read only the tail) from an edit (read all).
     """
 
     size: int = 0
@@ -119,6 +127,7 @@ class FileScan:
     lines: int = 0
     sig: int = 0
     state: SessionState = field(default_factory=SessionState)
+    ctime_ns: int = 0
 
     def to_list(self) -> list[Any]:
         """Flat JSON form for the index file (fields in :data:`RECORD_FIELDS` order)."""
@@ -126,19 +135,35 @@ class FileScan:
         return [self.size, self.mtime_ns, self.offset, self.lines, self.sig, s.message_count, s.created_at,
                 s.last_message_at, s.title, s.title_source, s.cwd, s.forked_from, s.has_header, s.id,
                 s.project_key, s.version_of, s.current, s.pinned, tuple(s.tags),
-                (s.title_ts, s.pin_ts, tuple(map(tuple, s.tag_ts)))]
+                (s.title_ts, s.pin_ts, tuple(map(tuple, s.tag_ts))), self.ctime_ns]
 
     @classmethod
     def from_list(cls, data: list[Any]) -> "FileScan":
         """Inverse of :meth:`to_list`; raises ``ValueError``/``TypeError`` on a malformed record."""
         (size, mtime_ns, offset, lines, sig, count, created, last, title, source, cwd, forked, has_header,
-         sid, pk, version_of, current, pinned, tags, (title_ts, pin_ts, tag_ts)) = data
+         sid, pk, version_of, current, pinned, tags, (title_ts, pin_ts, tag_ts), ctime_ns) = data
         state = SessionState(id=sid, project_key=pk, cwd=cwd, created_at=created, last_message_at=last,
                              message_count=int(count), forked_from=forked, title=title, title_source=source,
                              has_header=bool(has_header), version_of=version_of, current=current,
                              pinned=pinned, tags=tuple(tags), title_ts=title_ts, pin_ts=pin_ts,
                              tag_ts=tuple(map(tuple, tag_ts)))
-        return cls(int(size), int(mtime_ns), int(offset), int(lines), int(sig), state)
+        return cls(int(size), int(mtime_ns), int(offset), int(lines), int(sig), state, int(ctime_ns))
+
+
+def recorded_ctime(st: os.stat_result) -> int:
+    """The ctime to record for a file read after ``st`` was taken: its ``st_ctime_ns`` (which no
+    tool can set back, unlike the mtime ``os.utime`` restores), or :data:`UNTRUSTED` when it
+    changed within :data:`RACY_NS` of now — a same-size rewrite in the same clock tick would move
+    neither time, so such a record is read again next time instead of trusted."""
+    if max(st.st_mtime_ns, st.st_ctime_ns) + RACY_NS > time.time_ns():
+        return UNTRUSTED
+    return st.st_ctime_ns
+
+
+def unchanged(scan: FileScan, st: os.stat_result) -> bool:
+    """True when the file whose stat is ``st`` is the one ``scan`` read: the same size, mtime and
+    ctime, and not read within :data:`RACY_NS` of a change (:func:`recorded_ctime`)."""
+    return scan.size == st.st_size and scan.mtime_ns == st.st_mtime_ns and scan.ctime_ns == st.st_ctime_ns
 
 
 # The first scan of a file (never indexed, or edited) for list() decodes only what list() needs.
@@ -234,14 +259,15 @@ def _fast_scan(path: str, data: bytes) -> tuple[SessionState, int, int] | None:
 def scan_file(path: str, st: os.stat_result, prev: FileScan | None, *, fast: bool = False) -> FileScan:
     """Fold the session file at ``path`` into metadata, reading only what changed since ``prev``.
 
-    Unchanged (same size and mtime) → ``prev`` itself. Grown with the bytes before ``prev.offset``
+    Unchanged (same size, mtime and ctime, and ``prev`` not read within :data:`RACY_NS` of a
+    change: :func:`unchanged`) → ``prev`` itself. Grown with the bytes before ``prev.offset``
     unchanged → only the new tail is read. Anything else (shrunk, edited) → a full re-read.
     Known blind spot: an edit before the last 64 indexed bytes *and* an append between two
     scans looks like a pure append; deleting ``.index`` forces a full re-read. Reads
     line by line, so memory does not grow with the file. A final line without ``\\n`` is folded
     only when it parses (a complete entry whose newline was lost); a torn one is left for later.
     """
-    if prev is not None and prev.size == st.st_size and prev.mtime_ns == st.st_mtime_ns:
+    if prev is not None and unchanged(prev, st):
         return prev
     if fast and (prev is None or prev.size >= st.st_size) and st.st_size <= FAST_SCAN_MAX_BYTES:
         # A full read either way: take the whole file in one read and decode only what matters.
@@ -250,24 +276,33 @@ def scan_file(path: str, st: os.stat_result, prev: FileScan | None, *, fast: boo
         if found is not None:
             state, lines, offset = found
             start = max(0, offset - SIG_BYTES)
-            return FileScan(st.st_size, st.st_mtime_ns, offset, lines, zlib.crc32(data[start:offset]), state)
+            return FileScan(st.st_size, st.st_mtime_ns, offset, lines, zlib.crc32(data[start:offset]), state,
+                            recorded_ctime(st))
     with open(path, "rb") as f:
         scan = FileScan()
+        continues = False
         # Only a file that grew can be an append; same size with a new mtime is an edit.
         if prev is not None and prev.size < st.st_size and 0 < prev.offset <= st.st_size:
             start = max(0, prev.offset - SIG_BYTES)
             f.seek(start)
-            if zlib.crc32(f.read(prev.offset - start)) == prev.sig:
+            before = f.read(prev.offset - start)
+            if zlib.crc32(before) == prev.sig:
                 scan = FileScan(offset=prev.offset, lines=prev.lines, sig=prev.sig,
                                 state=SessionState.from_dict(prev.state.to_dict()))
+                # The last line was folded without its newline (lost; the next append adds it):
+                # what is read first finishes that line, not a new one, so warnings name the
+                # same line numbers as a full read.
+                continues = not before.endswith(b"\n")
         f.seek(scan.offset)
         offset, lines, state = scan.offset, scan.lines, scan.state
         for raw in f:
-            lines += 1
+            counted = 0 if continues else 1
+            continues = False
+            lines += counted
             complete = raw.endswith(b"\n")
             entry = parse_line(raw, path, lines) if (complete or raw.strip(_JUNK)) else None
             if not complete and entry is None:
-                lines -= 1  # a torn tail: fold it when its line is finished
+                lines -= counted  # a torn tail: fold it when its line is finished
                 break
             if entry is not None:
                 state.feed(entry)
@@ -277,4 +312,5 @@ def scan_file(path: str, st: os.stat_result, prev: FileScan | None, *, fast: boo
             f.seek(start)
             scan.sig = zlib.crc32(f.read(offset - start))
     scan.size, scan.mtime_ns, scan.offset, scan.lines, scan.state = st.st_size, st.st_mtime_ns, offset, lines, state
+    scan.ctime_ns = recorded_ctime(st)
     return scan

@@ -15,10 +15,11 @@ Entry shapes are documented in :mod:`core.session.entries`. Writes only ever app
 and a crash loses at most the append in flight. If the file does not end in a newline (a torn
 tail), the append starts with one, so new entries never glue onto the fragment.
 
-``list()`` reads the index and ``stat``\\ s each file; only files whose size or mtime changed
-since they were indexed are read again, and of those only the appended tail when the bytes
-before it are unchanged. The index is a cache: deleting it, editing a session by hand or copying
-a session file in is healed on the next ``list()``. Its format, and the fast scan of many
+``list()`` reads the index and ``stat``\\ s each file; only files whose size, mtime or ctime
+changed since they were indexed (or that changed within two seconds of being indexed) are read
+again, and of those only the appended tail when the bytes before it are unchanged. The index is
+a cache: deleting it, editing a session by hand or copying a session file in is healed on the
+next ``list()``. Its format, and the fast scan of many
 never-indexed files, live in :mod:`core.stores.jsonl_index`.
 """
 from __future__ import annotations
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from core import settings
 from core.errors import InvalidSessionKey, SessionConflict, SessionExists, SessionNotFound, StoreUnavailable
 from core.session.entries import encode_entries
-from core.stores.jsonl_index import SUFFIX, FolderIndex, read_index, scan_many, write_index
+from core.stores.jsonl_index import CTIME, SUFFIX, FolderIndex, read_index, scan_many, write_index
 from core.stores.entry_cache import EntryCache
 from core.stores.jsonl_io import FileScan, scan_file
 from core.stores.whole_file import fsync_dir, is_part, place_whole, sweep_stale
@@ -339,7 +340,7 @@ class LocalSessionStore:
                 except FileNotFoundError:
                     continue
                 sid = name[:-6]
-                if rec is not None and rec[0] == st.st_size and rec[1] == st.st_mtime_ns:
+                if rec is not None and (rec[0], rec[1], rec[CTIME]) == (st.st_size, st.st_mtime_ns, st.st_ctime_ns):
                     seen[sid] = rec
                 else:
                     changed.append((sid, e.path, st, rec))

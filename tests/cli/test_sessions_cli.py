@@ -68,6 +68,7 @@ class TestReadCommands:
         assert code == 0 and out.startswith("# First chat") and "hello" in out and "hi!" in out
         code, out, _ = run(capsys, "show", two[0].id, "--json")
         assert json.loads(out)["messages"][1] == {"role": "assistant", "content": "hi!"}
+        assert "system_at" not in json.loads(out)  # the web view's index is not the session's data
 
     def test_ambiguous_and_missing_ids(self, capsys, mgr, proj):
         ids = set()

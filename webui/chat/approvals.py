@@ -87,7 +87,8 @@ def view(ctx: WebContext, state: dict[str, Any] | None) -> ApprovalView:
             return ApprovalView(ask=mode == "ask", workspace_problem=checked.problem,
                                 choosable=checked.choosable, cwd=cwd)
         entries = ctx.store.load(key) or []
-        folded = ctx.manager.state(key) if entries else SessionState()  # folded once per change of the file
+        # The entries just loaded are folded (once per change of the file), not loaded again
+        folded = ctx.manager.state(key, entries=entries) if entries else SessionState()
     except (AnycodeError, OSError) as err:
         log.warning("cannot read approvals: %s", err)
         return ApprovalView(ask=mode == "ask")

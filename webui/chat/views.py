@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -137,7 +138,7 @@ def view_of(session: Any, *, title_wait: float = 0.0, notice: str | None = None,
     last = next((m for m in reversed(session.messages) if m.get("role") != "system"), None)
     state = tab_state(session.project_key, session.id, len(session.messages), title_wait)
     state["from"] = start
-    state["earlier"] = sum(1 for m in session.messages[:start] if m.get("role") != "system")
+    state["earlier"] = _hidden(session, start)
     # What the tab shows, so a change is written only when the user made one, and one made
     # against what another tab changed since is refused (issue 15; see rename, set_archived).
     state["title"], state["archived"] = session.title or "", bool(session.archived)
@@ -153,6 +154,17 @@ def view_of(session: Any, *, title_wait: float = 0.0, notice: str | None = None,
         needs_reply=lost,
         no_reply=no_reply_text(session) if lost else None,
     )
+
+
+def _hidden(session: Any, start: int) -> int:
+    """The messages before stored message ``start`` that would show as rows: all but the system
+    ones (:func:`render.chat_rows` draws none for those). From the indexes the fold recorded
+    (``Session.system_at``), without a pass over the messages above the window."""
+    start = max(0, min(start, len(session.messages)))
+    system_at = getattr(session, "system_at", None)
+    if system_at is None:  # a Session made by hand: count them
+        return sum(1 for m in session.messages[:start] if m.get("role") != "system")
+    return start - bisect_left(system_at, start)
 
 
 def no_reply_text(session: Any) -> str:

@@ -359,6 +359,7 @@ def _cmd_show(mgr: SessionManager, args: argparse.Namespace) -> int:
         pinned, tags = mgr.pin_and_tags(key)  # the conversation's (a version's record has none)
         data = dataclasses.asdict(session) | {"key": str(session.key), "id": session.id, "pinned": pinned,
                                                "tags": list(tags)}
+        data.pop("system_at", None)  # the fold's index for the web view, not part of the session
         if version:
             data["version"] = {"n": version[0], "of": version[1], "in_use": version[2]}
         if args.subagents:

@@ -367,6 +367,28 @@ class TestJsonlIndexFile:
         hits = idx.search("platypus", project_keys=[s.key.project_key])
         assert _ids(hits) == [s.id] and hits[0].message_index == 1
 
+    @pytest.mark.parametrize("indexed_before", [False, True])
+    def test_a_damaged_line_is_named_by_its_line_number(self, jsonl, caplog, indexed_before):
+        # The warning named line 0 whatever the line; it must name the line the store's read
+        # names (1-based), also when only the lines appended since the last update are read.
+        import logging
+
+        store, m, s = jsonl  # lines 1-2: the header and a message
+        idx = open_search(store)
+        idx.fresh_seconds = 0  # walk on every search: the file is written by hand below
+        if indexed_before:
+            assert _ids(idx.search("original", project_keys=[s.key.project_key])) == [s.id]
+        path = store._main_file(s.key, False)
+        with open(path, "ab") as f:
+            f.write(b'{"type":"message","ts":1.0,"message":{"role":"user","content":"a capybara"}}\n'
+                    b'{damaged by hand\n'
+                    b'{"type":"message","ts":2.0,"message":{"role":"user","content":"an okapi"}}\n')
+        with caplog.at_level(logging.WARNING):
+            assert _ids(idx.search("okapi", project_keys=[s.key.project_key])) == [s.id]
+            store.load(s.key)
+        found = [r.getMessage() for r in caplog.records if str(path) in r.getMessage()]
+        assert found and all(f"{path}:4:" in w for w in found), found
+
     def test_version_3_index_with_an_unreadable_row_rereads_only_that_file(self, jsonl, tmp_path):
         import sqlite3
 

@@ -173,6 +173,24 @@ class TestGarbage:
         assert store.list(PK)[0].message_count == 2
 
 
+class TestWarningLineNumbers:
+    """Guards against the list's scan naming another line than the store's own read for the
+    same damage (it counted the newline an append adds to a line that had lost its own as a
+    line of its own): the user opens the file at the line the warning names."""
+
+    def test_a_scan_continued_after_a_lost_newline_names_the_line_of_the_full_read(self, store, caplog):
+        # lines 1-7, the 7th without its newline; list() folds it as a complete entry
+        path = write(store, HEADER + b"".join(msg(f"m{i}") for i in range(5)) + msg("m5").rstrip(b"\n"))
+        assert store.list(PK)[0].message_count == 6
+        with open(path, "ab") as f:  # an append completes line 7; line 8 is damaged
+            f.write(b"\n{damaged by hand\n" + msg("after"))
+        with caplog.at_level(logging.WARNING):
+            assert store.list(PK)[0].message_count == 7  # the index's scan, continued from line 7
+            assert contents(store)[-1] == "after"  # the full read
+        found = warnings_for(caplog, path)
+        assert found and all(f"{path}:8:" in w for w in found), found
+
+
 class TestDegenerateFiles:
     """Files with nothing or almost nothing in them still show up and can be used."""
 

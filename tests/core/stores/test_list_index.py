@@ -107,6 +107,15 @@ def summary(metas) -> list[tuple]:
     return [(m.id, m.title, m.message_count, m.created_at, m.updated_at) for m in metas]
 
 
+@pytest.fixture
+def settled_files(monkeypatch):
+    """The session files were written long ago: a file changed within two seconds of a list()
+    is read again by the next one (git's racy-clean rule, TestRacyClean), which tests of what
+    an unchanged file costs must not trip over."""
+    monkeypatch.setattr(core.stores.jsonl_io, "RACY_NS", 0)
+
+
+@pytest.mark.usefixtures("settled_files")
 class TestNoNeedlessReads:
     """A long history must not make the session list slow: unchanged sessions are not read."""
 
@@ -233,6 +242,22 @@ class TestSelfHealing:
         later(path)
         assert m.get(s.key).title == "Session 9"
         assert store.list(PK)[0].title == "Session 9"
+
+    def test_title_edited_in_place_with_its_mtime_set_back(self, home, settled_files):
+        # Same length, same mtime (os.utime, as an editor or a restore can leave it): only the
+        # ctime moved, which nothing can set back. The list kept showing the old title.
+        store = LocalSessionStore(home)
+        m = SessionManager(store)
+        s = m.create("/home/user/my-project", title="Session 0")
+        m.add_messages(s.key, [user("hello")])
+        assert store.list(PK)[0].title == "Session 0"
+        path = session_path(home, s.key)
+        st = path.stat()
+        path.write_bytes(path.read_bytes().replace(b'"Session 0"', b'"Session 9"'))
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        assert (path.stat().st_size, path.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+        assert store.list(PK)[0].title == "Session 9"
+        assert LocalSessionStore(home).list(PK)[0].title == "Session 9"
 
     def test_lines_removed_by_hand(self, home):
         (key,) = populate(home, 1, 10)
@@ -372,6 +397,25 @@ class TestSelfHealing:
         assert store.load(key) is None  # the real, old session was cleaned up
 
 
+class TestRacyClean:
+    """Guards against trusting what was read of a file changed within two seconds of the read:
+    rewritten in place to the same size in the same clock tick (file times tick by a jiffy, by
+    up to 2 s on FAT), no time moves, and the list would keep the old text for good."""
+
+    def test_a_file_changed_just_before_a_list_is_read_again_until_it_settles(self, home, monkeypatch):
+        (key,) = populate(home, 1, 5)
+        LocalSessionStore(home).list(PK)  # within two seconds of the write
+        spy = Spy(monkeypatch)
+        assert LocalSessionStore(home).list(PK)[0].message_count == 5
+        assert set(spy.sessions_opened()) == {key.session_id}  # not trusted unread
+        monkeypatch.setattr(core.stores.jsonl_io, "RACY_NS", 0)  # as two seconds later
+        spy.reset()
+        LocalSessionStore(home).list(PK)  # read once more, now recorded as settled
+        spy.reset()
+        assert LocalSessionStore(home).list(PK)[0].message_count == 5
+        assert spy.sessions_opened() == [] and spy.parsed == 0
+
+
 class TestOtherProcesses:
     """Another process (a second tab's server, the CLI) writes; this process's list must follow."""
 
@@ -412,6 +456,7 @@ class TestOtherProcesses:
         assert [(m.id, m.message_count) for m in a.list(PK)] == [(keys[0].session_id, 3), (keys[1].session_id, 2)]
 
 
+@pytest.mark.usefixtures("settled_files")
 class TestFolderState:
     """list() does not list a folder whose state (device, inode, ctime) the index recorded; a file
     created, removed or renamed there since must still show at once, also when a restore sets

@@ -106,3 +106,23 @@ class TestWorkspaceNotice:
         assert approvals.choose_workspace(ctx, state) is None
         assert approvals.view(ctx, state).workspace_problem is None
         assert approvals.runner_kwargs(ctx, state)["workspace"].root == "/"
+
+
+class TestOneReadPerView:
+    """Guards against the approval card reading the session twice per view (its entries for the
+    pending calls, then again for the chat's folder): on the SQL stores every read is a full
+    query of the session, paid on each page update."""
+
+    def test_a_view_loads_the_session_once(self, ctx, fake_openai, project, monkeypatch):
+        state = paused(ctx, fake_openai)
+        loads = []
+        load = ctx.store.load
+
+        def counted(key):
+            loads.append(key)
+            return load(key)
+
+        monkeypatch.setattr(ctx.store, "load", counted)  # the manager shares this store object
+        shown = approvals.view(ctx, state)
+        assert shown.pending.call_id == "call_w" and shown.cwd == str(project)
+        assert len(loads) == 1

@@ -96,6 +96,33 @@ class TestLongConversation:
         assert handlers.reload(ctx, updates[-1].state).rows[-1]["content"] == "fresh answer"
 
 
+class TestHiddenCount:
+    """Guards the "Show N earlier messages" count: it must be the rows above the window, so a
+    system message (the prompt, or one an import or a hand edit put in the middle) is never
+    counted, wherever it stands, and the count reaches 0 exactly when everything is shown."""
+
+    def test_counts_only_the_messages_drawn_as_rows(self, ctx):
+        key = SessionKey(project_key(ctx.project_path), new_session_id())
+        t0 = time.time() - 3600
+        entries = [header_entry(key.session_id, key.project_key, ctx.project_path, created_at=t0),
+                   message_entry({"role": "system", "content": "sys"}, ts=t0)]
+        for i in range(300):
+            if i == 40:
+                entries.append(message_entry({"role": "system", "content": "imported note"}, ts=t0 + i))
+            entries.append(message_entry({"role": "user", "content": f"question {i}"}, ts=t0 + i))
+            entries.append(message_entry({"role": "assistant", "content": f"answer {i}"}, ts=t0 + i))
+        ctx.store.append(key, entries)
+        view = handlers.open_session(ctx, key.project_key, key.session_id)
+        # 602 messages (two system), the last 200 shown: 402 above, of which 400 are rows
+        assert (view.state["from"], view.state["earlier"]) == (402, 400)
+        more = handlers.earlier(ctx, view.state)
+        assert (more.state["from"], more.state["earlier"]) == (202, 200)
+        third = handlers.earlier(ctx, more.state)
+        # 2 above: the prompt and "question 0"; only the question is a row
+        assert (third.state["from"], third.state["earlier"]) == (2, 1)
+        assert handlers.earlier(ctx, third.state).state["earlier"] == 0
+
+
 class TestLongSessionList:
     """A list of 10,000 sessions rendered whole (seconds of HTML), or paging that hides the open
     conversation or stops at the first page."""
