@@ -30,20 +30,23 @@
     }
   });
   const realRow = (sid) => document.querySelector(`#__LIST__ [data-sid="${CSS.escape(sid)}"]`);
-  let watch = null;
   const leave = () => {
     if (!shell.isConnected) return;
-    if (watch) watch.disconnect();
     shell.remove();
     if (pick && pick.sid && realRow(pick.sid)) {  // the row stays marked as it was on the shell
       document.querySelectorAll('#__LIST__ .ac-session.active').forEach((x) => x.classList.remove('active'));
       realRow(pick.sid).classList.add('active');
     }
   };
-  watch = new MutationObserver(() => {
+  // Looked for once per frame, before it is painted (a MutationObserver on the page would be
+  // handed every node Gradio mounts): the frame that first paints the real list no longer
+  // paints the shell, and no frame paints neither.
+  const look = () => {
+    if (!shell.isConnected) return;
     if (document.querySelector('#__LIST__ .ac-sessions, #__LIST__ .ac-empty')) leave();
-  });
-  watch.observe(document.documentElement, {childList: true, subtree: true});
+    else requestAnimationFrame(look);
+  };
+  requestAnimationFrame(look);
   window.addEventListener('ac-page-loaded', () => {
     leave();
     if (!pick) return;
