@@ -8,8 +8,8 @@ work: six parses per click made opening it 3.7× slower than a 1,000-message one
 
 How it stays right with other writers (another tab, process or machine's pull, a hand edit):
 - A file the cache may answer for unread is the same file (device, inode) with the same size,
-  modification and change times, the same first and last 64 cached bytes, and a modification
-  time older than :data:`RACY_NS` when it was read. The last rule is git's "racy clean" one: a
+  modification and change times, the same first and last 64 cached bytes, and modification and
+  change times older than the file system's time step when it was read (:func:`racy`). The last rule is git's "racy clean" one: a
   file changed within its clock's tick of the read could be changed again in that tick, in place
   and to the same size, without any time moving; such a file is checked as below instead.
 - Any other file of the same device and inode is read whole (one read, 15 ms for 19 MB from
@@ -39,20 +39,19 @@ import copy
 import logging
 import os
 import threading
-import time
 import zlib
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
-from core.stores.jsonl_io import RACY_NS, SIG_BYTES, parse_entries
+from core.stores.jsonl_io import SIG_BYTES, parse_entries, racy
 
 log = logging.getLogger(__name__)
 
 CACHE_BYTES = 32 * 1024 * 1024  # bytes of session files kept parsed (~105 MiB of Python objects)
 CHECK_ENV = "ANYCODE_CHECK_SHARED_ENTRIES"
-# RACY_NS (core.stores.jsonl_io, shared with the list index): a file modified less than that
-# before it was read is checked byte for byte next time.
+# racy() (core.stores.jsonl_io, shared with the list index): a file modified within its file
+# system's time step of the read is checked byte for byte next time.
 
 
 @dataclass(frozen=True)
@@ -68,7 +67,7 @@ class _Parsed:
     offset: int  # bytes of whole lines parsed (just after the last newline)
     sig: int  # CRC-32 of the SIG_BYTES bytes before ``offset``
     crc: int  # CRC-32 of all the bytes before ``offset``
-    racy: bool  # modified within RACY_NS of the read: never answered for unread
+    racy: bool  # changed within its file system's time step of the read: never answered for unread
     lines: int  # lines before ``offset``
     entries: tuple[dict[str, Any], ...]
     tail: tuple[dict[str, Any], ...]  # the entry of an unfinished last line (parsed, not kept on growth)
@@ -163,5 +162,5 @@ def _parse(data: bytes, name: str, st: os.stat_result, before: _Parsed | None) -
     return _Parsed(dev=st.st_dev, ino=st.st_ino, size=len(data), mtime_ns=st.st_mtime_ns,
                    ctime_ns=st.st_ctime_ns, head=zlib.crc32(data[:min(SIG_BYTES, offset)]),
                    sig=zlib.crc32(data[max(0, offset - SIG_BYTES):offset]), crc=zlib.crc32(whole, crc),
-                   racy=st.st_mtime_ns + RACY_NS > time.time_ns(), offset=offset, lines=lines + count,
+                   racy=racy(st), offset=offset, lines=lines + count,
                    entries=(*kept, *entries), tail=tuple(tail), pristine=None)

@@ -15,10 +15,10 @@ damage to it, only costs a rebuild. On disk (version 9): one ASCII head line, th
 
 Why the ctime: an edit of the same length with the mtime set back (``os.utime``, as editors and
 restores can) keeps size and mtime, but the ctime moves and nothing can set it back. A file read
-within :data:`~core.stores.jsonl_io.RACY_NS` of a change records ``UNTRUSTED`` instead (git's
-racy-clean rule, as the entry cache keeps it: a same-size rewrite in the same clock tick moves no
-time), so the next ``list()`` reads it again; that costs a re-read only of files changed in the
-last two seconds, never of the others.
+within its file system's time step of a change (:func:`~core.stores.jsonl_io.racy`: 50 ms, or
+2 s where file times are whole seconds) records ``UNTRUSTED`` instead (git's racy-clean rule, as
+the entry cache keeps it: a same-size rewrite in the same clock tick moves no time), so the next
+``list()`` reads it again; that costs one re-read of a file just written, never of the others.
 
 Columns rather than one record per session, sessions in list order (most recent activity
 first), because a new process reads it at every start (``anycode``, ``anycode sessions list``)
@@ -89,7 +89,7 @@ LIST_COLUMNS = {"size": 0, "mtime_ns": 1, "ctime_ns": CTIME, "count": 5, "title"
 SCAN_COLUMNS = {"offset": 2, "lines": 3, "sig": 4, "created_at": 6, "last_message_at": 7, "has_header": 12,
                 "id": 13, "project_key": 14, "marks": 19}
 # What check() compares per file: an edit of the same size with its mtime set back (os.utime)
-# still moves the ctime; a record read within RACY_NS of a change holds UNTRUSTED, which no stat has.
+# still moves the ctime; a record read within racy() time of a change holds UNTRUSTED, which no stat has.
 _STAMP = attrgetter("st_size", "st_mtime_ns", "st_ctime_ns")
 _STAT_AT = os.stat in os.supports_dir_fd and os.listdir in os.supports_fd
 # The folder's (st_dev, st_ino, st_ctime_ns) in the head, fixed width so it can be written in

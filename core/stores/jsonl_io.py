@@ -31,10 +31,15 @@ SIG_BYTES = 64  # bytes before the indexed offset that must be unchanged for an 
 RECORD_FIELDS = ("size", "mtime_ns", "offset", "lines", "sig", "message_count", "created_at",
                  "last_message_at", "title", "title_source", "cwd", "forked_from", "has_header", "id",
                  "project_key", "version_of", "current", "pinned", "tags", "marks", "ctime_ns")
-# A file changed less than this before it was read may change again with no time moving (file
-# times tick by a jiffy on Linux, by up to 2 s on FAT): what was read of it is not trusted unread
-# next time (git's "racy clean" rule; the entry cache and the list index both keep it).
+# A file changed less than its file system's time step before it was read may change again with
+# no time moving: what was read of it is not trusted unread next time (git's "racy clean" rule;
+# the entry cache and the list index both keep it, through racy()). The step is read off the
+# file's own times: whole seconds (FAT: 2 s; ext3, HFS+: 1 s) get RACY_NS; finer ones (ext4, XFS,
+# Btrfs, APFS, NTFS: stamped from a clock that ticks every 1-10 ms, Linux's jiffy) FINE_RACY_NS.
+# With 2 s for every file, a list() once a second (the page's live check) read a 100,000-message
+# session whole again after each write, twice (35 ms each).
 RACY_NS = 2_000_000_000
+FINE_RACY_NS = 50_000_000
 UNTRUSTED = -1  # the ctime recorded for such a file: no stat has it, so the next check reads it again
 
 
@@ -115,7 +120,7 @@ class FileScan:
     """Incremental read state of one session file, as kept in the metadata index.
 
     ``size``/``mtime_ns``/``ctime_ns``: the file's stat when scanned (``ctime_ns`` is
-    :data:`UNTRUSTED` when the file changed within :data:`RACY_NS` of the scan:
+    :data:`UNTRUSTED` when the file changed within its time step of the scan:
     :func:`recorded_ctime`); ``offset``: bytes folded so far (whole lines only); ``lines``: lines
     before ``offset``; ``sig``: CRC-32 of the ``SIG_BYTES`` before ``offset``, to tell an append
     (prefix unchanged, read only the tail) from an edit (read all).
@@ -150,19 +155,27 @@ class FileScan:
         return cls(int(size), int(mtime_ns), int(offset), int(lines), int(sig), state, int(ctime_ns))
 
 
+def racy(st: os.stat_result, now_ns: int | None = None) -> bool:
+    """Whether the file whose stat is ``st`` changed so recently (before ``now_ns``, default now)
+    that a rewrite of the same size could still come with the same times: within its file
+    system's time step of now — :data:`RACY_NS` when its times are whole seconds, else
+    :data:`FINE_RACY_NS`."""
+    changed = max(st.st_mtime_ns, st.st_ctime_ns)
+    coarse = st.st_mtime_ns % 1_000_000_000 == 0 and st.st_ctime_ns % 1_000_000_000 == 0
+    return changed + (RACY_NS if coarse else FINE_RACY_NS) > (time.time_ns() if now_ns is None else now_ns)
+
+
 def recorded_ctime(st: os.stat_result) -> int:
     """The ctime to record for a file read after ``st`` was taken: its ``st_ctime_ns`` (which no
-    tool can set back, unlike the mtime ``os.utime`` restores), or :data:`UNTRUSTED` when it
-    changed within :data:`RACY_NS` of now — a same-size rewrite in the same clock tick would move
-    neither time, so such a record is read again next time instead of trusted."""
-    if max(st.st_mtime_ns, st.st_ctime_ns) + RACY_NS > time.time_ns():
-        return UNTRUSTED
-    return st.st_ctime_ns
+    tool can set back, unlike the mtime ``os.utime`` restores), or :data:`UNTRUSTED` when it is
+    :func:`racy` — a same-size rewrite in the same clock tick would move neither time, so such a
+    record is read again next time instead of trusted."""
+    return UNTRUSTED if racy(st) else st.st_ctime_ns
 
 
 def unchanged(scan: FileScan, st: os.stat_result) -> bool:
     """True when the file whose stat is ``st`` is the one ``scan`` read: the same size, mtime and
-    ctime, and not read within :data:`RACY_NS` of a change (:func:`recorded_ctime`)."""
+    ctime, and not read within its time step of a change (:func:`recorded_ctime`)."""
     return scan.size == st.st_size and scan.mtime_ns == st.st_mtime_ns and scan.ctime_ns == st.st_ctime_ns
 
 
@@ -259,7 +272,7 @@ def _fast_scan(path: str, data: bytes) -> tuple[SessionState, int, int] | None:
 def scan_file(path: str, st: os.stat_result, prev: FileScan | None, *, fast: bool = False) -> FileScan:
     """Fold the session file at ``path`` into metadata, reading only what changed since ``prev``.
 
-    Unchanged (same size, mtime and ctime, and ``prev`` not read within :data:`RACY_NS` of a
+    Unchanged (same size, mtime and ctime, and ``prev`` not read within its time step of a
     change: :func:`unchanged`) → ``prev`` itself. Grown with the bytes before ``prev.offset``
     unchanged → only the new tail is read. Anything else (shrunk, edited) → a full re-read.
     Known blind spot: an edit before the last 64 indexed bytes *and* an append between two

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -113,6 +114,7 @@ def settled_files(monkeypatch):
     is read again by the next one (git's racy-clean rule, TestRacyClean), which tests of what
     an unchanged file costs must not trip over."""
     monkeypatch.setattr(core.stores.jsonl_io, "RACY_NS", 0)
+    monkeypatch.setattr(core.stores.jsonl_io, "FINE_RACY_NS", 0)
 
 
 @pytest.mark.usefixtures("settled_files")
@@ -403,17 +405,47 @@ class TestRacyClean:
     up to 2 s on FAT), no time moves, and the list would keep the old text for good."""
 
     def test_a_file_changed_just_before_a_list_is_read_again_until_it_settles(self, home, monkeypatch):
+        # a file system whose times tick every two seconds (FAT), whatever this one's are
+        monkeypatch.setattr(core.stores.jsonl_io, "FINE_RACY_NS", core.stores.jsonl_io.RACY_NS)
         (key,) = populate(home, 1, 5)
         LocalSessionStore(home).list(PK)  # within two seconds of the write
         spy = Spy(monkeypatch)
         assert LocalSessionStore(home).list(PK)[0].message_count == 5
         assert set(spy.sessions_opened()) == {key.session_id}  # not trusted unread
         monkeypatch.setattr(core.stores.jsonl_io, "RACY_NS", 0)  # as two seconds later
+        monkeypatch.setattr(core.stores.jsonl_io, "FINE_RACY_NS", 0)
         spy.reset()
         LocalSessionStore(home).list(PK)  # read once more, now recorded as settled
         spy.reset()
         assert LocalSessionStore(home).list(PK)[0].message_count == 5
         assert spy.sessions_opened() == [] and spy.parsed == 0
+
+
+    def test_a_file_with_fine_times_is_read_once_after_a_write_not_for_two_seconds(self, home, monkeypatch):
+        """The page's live check lists once a second: with a two-second window for every file, a
+        100,000-message session was read whole again twice after each write (35 ms each)."""
+        (key,) = populate(home, 1, 5)
+        store = LocalSessionStore(home)
+        store.list(PK)
+        time.sleep(0.1)  # past a fine file system's step (50 ms), well inside two seconds
+        st = os.stat(session_path(home, key))
+        if st.st_mtime_ns % 1_000_000_000 == 0 and st.st_ctime_ns % 1_000_000_000 == 0:
+            pytest.skip("this file system stamps whole seconds")
+        store.list(PK)  # the record made just after the write is read again, once
+        spy = Spy(monkeypatch)
+        assert store.list(PK)[0].message_count == 5
+        assert spy.sessions_opened() == [] and spy.parsed == 0
+
+    @pytest.mark.parametrize(("mtime_ns", "ctime_ns", "age_ns", "racy"), [
+        (1_700_000_000_000_000_000, 1_700_000_000_000_000_000, 1_000_000_000, True),  # whole seconds: 2 s
+        (1_700_000_000_000_000_000, 1_700_000_000_000_000_000, 2_100_000_000, False),
+        (1_700_000_000_123_456_789, 1_700_000_000_123_456_789, 40_000_000, True),  # fine: 50 ms
+        (1_700_000_000_123_456_789, 1_700_000_000_123_456_789, 60_000_000, False),
+        (1_700_000_000_000_000_000, 1_700_000_000_123_456_789, 60_000_000, False),  # a fine ctime: fine
+    ])
+    def test_the_window_follows_the_file_systems_time_step(self, mtime_ns, ctime_ns, age_ns, racy):
+        st = SimpleNamespace(st_mtime_ns=mtime_ns, st_ctime_ns=ctime_ns)
+        assert core.stores.jsonl_io.racy(st, now_ns=max(mtime_ns, ctime_ns) + age_ns) is racy
 
 
 class TestOtherProcesses:
