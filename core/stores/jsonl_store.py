@@ -454,7 +454,9 @@ class LocalSessionStore:
                                 st = e.stat()
                             except FileNotFoundError:
                                 continue
-                            digest.update(f"{d.name}/{e.name}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+                            # the ctime too: an edit of the same length with its mtime set back
+                            # (os.utime) moves only that (as in the list index)
+                            digest.update(f"{d.name}/{e.name}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}\n".encode())
             except (FileNotFoundError, NotADirectoryError):
                 digest.update(b"-")
         return digest.hexdigest()

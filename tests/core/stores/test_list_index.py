@@ -253,11 +253,13 @@ class TestSelfHealing:
         s = m.create("/home/user/my-project", title="Session 0")
         m.add_messages(s.key, [user("hello")])
         assert store.list(PK)[0].title == "Session 0"
+        token = store.list_token(PK)  # an open page's live check (trial: it kept the old title)
         path = session_path(home, s.key)
         st = path.stat()
         path.write_bytes(path.read_bytes().replace(b'"Session 0"', b'"Session 9"'))
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
         assert (path.stat().st_size, path.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+        assert store.list_token(PK) != token, "the open page is told the list changed"
         assert store.list(PK)[0].title == "Session 9"
         assert LocalSessionStore(home).list(PK)[0].title == "Session 9"
 
