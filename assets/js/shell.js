@@ -30,25 +30,49 @@
     }
   });
   const realRow = (sid) => document.querySelector(`#__LIST__ [data-sid="${CSS.escape(sid)}"]`);
+  // What is typed into the shell's search box goes to the real one (and is searched for once the
+  // page's load has answered, which would otherwise draw the whole list over its results).
+  const query = shell.querySelector('.ac-shell-search');
+  let typed = false;
+  const realSearch = () => document.querySelector('#ac-search textarea, #ac-search input');
   const leave = () => {
     if (!shell.isConnected) return;
+    const text = query.value;
+    const focused = document.activeElement === query;
     shell.remove();
     if (pick && pick.sid && realRow(pick.sid)) {  // the row stays marked as it was on the shell
       document.querySelectorAll('#__LIST__ .ac-session.active').forEach((x) => x.classList.remove('active'));
       realRow(pick.sid).classList.add('active');
     }
+    const box = realSearch();
+    if (box && (text || focused)) {
+      if (text) { box.value = text; typed = true; }
+      box.focus();
+      box.setSelectionRange(box.value.length, box.value.length);
+    }
   };
-  // Looked for once per frame, before it is painted (a MutationObserver on the page would be
-  // handed every node Gradio mounts): the frame that first paints the real list no longer
-  // paints the shell, and no frame paints neither.
+  // The first row (or the empty list's sentence): the shell's and Gradio's.
+  const first = (root) => root.querySelector('.ac-session, .ac-empty');
+  // Looked at once per frame, before it is painted (a MutationObserver on the page would be
+  // handed every node Gradio mounts). The shell goes when Gradio's list is drawn where the
+  // shell's is: not before New chat and the search box above it are mounted too (a trial saw
+  // the list jump up, then down), and no frame paints neither.
   const look = () => {
     if (!shell.isConnected) return;
-    if (document.querySelector('#__LIST__ .ac-sessions, #__LIST__ .ac-empty')) leave();
-    else requestAnimationFrame(look);
+    const mine = first(shell);
+    const real = document.querySelector('#__LIST__') && first(document.querySelector('#__LIST__'));
+    if (real && mine) {
+      const a = mine.getBoundingClientRect();
+      const b = real.getBoundingClientRect();
+      if (Math.abs(a.top - b.top) < 0.5 && Math.abs(a.left - b.left) < 0.5 && b.height > 0) { leave(); return; }
+    }
+    requestAnimationFrame(look);
   };
   requestAnimationFrame(look);
   window.addEventListener('ac-page-loaded', () => {
     leave();
+    const box = realSearch();
+    if (typed && box && box.value) box.dispatchEvent(new Event('input', {bubbles: true}));
     if (!pick) return;
     const target = pick.sid ? realRow(pick.sid) : document.getElementById('ac-new');
     pick = null;

@@ -16,6 +16,14 @@ pytestmark = pytest.mark.browser
 expect = PatientExpect
 
 GRADIO_MAIN = re.compile(r"/assets/index-[^/]*\.js$")  # Gradio's page script (its template's <script src>)
+# Each frame from the page's start: the top of the first sidebar row on screen (the shell's while
+# it is there, else Gradio's), until the page's load has answered.
+FRAMES_JS = """(() => { window.__rows = []; const frame = () => {
+  const shell = document.querySelector('#ac-shell .ac-session');
+  const row = shell || document.querySelector('#ac-list .ac-session');
+  if (row) window.__rows.push([shell ? 'shell' : 'list', Math.round(row.getBoundingClientRect().top)]);
+  if (window.acPageLoaded !== true) requestAnimationFrame(frame); };
+  requestAnimationFrame(frame); })()"""
 ROWS_BOX_JS = """(sel) => [...document.querySelectorAll(sel)].slice(0, 4).map((e) => {
   const r = e.getBoundingClientRect(); return [e.textContent.trim().slice(0, 20), r.x, r.y, r.width, r.height]; })"""
 
@@ -70,7 +78,7 @@ class TestTheSidebarBeforeTheMount:
             shell_rows = pg.locator("#ac-shell .ac-session")
             expect(shell_rows.filter(has_text="Set up the Postgres store")).to_be_visible()
             expect(pg.locator("#ac-shell")).to_contain_text("New chat")
-            expect(pg.locator("#ac-shell")).to_contain_text("Search chats")
+            expect(pg.locator("#ac-shell .ac-shell-search")).to_have_attribute("placeholder", "Search chats")
             expect(pg.locator("#ac-list")).to_have_count(0)  # nothing of Gradio's yet
             before = pg.evaluate(ROWS_BOX_JS, "#ac-shell .ac-group-label, #ac-shell .ac-session")
             release()
@@ -113,6 +121,40 @@ class TestTheSidebarBeforeTheMount:
             expect(pg.locator("[data-testid=user]")).to_have_count(0)
             expect(pg.locator("#ac-list .ac-session.active")).to_have_count(0)
             pg.wait_for_function("() => !new URLSearchParams(location.search).has('session')", timeout=TIMEOUT_MS)
+        finally:
+            pg.close()
+
+    def test_no_frame_moves_the_list_while_gradio_mounts(self, browser, world):
+        """A trial saw the shell leave as soon as Gradio's list was there, before New chat and the
+        search box above it: the list jumped up by 50-100 px for 20-250 ms, then back down."""
+        for _ in range(3):
+            pg = browser.new_page(viewport={"width": 1280, "height": 800})
+            pg.set_default_timeout(TIMEOUT_MS)
+            try:
+                pg.add_init_script(FRAMES_JS)
+                cdp = pg.context.new_cdp_session(pg)
+                cdp.send("Emulation.setCPUThrottlingRate", {"rate": 4})  # a slower machine: longer mount
+                pg.goto(world["url"])
+                wait_loaded(pg)
+                frames = pg.evaluate("() => window.__rows")
+                assert frames and frames[0][0] == "shell" and frames[-1][0] == "list", frames
+                assert {top for _, top in frames} == {frames[-1][1]}, frames
+            finally:
+                pg.close()
+
+    def test_what_is_typed_in_the_shells_search_box_is_searched(self, browser, world):
+        pg, release = _held_page(browser, world["url"])
+        try:
+            box = pg.locator("#ac-shell .ac-shell-search")
+            box.click()
+            pg.keyboard.type("Postgres")
+            release()
+            wait_loaded(pg)
+            real = pg.locator("#ac-search textarea")
+            expect(real).to_have_value("Postgres")
+            expect(real).to_be_focused()
+            expect(pg.locator("#ac-list .ac-session")).to_have_count(1)  # the titles searched
+            expect(pg.locator("#ac-list .ac-session")).to_contain_text("Set up the Postgres store")
         finally:
             pg.close()
 

@@ -21,9 +21,11 @@ page: 250–300 ms of script after the HTML arrived here, against ~140 ms for a 
 New chat, the search box, the same list), plain HTML drawn with the page's first paint, styled by
 the same rules as the real one (``assets/style.css``, ``dark.css``, ``organise.css``, nested under
 ``#ac-shell``), in the dark theme when the page will be dark, and hidden on narrow windows (where
-the sidebar starts closed). ``assets/js/shell.js`` takes it away the moment Gradio's own list is
-on the page, so there is never a second list to read or click; a row or New chat clicked on the
-shell is clicked again on the real page once its load has answered (nothing clicked is lost).
+the sidebar starts closed). ``assets/js/shell.js`` takes it away in the first frame in which
+Gradio's own list is drawn exactly where the shell's is, so the page never shows two lists, none,
+or one that moves; a row or New chat clicked on the shell is clicked again on the real page once
+its load has answered, and text typed into its search box is carried over and searched for then
+(nothing clicked or typed is lost).
 Gradio's template has no hook in its ``<body>``, so the template's source is extended as it is
 loaded (text-matched, like the list: another Gradio without the mark gets no shell and a log line).
 """
@@ -203,7 +205,8 @@ def shell_html(list_html: str, labels: ShellLabels) -> str:
         f'<div class="ac-shell-in"><div class="ac-shell-block"><div class="ac-brand">{asset_text("icon.svg")}'
         '<span>anycode</span></div></div>'
         f'<div class="ac-shell-new" data-shell-new="1"><img src="{icon}" alt="">{esc(labels.new_chat)}</div>'
-        f'<div class="ac-shell-search">{esc(labels.search)}</div>'
+        f'<input class="ac-shell-search" type="search" placeholder="{esc(labels.search)}" '
+        f'aria-label="{esc(labels.search)}" autocomplete="off">'
         f'<div class="ac-shell-block ac-shell-list">{list_html}</div></div>'
         f'<script>{script("shell.js", KEY=labels.theme_key, LIST=LIST_ELEM_ID)}</script></div>')
 
