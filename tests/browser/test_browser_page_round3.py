@@ -324,7 +324,10 @@ class TestCtrlC:
         try:
             code = app.p.wait(timeout=30)
         except subprocess.TimeoutExpired:  # say where the stop hung (stop 36's trial saw it once)
-            pytest.fail("not stopped 30 s after Ctrl+C; its output since:\n" + "".join(app.lines[before:]))
+            app.p.send_signal(signal.SIGUSR1)  # every thread's stack (webui.cli.launcher)
+            time.sleep(2)
+            pytest.fail("not stopped 30 s after Ctrl+C; its output since, with its threads' stacks:\n"
+                        + "".join(app.lines[before:]))
         assert code == 0, "".join(app.lines[before:])
         time.sleep(0.5)  # the output thread has read the last lines
         after = "".join(app.lines[before:])

@@ -547,6 +547,25 @@ class TestQuickStop:
         assert LocalSessionStore(data).load(chat.key) == raw
         assert [m.id for m in SessionManager(LocalSessionStore(data)).list(chat.project_key)] == [chat.id]
 
+    def test_sigusr1_prints_every_threads_stack_and_the_app_runs_on(self, tmp_path):
+        """A hung app (a test's Ctrl+C once went unanswered for 30 s with nothing printed) must
+        be able to say where it waits."""
+        from tests.support import web_server
+
+        app = web_server.launch(tmp_path).wait_ready()
+        try:
+            before = len(app.lines)
+            app.p.send_signal(signal.SIGUSR1)
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and not any("_wait" in line for line in app.lines[before:]):
+                time.sleep(0.05)
+            dump = "".join(app.lines[before:])
+            assert "Current thread" in dump and "in _wait" in dump, dump  # the main thread, waiting
+            assert app.p.poll() is None, "the app runs on"
+            urllib.request.urlopen(app.url, timeout=30).read()
+        finally:
+            assert app.stop() == 0
+
     def test_exit_now_runs_the_exit_handlers_and_flushes(self, tmp_path):
         code = ("import atexit, sys\n"
                 "atexit.register(lambda: print('handler ran', flush=True))\n"
