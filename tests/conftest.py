@@ -9,6 +9,7 @@ method, it is called after the test.
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 from typing import Any, Callable
 
@@ -19,6 +20,14 @@ from core import LocalSessionStore
 # Every test (and every app process a test starts, which inherits this) checks that no caller
 # changes an entry the JSONL store shares between reads (core.stores.entry_cache).
 os.environ.setdefault("ANYCODE_CHECK_SHARED_ENTRIES", "1")
+
+# A suite started as a background job of a non-interactive shell (`sh -c 'pytest &'`, nohup)
+# inherits SIGINT ignored, and so would every app it starts: Ctrl+C tests would then wait 30 s
+# for a stop the app, rightly, never makes (POSIX: a background job ignores the terminal's
+# interrupt; Python then installs no KeyboardInterrupt handler). Started from a terminal or CI,
+# nothing changes; here the apps get Ctrl+C as a terminal would send it.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _jsonl_store(tmp_path: Path) -> Any:

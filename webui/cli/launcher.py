@@ -447,6 +447,7 @@ def launch(args: argparse.Namespace) -> int:
     starting). After a served app stopped (Ctrl+C or SIGTERM alike) the process ends right there,
     with status 0, once everything is stored (:func:`exit_now`)."""
     args.allowed_host = list(args.allowed_host or ()) or None
+    _stacks_on_sigusr1()  # before "running at" is printed: whoever waits for that line may ask
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("httpx", "httpcore", "uvicorn.access", "urllib3"):
@@ -621,7 +622,6 @@ def _serve(args: argparse.Namespace, store: Any, project_path: str, data_dir: Pa
     if not args.no_browser:
         webbrowser.open(url)
     previous = _stop_on_sigterm()
-    _stacks_on_sigusr1()
     try:
         _wait(demo)
     finally:
