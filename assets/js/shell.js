@@ -1,6 +1,6 @@
 // The shell (webui/gui/first_paint.py): the sidebar in the page's first paint, run as the HTML is
-// parsed, before Gradio's scripts. It goes the moment Gradio's own list is on the page, so the
-// page never holds two lists; a row or New chat clicked on it is clicked again once the page's
+// parsed, before Gradio's scripts. It goes in the first frame Gradio's own list is drawn where
+// its own is (see look, below); a row or New chat clicked on it is clicked again once the page's
 // load has answered (ac-page-loaded), as a click on the real list so early waits for it too.
 (() => {
   const shell = document.getElementById('ac-shell');

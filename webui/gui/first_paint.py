@@ -117,13 +117,18 @@ def install(demo: Any, list_for: Callable[[Any], str | None],
 
 def _fill(config: dict[str, Any], request: Any) -> None:
     """Put the first list of ``request``'s app into ``config`` (the page's copy), if it has one."""
-    target = next((c for c in config["components"]
-                   if isinstance(c, dict) and (c.get("props") or {}).get("elem_id") == LIST_ELEM_ID), None)
+    target = _list_component(config)
     if target is None or request is None:
         return  # not an anycode page, or a login page (no components)
     html = _first_list(request)
     if isinstance(html, str):
         target["props"]["value"] = html
+
+
+def _list_component(config: dict[str, Any]) -> dict[str, Any] | None:
+    """The sidebar list's entry in a page's config, None on a page without it (a login page)."""
+    return next((c for c in config.get("components") or ()
+                 if isinstance(c, dict) and (c.get("props") or {}).get("elem_id") == LIST_ELEM_ID), None)
 
 
 def _first_list(request: Any) -> str | None:
@@ -179,9 +184,7 @@ def _shell(context: Any) -> Markup:
     """The shell's HTML for the page being rendered (Markup; empty for a page without a list:
     a login page, another app's page, a list that failed)."""
     request, config = context.get("request"), context.get("config")
-    if request is None or not isinstance(config, dict) or not any(
-            isinstance(c, dict) and (c.get("props") or {}).get("elem_id") == LIST_ELEM_ID
-            for c in config.get("components") or ()):
+    if request is None or not isinstance(config, dict) or _list_component(config) is None:
         return Markup("")
     html = _first_list(request)
     try:
