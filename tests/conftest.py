@@ -105,6 +105,7 @@ def store(request, tmp_path):
     """A fresh, empty store of each kind in ``STORE_FACTORIES``."""
     yield from made_store(STORE_FACTORIES[request.param], tmp_path)
 
+
 @pytest.fixture
 def session(store, tmp_path):
     """A new, empty session (header only) of ``store`` whose workspace is ``tmp_path / "ws"``."""

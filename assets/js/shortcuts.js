@@ -142,8 +142,30 @@
     focus();
     return true;
   };
+  // ArrowUp pressed while the chat is still being written to (a reply's last words, the
+  // update after it): Gradio keeps Edit disabled meanwhile, and the key was lost (stop 44's CI
+  // pressed it as the reply showed and the edit never opened). The edit opens once Edit can be
+  // used, within EDIT_WAIT_MS, unless the user did something else first: another key, a click,
+  // text in the box, or the focus moved out of it.
+  const EDIT_WAIT_MS = 10000;
+  let wantEdit = null;
+  const streaming = () => !!document.querySelector('#ac-input button.stop-button');
+  const editWhenReady = () => {
+    const mine = { until: Date.now() + EDIT_WAIT_MS };
+    wantEdit = mine;
+    const step = () => {
+      if (wantEdit !== mine) return;
+      const b = box();
+      if (!b || b.value || document.activeElement !== b) { wantEdit = null; return; }
+      if (!streaming() && editLast()) { wantEdit = null; return; }
+      if (Date.now() < mine.until) setTimeout(step, 50); else wantEdit = null;
+    };
+    step();
+  };
+  document.addEventListener('pointerdown', () => { wantEdit = null; }, true);
   document.addEventListener('keydown', (e) => {
     if (e.isComposing || e.defaultPrevented) return;
+    wantEdit = null;
     const mod = mac ? e.metaKey : e.ctrlKey;
     const key = (e.key || '').toLowerCase();
     const helpOpen = dialog() && dialog().open;
@@ -191,8 +213,8 @@
     }
     if (e.key === '?' && !mod && !e.altKey && !editable(e.target)) { e.preventDefault(); showHelp(); return; }
     if (e.key === 'ArrowUp' && !mod && !e.shiftKey && !e.altKey && e.target === box() && !box().value) {
-      if (document.querySelector('#ac-input button.stop-button')) return;  // a reply is streaming
-      if (editLast()) e.preventDefault();
+      e.preventDefault();  // (in an empty box the key moves nothing)
+      editWhenReady();
     }
   }, true);
   document.addEventListener('click', (e) => {

@@ -357,7 +357,7 @@ def plan_rewind(manager: Any, key: SessionKey, message_index: int, ws: Workspace
     if entries is None:
         from core.errors import SessionNotFound
         raise SessionNotFound(key.session_id)
-    session = manager.get(key)
+    session = manager.get(key, entries=entries)  # the entries just read: one load (a query on SQL)
     if not 0 <= message_index < len(session.messages):
         raise RewindError(f"There is no message {message_index} (the session has {len(session.messages)}, "
                           f"numbered from 0).")

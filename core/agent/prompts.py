@@ -73,6 +73,7 @@ def memory_prompt(language: Language | None) -> str:
     naming the conversation's language for the facts (the JSON keys stay as they are)."""
     return f"{MEMORY_PROMPT}\n{language_instruction('each fact', language)} Keep the JSON keys in English."
 
+
 REMEMBER_TOOL_DESCRIPTION = (
     "Save a short fact to long-term memory so future conversations know it. Use it when the user asks "
     "you to remember something, or states a lasting preference or project convention. One short "

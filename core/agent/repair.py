@@ -110,8 +110,6 @@ def _content_ok(content: Any) -> bool:
                                         and all(isinstance(p, dict) and "type" in p for p in content))
 
 
-
-
 def _clean_message(msg: Any, reasoning: bool = False) -> dict | None:
     """The message with only API keys (and, with ``reasoning``, an assistant message's reasoning
     field), or None when it cannot be sent at all."""

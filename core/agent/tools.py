@@ -247,7 +247,6 @@ class Workspace:
         return os.sep.join(parts) or "."
 
 
-
 def _open_regular(dir_fd: int, name: str, path: str, *, must_exist: bool = True) -> tuple[int, os.stat_result] | None:
     """Open ``name`` in ``dir_fd`` read-only, non-blocking, not following a link; check it is a
     regular file with one link. Returns ``(fd, stat)``, or None when it does not exist and

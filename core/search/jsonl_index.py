@@ -1,7 +1,8 @@
 """Full-text index of the JSONL store: one SQLite FTS5 file beside the sessions, never the truth.
 
 ``<data dir>/search/index.sqlite3`` (0600, folder 0700) holds, per session file (main sessions,
-archived ones and sub-agent records), its path, the ``(size, mtime_ns)`` it was indexed at, the
+archived ones and sub-agent records), its path, the ``(size, mtime_ns, ctime_ns)`` it was indexed at
+(a same-size edit whose mtime was set back still moves the ctime, as the list index counts on), the
 byte offset read so far with a CRC of the bytes before it (as :mod:`core.stores.jsonl_io` does for
 the list index), the folded metadata (title, tags, times), and its documents (:mod:`core.search.fts`).
 
@@ -15,9 +16,11 @@ fast as without search, and every writer (other processes, hand edits) is picked
 Each file's update is one SQLite transaction, so a crash mid-update leaves the file's previous
 state, which the next query sees as out of date and redoes. A damaged or foreign index file is
 deleted and rebuilt; an index written by another schema version is rebuilt, except a version 3
-index (before tags were searched), which is upgraded in place: its ``tags`` column is filled from
-the folded state each row already holds, so no session file is read again (a first build of a
-large history takes minutes: docs/performance.md). A row whose state cannot be read is re-read.
+index (before tags were searched) or 4 (before ctimes were recorded), which is upgraded in place:
+its ``tags`` column is filled from the folded state each row already holds, and a row's ctime is
+recorded on the next walk that finds its size and mtime unchanged, so no session file is read again
+(a first build of a large history takes minutes: docs/performance.md). A row whose state cannot be
+read is re-read.
 """
 from __future__ import annotations
 
@@ -41,7 +44,8 @@ from core.stores.jsonl_io import SIG_BYTES, parse_line
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 4  # 2: no triggers; 3: owner in the document id; 4: + files.tags (upgraded in place from 3)
+SCHEMA_VERSION = 5  # 2: no triggers; 3: owner in the document id; 4: + files.tags; 5: + files.ctime_ns
+# (3 and 4 are upgraded in place)
 INDEX_DIR = "search"
 INDEX_NAME = "index.sqlite3"
 FRESH_SECONDS = 1.0  # a project walked this recently is not walked again (unless written through this process)
@@ -61,6 +65,23 @@ class _OnDisk(NamedTuple):
     archived: bool
     size: int
     mtime_ns: int
+    ctime_ns: int
+
+
+def _on_disk(rel: str, project_key: str, sid: str, sub: str, archived: bool, st: os.stat_result) -> _OnDisk:
+    return _OnDisk(rel, project_key, sid, sub, archived, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _same(size: int, mtime_ns: int, ctime_ns: int | None, st_size: int, st_mtime_ns: int, st_ctime_ns: int) -> bool:
+    """Whether a file row indexed at ``(size, mtime_ns, ctime_ns)`` still describes a file whose
+    stat says the rest; ``ctime_ns`` None: a row from before ctimes were recorded (schema 4),
+    trusted on size and mtime as it was then.
+
+    Unlike the list index (:func:`core.stores.jsonl_io.recorded_ctime`), a file indexed within its
+    clock tick of a write is trusted: a mismatch re-reads a same-size file whole, its documents
+    indexed again (seconds for a long session), and a search typed while a reply is written would
+    pay that after each write. A same-size rewrite within that tick is the case left unseen."""
+    return (size, mtime_ns) == (st_size, st_mtime_ns) and (ctime_ns is None or ctime_ns == st_ctime_ns)
 
 
 def _walk_records(base: Path, project_key: str, archived: bool) -> Iterator[_OnDisk]:
@@ -81,7 +102,7 @@ def _walk_records(base: Path, project_key: str, archived: bool) -> Iterator[_OnD
                     sid = name[: -len(SUFFIX)]
                     if _NAME.match(sid):
                         st = e.stat()
-                        yield _OnDisk(prefix + name, project_key, sid, "", archived, st.st_size, st.st_mtime_ns)
+                        yield _on_disk(prefix + name, project_key, sid, "", archived, st)
                 elif e.is_dir() and _NAME.match(name):
                     yield from _walk_subagents(Path(e.path), prefix + name, project_key, name, archived)
             except FileNotFoundError:  # removed while listing
@@ -100,7 +121,7 @@ def _walk_subagents(folder: Path, rel: str, project_key: str, sid: str, archived
                 st = os.stat(path)
             except FileNotFoundError:
                 continue
-            yield _OnDisk(f"{rel}/{sub}{SUFFIX}", project_key, sid, sub, archived, st.st_size, st.st_mtime_ns)
+            yield _on_disk(f"{rel}/{sub}{SUFFIX}", project_key, sid, sub, archived, st)
 
 
 class JsonlSearchIndex:
@@ -148,8 +169,12 @@ class JsonlSearchIndex:
             if version != SCHEMA_VERSION:
                 conn.execute("BEGIN IMMEDIATE")
                 version = conn.execute("PRAGMA user_version").fetchone()[0]
-                if version == 3:
-                    self._upgrade_from_3(conn)
+                if version in (3, 4):
+                    if version == 3:
+                        self._upgrade_from_3(conn)
+                    # Rows without a ctime get theirs on the next walk that finds them unchanged.
+                    conn.execute("ALTER TABLE files ADD COLUMN ctime_ns INTEGER")
+                    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
                 elif version != SCHEMA_VERSION:
                     if version:
                         log.info("%s: index schema %s, rebuilding as %s", self.path, version, SCHEMA_VERSION)
@@ -172,14 +197,14 @@ class JsonlSearchIndex:
             "project_key TEXT NOT NULL, session_id TEXT NOT NULL, subpath TEXT NOT NULL, archived INTEGER NOT NULL, "
             "size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, offset INTEGER NOT NULL, sig INTEGER NOT NULL, "
             "messages INTEGER NOT NULL, state TEXT NOT NULL, title TEXT, created_at REAL, updated_at REAL, "
-            "tags TEXT)"
+            "tags TEXT, ctime_ns INTEGER)"
         )
         conn.execute("CREATE INDEX files_project ON files(project_key, session_id)")
         self._tables.create(conn)
         conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def _upgrade_from_3(self, conn: sqlite3.Connection) -> None:
-        """A version 3 index (no ``tags`` column) made version 4 in the caller's transaction: each
+        """A version 3 index (no ``tags`` column) given one, in the caller's transaction: each
         row's tags come from the state it holds (the fold of what was read, tags included), so
         the documents stay as they are. A row whose state does not parse is marked to be read
         again in full on the next walk."""
@@ -196,7 +221,6 @@ class JsonlSearchIndex:
                 continue
             if tags:
                 conn.execute("UPDATE files SET tags = ? WHERE fid = ?", (json.dumps(tags), fid))
-        conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def _reset(self, why: BaseException) -> None:
         """Delete a damaged index file; the next use rebuilds it from the sessions."""
@@ -278,12 +302,24 @@ class JsonlSearchIndex:
         for i in range(0, len(projects), 500):
             chunk = projects[i:i + 500]
             rows += conn.execute(
-                "SELECT fid, rel, project_key, session_id, subpath, size, mtime_ns FROM files "
+                "SELECT fid, rel, project_key, session_id, subpath, size, mtime_ns, ctime_ns FROM files "
                 f"WHERE project_key IN ({','.join('?' * len(chunk))})", chunk).fetchall()
         known = {r[1]: r for r in rows}
         gone = [r for rel, r in known.items() if rel not in disk]
         todo = [rec for rel, rec in disk.items()
-                if rel not in known or (known[rel][5], known[rel][6]) != (rec.size, rec.mtime_ns)]
+                if rel not in known or not _same(*known[rel][5:8], rec.size, rec.mtime_ns, rec.ctime_ns)]
+        # Rows from an index before ctimes were recorded, unchanged by size and mtime: their ctime
+        # now (so the next walk compares it), without reading them again.
+        unrecorded = [(disk[rel].ctime_ns, r[0]) for rel, r in known.items()
+                      if r[7] is None and rel in disk and (r[5], r[6]) == (disk[rel].size, disk[rel].mtime_ns)]
+        if unrecorded:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany("UPDATE files SET ctime_ns = ? WHERE fid = ?", unrecorded)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
         if gone:
             # An archived (or unarchived) session moved with its size and mtime: re-label it.
             moved = {(r[2], r[3], r[4], r[5], r[6]): r for r in gone}
@@ -293,8 +329,9 @@ class JsonlSearchIndex:
                 for rec in todo:
                     r = moved.pop((rec.project_key, rec.session_id, rec.subpath, rec.size, rec.mtime_ns), None)
                     if r is not None and rec.rel not in known:
-                        conn.execute("UPDATE files SET rel = ?, archived = ? WHERE fid = ?",
-                                     (rec.rel, int(rec.archived), r[0]))
+                        # (a move changes the file's ctime, not its content)
+                        conn.execute("UPDATE files SET rel = ?, archived = ?, ctime_ns = ? WHERE fid = ?",
+                                     (rec.rel, int(rec.archived), rec.ctime_ns, r[0]))
                     else:
                         still_todo.append(rec)
                 for r in moved.values():
@@ -343,8 +380,8 @@ class JsonlSearchIndex:
         """Index what is new in one file inside the caller's transaction; return the bytes read.
         The row is re-read here, so a file another process indexed meanwhile is not doubled."""
         path = self.projects_dir / rec.rel
-        row = conn.execute("SELECT fid, size, mtime_ns, offset, sig, messages, state FROM files WHERE rel = ?",
-                           (rec.rel,)).fetchone()
+        row = conn.execute("SELECT fid, size, mtime_ns, offset, sig, messages, state, ctime_ns FROM files "
+                           "WHERE rel = ?", (rec.rel,)).fetchone()
         try:
             f = open(path, "rb")
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
@@ -354,9 +391,11 @@ class JsonlSearchIndex:
             return 0
         with f:
             st = os.fstat(f.fileno())
-            if row is not None and (row[1], row[2]) == (st.st_size, st.st_mtime_ns):
+            if row is not None and _same(row[1], row[2], row[7], st.st_size, st.st_mtime_ns, st.st_ctime_ns):
                 return 0  # another process indexed it meanwhile
             offset, messages, state = 0, 0, SessionState()
+            # Grown: only what was appended is read, once the bytes before it are the ones indexed.
+            # (The same size with another ctime or mtime: edited in place, read again in full.)
             if row is not None and row[1] < st.st_size and 0 < row[3] <= st.st_size:
                 start = max(0, row[3] - SIG_BYTES)
                 f.seek(start)
@@ -382,17 +421,19 @@ class JsonlSearchIndex:
         values = (rec.project_key, rec.session_id, rec.subpath, int(rec.archived), st.st_size, st.st_mtime_ns,
                   offset, zlib.crc32(tail) if offset else 0, messages, json.dumps(state.to_dict()), state.title,
                   state.created_at, state.updated_at(default=st.st_mtime_ns / 1e9),
-                  json.dumps(list(state.tags)) if state.tags else None)
+                  json.dumps(list(state.tags)) if state.tags else None, st.st_ctime_ns)
         if row is None:
             fid = conn.execute(
                 "INSERT INTO files(rel, project_key, session_id, subpath, archived, size, mtime_ns, offset, sig, "
-                "messages, state, title, created_at, updated_at, tags) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "messages, state, title, created_at, updated_at, tags, ctime_ns) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (rec.rel, *values)).lastrowid
         else:
             fid = row[0]
             conn.execute(
                 "UPDATE files SET project_key=?, session_id=?, subpath=?, archived=?, size=?, mtime_ns=?, "
-                "offset=?, sig=?, messages=?, state=?, title=?, created_at=?, updated_at=?, tags=? WHERE fid=?",
+                "offset=?, sig=?, messages=?, state=?, title=?, created_at=?, updated_at=?, tags=?, ctime_ns=? "
+                "WHERE fid=?",
                 (*values, fid))
         self._tables.add(conn, fid, docs)
         return len(data)
@@ -441,7 +482,7 @@ class JsonlSearchIndex:
             return cached[2]
         rows = conn.execute(
             f"SELECT fid, project_key, session_id, subpath, archived, title, created_at, updated_at, tags, rel, "
-            f"size, mtime_ns FROM files WHERE {where}", params).fetchall()
+            f"size, mtime_ns, ctime_ns FROM files WHERE {where}", params).fetchall()
         scope = Scope(rows)
         self._rows_cache = (version, key, scope)
         return scope
@@ -456,7 +497,7 @@ class JsonlSearchIndex:
                 except OSError:
                     stale.add(r[1])
                     continue
-                if (st.st_size, st.st_mtime_ns) != (r[10], r[11]):
+                if not _same(r[10], r[11], r[12], st.st_size, st.st_mtime_ns, st.st_ctime_ns):
                     stale.add(r[1])
         return stale
 

@@ -34,6 +34,8 @@ def session_label(title: str | None, created_at: float | None) -> str:
     if not created_at:
         return UNTITLED
     return time.strftime(FALLBACK_TITLE_FORMAT, time.localtime(created_at))
+
+
 _ROLES = {"user": "User", "assistant": "Assistant", "system": "System", "developer": "Developer"}
 
 

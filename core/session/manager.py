@@ -178,11 +178,15 @@ class SessionManager:
         self.store.create_whole(key, entries)
         return session_from_entries(key, entries)
 
-    def get(self, key: SessionKey) -> Session:
-        """Load the whole session. Raises :class:`SessionNotFound`."""
-        entries = self.store.load(key)
+    def get(self, key: SessionKey, *, entries: list[dict[str, Any]] | None = None) -> Session:
+        """Load the whole session. Raises :class:`SessionNotFound`.
+
+        ``entries``: the session's entries as the caller just loaded them (``store.load(key)``),
+        used instead of loading them again (as for :meth:`state`)."""
         if entries is None:
-            raise SessionNotFound(key.session_id)
+            entries = self.store.load(key)
+            if entries is None:
+                raise SessionNotFound(key.session_id)
         archived = False
         if key.subpath is None:
             archived_metas = self._archived(key.project_key)

@@ -506,7 +506,6 @@ class LocalSessionStore:
         return out
 
 
-
 def _count_messages(entries: list[dict[str, Any]]) -> int:
     return sum(1 for e in entries if e.get("type") == "message" and isinstance(e.get("message"), dict))
 

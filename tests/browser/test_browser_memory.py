@@ -65,7 +65,6 @@ def test_memory_panel_toast_and_used_note_in_a_browser(world, page):
     texts = [json.loads(line).get("text") for line in logs[0].read_text().splitlines()]
     assert "Remember that the API lives in app.py." in texts
 
-
     # "Memory updated" belongs to the chat whose reply made it: opening another chat takes it
     # away, Undo and all (trial 14: it stayed over an unrelated old chat).
     send(page, "Remember that deploys happen on Fridays.")

@@ -305,6 +305,41 @@ class TestEscBeforeTheEditIsReady:
         expect(page.locator("#ac-chat [data-testid=user]").last).to_contain_text("A message to edit")
 
 
+class TestArrowUpWhileTheChatIsWritten:
+    """Stop 44's CI: ArrowUp pressed as a reply showed was lost (Gradio keeps Edit disabled while
+    the chat is written to) and the edit never opened. It opens once Edit can be used, unless the
+    user did something else first."""
+
+    SLOW = {"replies": [{"text": "a slow reply " * 12, "delay": 0.12}]}
+
+    def start_slow_reply(self, world, page, text):
+        from tests.support.chromium import _post, send
+
+        page.goto(world["start_app"]())
+        expect(page.locator("#ac-input textarea")).to_be_visible()
+        _post(world["fake"] + "/_script", self.SLOW)
+        send(page, text)
+        expect(page.locator("#ac-input button.stop-button")).to_be_visible()
+        page.locator("#ac-input textarea").focus()
+        page.keyboard.press("ArrowUp")
+
+    def test_opens_once_the_reply_ends(self, world, page):
+        self.start_slow_reply(world, page, "Edit me once the reply is done.")
+        edit = page.locator("#ac-chat textarea.edit-textarea")
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("a slow reply a slow reply")
+        expect(edit).to_have_value("Edit me once the reply is done.")
+        expect(page.locator("#ac-input button.stop-button")).to_have_count(0)
+        expect(edit).to_be_focused()
+
+    def test_text_typed_meanwhile_keeps_it_closed(self, world, page):
+        self.start_slow_reply(world, page, "Not to be edited.")
+        page.keyboard.type("next question")
+        expect(page.locator("#ac-input button.stop-button")).to_have_count(0, timeout=TIMEOUT_MS)
+        page.wait_for_timeout(800)  # the edit would open within a few polls of the reply's end
+        expect(page.locator("#ac-chat textarea.edit-textarea")).to_have_count(0)
+        expect(page.locator("#ac-input textarea")).to_have_value("next question")
+
+
 class TestCtrlC:
     """issue 31, item 12: Ctrl+C with a page open printed two tracebacks (uvicorn's lifespan
     CancelledError and "Exception in ASGI application") after "open connections did not close"."""

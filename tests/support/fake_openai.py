@@ -942,7 +942,6 @@ if pytest is not None:
         yield server
         server.stop()
 
-
     @pytest.fixture
     def fake_openai(_fake_openai_server):
         """A running :class:`FakeOpenAI`, reset for this test; fails the test if any request got a 400."""

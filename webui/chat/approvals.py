@@ -160,19 +160,21 @@ def choose_workspace(ctx: WebContext, state: dict[str, Any]) -> str | None:
     return None
 
 
-def runner_kwargs(ctx: WebContext, state: dict[str, Any]) -> dict[str, Any]:
+def runner_kwargs(ctx: WebContext, state: dict[str, Any], *, folded: SessionState | None = None) -> dict[str, Any]:
     """``approval`` (the policy with the user's answers) and, when the user chose the chat's
-    folder by hand, ``workspace`` — for :func:`core.agent.runner.run_session_stream`."""
+    folder by hand, ``workspace`` — for :func:`core.agent.runner.run_session_stream`.
+    ``folded``: the session's state as the caller just read it (``manager.state``), not read again."""
     key = _key(state)
     if key is None:
         return {}
     out: dict[str, Any] = {"approval": grants(ctx).policy(str(key))}
-    try:
-        folded = ctx.manager.state(key)
-    except SessionNotFound:
-        folded = SessionState()
-    except (AnycodeError, OSError):
-        return out
+    if folded is None:
+        try:
+            folded = ctx.manager.state(key)
+        except SessionNotFound:
+            folded = SessionState()
+        except (AnycodeError, OSError):
+            return out
     cwd = folded.cwd
     chosen = grants(ctx).workspace(_workspace_slot(key.project_key, cwd))
     if chosen:

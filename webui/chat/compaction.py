@@ -155,7 +155,6 @@ def nothing_to_compact(ctx: WebContext, state: dict[str, Any] | None, *, session
     return None if can_compact(session.messages, session.compactions) else NOTHING_YET
 
 
-
 def compact_updates(ctx: WebContext, state: dict[str, Any], model: str | None, run: Run) -> Iterator[SendUpdate]:
     """Run a manual compaction of the tab's session (``/compact`` or the Compact button) as
     :class:`~webui.chat.views.SendUpdate`s: the chat with a progress row while the summary streams,

@@ -161,7 +161,7 @@ def earlier(ctx: WebContext, state: dict[str, Any]) -> SessionView:
     except SessionNotFound:
         return reload(ctx, state)  # moved (opens there) or deleted elsewhere (a new chat, said)
     current = shown_from(session, state)
-    start = render.window_start(session.messages[:current]) if current > 0 else 0
+    start = render.window_start(session.messages, end=current) if current > 0 else 0
     return view_of(session, title_wait=state.get("title_wait", 0.0), start=start)
 
 

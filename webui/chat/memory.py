@@ -52,7 +52,10 @@ def toast_due(watch: dict[str, Any] | None, now: float) -> bool:
     """True when the "Memory updated" bar is shown and its time is over (it leaves)."""
     until = (watch or {}).get("toast_until")
     return isinstance(until, (int, float)) and now >= until
+
+
 SCOPE_TITLES = {"project": "memory_scope_project", "user": "memory_scope_user"}  # catalogue keys
+
 
 def _data_dir(ctx: WebContext) -> Any:
     return getattr(ctx.store, "base_dir", None)

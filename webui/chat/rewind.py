@@ -15,7 +15,7 @@ from typing import Any
 from core.agent import checkpoints
 from core.agent.tools import ToolError, Workspace
 from core.agent.workspace import check_workspace
-from core.errors import AnycodeError, RewindError
+from core.errors import AnycodeError, RewindError, SessionNotFound
 from core.session.entries import SessionState
 from core.session.keys import SessionKey
 from core.session.text import message_text
@@ -51,11 +51,14 @@ def workspace(ctx: Any, state: dict[str, Any]) -> Workspace | None:
     project folder); None when it is unavailable."""
     from webui.chat import approvals
 
-    chosen = approvals.runner_kwargs(ctx, state).get("workspace")
+    key = _key(state)
+    try:
+        folded = ctx.manager.state(key)  # one read for both (each a full query on the SQL stores)
+    except SessionNotFound:
+        folded = SessionState()
+    chosen = approvals.runner_kwargs(ctx, state, folded=folded).get("workspace")
     if chosen is not None:
         return chosen
-    key = _key(state)
-    folded = SessionState().feed_all(ctx.store.load(key) or [])
     return check_workspace(key, folded.cwd, origin=folded.origin, opened_in=ctx.project_path).workspace
 
 

@@ -44,7 +44,6 @@ RESULT_LIMIT = 30
 HIGHLIGHT_SECONDS = 4
 
 
-
 STYLE = """<style>
 #ac-search-results:empty { display: none; }
 .ac-hits { display: flex; flex-direction: column; gap: 2px; margin: 4px 0 8px; }

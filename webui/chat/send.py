@@ -161,7 +161,6 @@ class _LiveRows:
         return False
 
 
-
 def too_long_notice(ctx: WebContext, text: str, model: str | None) -> str | None:
     """The sentence refusing ``text`` when that message alone cannot fit the model's context
     window with room for the reply (the estimate and window of the context meter and of
@@ -216,13 +215,11 @@ def take(ctx: WebContext, tab: str, text: str | None, model: str | None = None) 
         time.sleep(0.05)
 
 
-
 def take_retry(ctx: WebContext, tab: str) -> Any:
     """Retry (answer the last stored message again): a run id, None while a reply runs."""
     if ctx.busy(tab):
         return None
     return ctx.begin_run(tab, None).id
-
 
 
 def send_taken(ctx: WebContext, state: dict[str, Any], tab: str, run_id: Any, model: str | None,
@@ -256,7 +253,6 @@ def send_taken(ctx: WebContext, state: dict[str, Any], tab: str, run_id: Any, mo
             ctx.end_run(tab, run, None)
 
 
-
 def send(ctx: WebContext, state: dict[str, Any], text: str | None, model: str | None, tab: str,
          now: float | None = None, run: Run | None = None) -> Iterator[SendUpdate]:
     """Send ``text`` in the tab's session and stream the reply as :class:`SendUpdate`s.
@@ -283,13 +279,11 @@ def send(ctx: WebContext, state: dict[str, Any], text: str | None, model: str | 
         ctx.end_run(tab, run, final)
 
 
-
 def _use_version(ctx: WebContext, key: SessionKey) -> None:
     try:
         ctx.manager.use_version(key)
     except (AnycodeError, OSError) as err:  # the reply is stored; only the pointer was not moved
         log.warning("could not mark %s as the version in use: %s", key.session_id, err)
-
 
 
 @dataclass
@@ -650,7 +644,6 @@ def _store_pending(ctx: WebContext, key: SessionKey, pending: Any, state: dict[s
     return session
 
 
-
 def _settle(ctx: WebContext, state: dict[str, Any], notice: str | None, count: int,
             rows: list[dict[str, Any]], title: str) -> SessionView:
     """The view at the end of a send: the stored session, or — when the store cannot be read
@@ -661,7 +654,6 @@ def _settle(ctx: WebContext, state: dict[str, Any], notice: str | None, count: i
     except (AnycodeError, OSError) as err:
         log.warning("cannot reload %s after the send: %s", state.get("session"), err)
         return SessionView(state=dict(state, count=count), title=title, rows=rows, notice=notice)
-
 
 
 def _drop_if_empty(ctx: WebContext, key: SessionKey) -> bool:
@@ -677,7 +669,6 @@ def _drop_if_empty(ctx: WebContext, key: SessionKey) -> bool:
     return True
 
 
-
 def _runner_kwargs(ctx: WebContext, state: dict[str, Any], client: Any, model: str, config: Any,
                    cancel: Any) -> dict[str, Any]:
     # tools left to the runner: TOOL_SPECS, in the session's checked project folder.
@@ -690,7 +681,6 @@ def _runner_kwargs(ctx: WebContext, state: dict[str, Any], client: Any, model: s
     }
 
 
-
 def stop(ctx: WebContext, tab: str, withdrawn: list[str] | None = None, upto: Any = None) -> bool:
     """Stop the reply streaming in tab ``tab`` (the partial text is kept); False if none runs.
     A message handed over whose send has not started yet is withdrawn; its text is added to
@@ -700,11 +690,9 @@ def stop(ctx: WebContext, tab: str, withdrawn: list[str] | None = None, upto: An
     return ctx.request_stop(tab, withdrawn, upto)
 
 
-
 def restore_text(ctx: WebContext, tab: str, run_id: Any) -> str | None:
     """The text run ``run_id`` gave back for the input box (its send was refused), or None."""
     return ctx.pop_restore(tab, run_id) if run_id is not None else None
-
 
 
 def leave(ctx: WebContext, tab: str, timeout: float = SWITCH_WAIT_SECONDS) -> None:

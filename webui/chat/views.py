@@ -41,14 +41,10 @@ CHAT_GONE_NOTICE = Msg("chat_gone")  # the open chat was deleted elsewhere (not 
 NO_REPLY_NOTICE = Msg("no_reply_notice")  # the bar over a last message without an answer
 
 
-
-
-
 def tab_state(project: str, session: str | None = None, count: int = 0,
               title_wait: float = 0.0) -> dict[str, Any]:
     """A tab's state: ids and a message count only (it lives in ``gr.State``, one per tab)."""
     return {"project": project, "session": session, "count": count, "title_wait": title_wait}
-
 
 
 @dataclass
@@ -80,10 +76,8 @@ class SessionView:
         return self.state.get("session")
 
 
-
 def _key(state: dict[str, Any]) -> SessionKey:
     return SessionKey(state["project"], state["session"])
-
 
 
 def _inside(start: int, session: Any) -> bool:
@@ -107,7 +101,6 @@ def shown_from(session: Any, state: dict[str, Any] | None = None, include: int |
         # message, every drawn row would hold its neighbour's and the page re-draw them all.
         return earlier
     return min(start, earlier)
-
 
 
 def version_from(session: Any, state: dict[str, Any] | None, shared: int) -> int:
@@ -180,13 +173,11 @@ def no_reply_text(session: Any) -> str:
     return t(NO_REPLY_NOTICE)
 
 
-
 def shown_title(session: Any) -> str:
     """The title field's text for a session: its title, or "" when it has none or only core's
     English fallback (``title_source == "fallback"``): the field's placeholder then shows the
     label in the tab's language (:func:`webui.text.timefmt.session_label`)."""
     return "" if getattr(session, "title_source", None) == "fallback" else (session.title or "")
-
 
 
 def _reply_lost(session: Any, last: dict[str, Any] | None) -> bool:
@@ -204,12 +195,10 @@ def _reply_lost(session: Any, last: dict[str, Any] | None) -> bool:
     return last.get("role") == "user"
 
 
-
 def new_chat(ctx: WebContext, project: str | None = None, notice: str | None = None) -> SessionView:
     """An empty chat in ``project`` (default: the launcher's project). Nothing is written until the
     first message is sent, so opening the page never litters the list with empty sessions."""
     return SessionView(state=tab_state(project or ctx.project_key), notice=notice)
-
 
 
 def open_session(ctx: WebContext, project: str, session_id: str, *, include: int | None = None) -> SessionView:
@@ -230,7 +219,6 @@ def open_session(ctx: WebContext, project: str, session_id: str, *, include: int
     # the user's own switch (or a message sent in it) changes that (issue 31, item 3).
     session = ctx.manager.get(key)
     return view_of(session, start=shown_from(session, include=include))
-
 
 
 def _writable(key: SessionKey) -> SessionKey:
@@ -296,7 +284,6 @@ def locate(ctx: WebContext, session_id: str, preferred_project: str | None = Non
     raise SessionNotFound(f"with id {session_id!r}")  # quoted as given: never read as a store's key
 
 
-
 def initial_view(ctx: WebContext, query_params: dict[str, str] | None) -> SessionView:
     """The view a freshly loaded tab shows: the session named by ``?session=`` in the URL, else
     the launcher's ``--continue``/``--resume`` session, else a new chat. A bad id gives a new chat
@@ -310,7 +297,6 @@ def initial_view(ctx: WebContext, query_params: dict[str, str] | None) -> Sessio
     except (SessionNotFound, AmbiguousSessionId, InvalidSessionKey, StoreUnavailable, ExpertSessionReadOnly) as err:
         log.info("cannot open session %r from the URL: %s", wanted, err)
         return new_chat(ctx, notice=describe(err))
-
 
 
 def first_list_target(ctx: WebContext, query_params: dict[str, str] | None) -> tuple[str, str | None]:
@@ -331,7 +317,6 @@ def first_list_target(ctx: WebContext, query_params: dict[str, str] | None) -> t
     return key.project_key, key.session_id
 
 
-
 def reload(ctx: WebContext, state: dict[str, Any], notice: str | None = None) -> SessionView:
     """Re-read the tab's session from the store (a new chat stays a new chat); a session moved
     to another project elsewhere opens there (:func:`relocated`), one deleted
@@ -347,13 +332,11 @@ def reload(ctx: WebContext, state: dict[str, Any], notice: str | None = None) ->
         return moved if moved is not None else new_chat(ctx, state.get("project"), notice=CHAT_GONE_NOTICE)
 
 
-
 def project_label(path: str) -> str:
     """``"name — /real/path"``: the folder name first (what a narrow sidebar shows), then the
     full real path, so two projects with one name stay apart."""
     name = os.path.basename(path.rstrip("/")) or path
     return f"{name} — {path}"
-
 
 
 def project_cwd(ctx: WebContext, project: str) -> str:
@@ -365,7 +348,6 @@ def project_cwd(ctx: WebContext, project: str) -> str:
         if info.project_key == project and info.cwd:
             return info.cwd
     raise SessionNotFound(f"project {project}")
-
 
 
 @dataclass
@@ -384,10 +366,8 @@ class SendUpdate:
     notice_level: str = "warning"  # "info": nothing went wrong (e.g. the chat was unarchived)
 
 
-
 def _error_row(text: str) -> dict[str, Any]:
     return {"role": "assistant", "content": chat_text.reply(f"\u26a0 {text}")}  # ⚠ without emoji presentation
-
 
 
 def storage_notice(err: BaseException, *, saved: bool) -> str:
@@ -400,7 +380,6 @@ def storage_notice(err: BaseException, *, saved: bool) -> str:
     return not_saved(err, i18n.t("storage_message_unsaved"))
 
 
-
 def not_saved(err: BaseException, consequence: str) -> str:
     """``"<what failed>: <consequence>"`` for a store failure: "The disk is full: …", "The folder …
     is read-only: …", or the store's own sentence ("The session database is unreachable …")
@@ -411,7 +390,6 @@ def not_saved(err: BaseException, consequence: str) -> str:
         return i18n.t("not_saved_os", what=os_text(err),
                  consequence=consequence)
     return i18n.t("saving_failed", error=type(err).__name__, consequence=consequence)
-
 
 
 def settled(ctx: WebContext, state: dict[str, Any]) -> SessionView:
@@ -440,7 +418,6 @@ def relocated(ctx: WebContext, state: dict[str, Any]) -> Any:
     except (AnycodeError, OSError) as err:
         log.info("chat %s is not in another project either: %s", sid, err)
         return None
-
 
 
 def opened_elsewhere(ctx: WebContext, key: SessionKey, target: str) -> Any:

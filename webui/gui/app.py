@@ -783,6 +783,7 @@ def wire_archive_and_delete(p: Page) -> None:
         return (*out, gr.Checkbox(value=False) if unarchived_from_list else gr.skip())
 
     p.archive_btn.click(on_archive, p.list_inputs, [*p.view_outputs, p.show_archived], api_visibility="private")
+
     def on_delete_asked(st, tab_id, request: gr.Request):
         # The question warns when another tab or process is writing a reply here (issue 25).
         return gr.Row(visible=True), handlers.delete_prompt(ctx, st, _tab_key(request, tab_id))

@@ -75,14 +75,16 @@ class ChatView:
 CHAT_WINDOW = 200  # stored messages shown when a conversation opens; earlier ones on request
 
 
-def window_start(messages: list[dict[str, Any]], size: int = CHAT_WINDOW, include: int | None = None) -> int:
-    """The index of the first stored message to show of ``messages``: the last ``size`` of them,
-    reaching back to ``include`` when given (a search hit), and moved back past tool results so
-    a tool step is never shown without its call. 0 shows everything.
+def window_start(messages: list[dict[str, Any]], size: int = CHAT_WINDOW, include: int | None = None,
+                 end: int | None = None) -> int:
+    """The index of the first stored message to show of ``messages``: the last ``size`` of them
+    (of ``messages[:end]`` when ``end`` is given: the window before one already shown, without
+    copying the list), reaching back to ``include`` when given (a search hit), and moved back past
+    tool results so a tool step is never shown without its call. 0 shows everything.
 
     A long conversation is shown from here, so opening one of 100,000 messages renders a few
     hundred rows, not all of them (issue 17); the rest come with "Show earlier messages"."""
-    start = max(0, len(messages) - size)
+    start = max(0, (len(messages) if end is None else min(end, len(messages))) - size)
     if include is not None:
         start = min(start, max(0, include))
     while start > 0 and messages[start].get("role") == "tool":

@@ -158,8 +158,6 @@ def _html_re() -> re.Pattern:
     return re.compile(_RAW_TEXT_EL + "|" + HTML_TAG_RE.pattern, re.I)
 
 
-
-
 def reply(text: str) -> str:
     """Chat content for Markdown ``text`` (a reply): Markdown rendered, raw HTML outside code shown
     as text, remote images and media as links, a code fence's language named the way the page's

@@ -184,7 +184,6 @@ class TestPolicy:
         chat.decide("s", "c2", ap.Decision(True, scope="chat"))
         assert ap.ApprovalGate(chat.policy("s"), registry).check("c3", "deploy", "{}", ws).action == "run"
 
-
     def test_a_preview_that_breaks_still_asks(self, tmp_path):
         """A bug in a tool's preview (a TypeError that is not about its arguments) must not end
         the agent run: the user is asked with a preview that says it cannot be shown."""

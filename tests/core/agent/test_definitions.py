@@ -156,7 +156,6 @@ class TestReadAgainOnlyWhenChanged:
         path.unlink()
         assert list(load().agents) == ["mine"]
 
-
     def test_a_bad_file_is_logged_once_not_on_every_reply(self, tmp_path, caplog):
         folder = tmp_path / "project" / ".anycode" / "agents"
         write(folder, "broken.md", "no frontmatter\n")

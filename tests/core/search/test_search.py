@@ -194,7 +194,7 @@ class TestScopeAndLifecycle:
 
 def _as_before_tags(store):
     """A fresh index of ``store`` over what its index file or tables held before tags were
-    searched. JSONL: the index file as schema 3 left it (no ``tags`` column); SQL: the same
+    searched. JSONL: the index file as schema 3 left it (no ``tags`` or ``ctime_ns`` column); SQL: the same
     tables (titles and tags are read from ``anycode_sessions``, which migration 7 gave tags)."""
     import sqlite3
 
@@ -207,6 +207,7 @@ def _as_before_tags(store):
     index.close()
     conn = sqlite3.connect(index.path)
     conn.execute("ALTER TABLE files DROP COLUMN tags")
+    conn.execute("ALTER TABLE files DROP COLUMN ctime_ns")
     conn.execute("PRAGMA user_version=3")
     conn.commit()
     conn.close()
@@ -308,6 +309,41 @@ class TestJsonlIndexFile:
         assert idx.search("original", project_keys=[s.key.project_key]) == []
         assert _ids(idx.search("replaced", project_keys=[s.key.project_key])) == [s.id]
 
+    @staticmethod
+    def _edit_keeping_size_and_mtime(path, old, new):
+        st = path.stat()
+        path.write_bytes(path.read_bytes().replace(old, new))
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # as a sync tool or `touch -r` leaves it
+        assert (path.stat().st_size, path.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+
+    def test_same_size_edit_with_its_mtime_set_back_is_reindexed(self, jsonl):
+        # The index compared size and mtime only: such an edit kept showing the old words.
+        store, m, s = jsonl
+        idx = open_search(store)
+        assert _ids(idx.search("original", project_keys=[s.key.project_key])) == [s.id]
+        self._edit_keeping_size_and_mtime(store._main_file(s.key, False), b"original", b"replaced")
+        assert idx.search("original", project_keys=[s.key.project_key]) == []
+        assert _ids(idx.search("replaced", project_keys=[s.key.project_key])) == [s.id]
+
+    def test_version_4_index_is_kept_and_then_sees_such_edits(self, jsonl):
+        import sqlite3
+
+        store, m, s = jsonl
+        idx = open_search(store)
+        idx.update()
+        idx.close()
+        conn = sqlite3.connect(idx.path)  # the index file as schema 4 left it
+        conn.execute("ALTER TABLE files DROP COLUMN ctime_ns")
+        conn.execute("PRAGMA user_version=4")
+        conn.commit()
+        conn.close()
+        old = open_search(store)
+        assert old.update() == 0  # nothing read again: each row's ctime is recorded as it stands
+        assert old._open().execute("SELECT count(*) FROM files WHERE ctime_ns IS NULL").fetchone()[0] == 0
+        self._edit_keeping_size_and_mtime(store._main_file(s.key, False), b"original", b"replaced")
+        assert old.update() == 1
+        assert _ids(old.search("replaced", project_keys=[s.key.project_key])) == [s.id]
+
     def test_other_writers_show_within_the_freshness_window(self, jsonl):
         store, m, s = jsonl
         idx = open_search(store)
@@ -405,7 +441,7 @@ class TestJsonlIndexFile:
         conn.close()
         assert old.update() == 1  # that file alone, read again in full
         assert _ids(old.search("gazebo", project_keys=[s.key.project_key])) == [other.id]
-        assert old._open().execute("PRAGMA user_version").fetchone()[0] == 4
+        assert old._open().execute("PRAGMA user_version").fetchone()[0] == 5
         assert old._open().execute("SELECT count(*) FROM docs").fetchone()[0] == 2  # nothing doubled
 
     @pytest.mark.slow

@@ -422,7 +422,6 @@ class TestRacyClean:
         assert LocalSessionStore(home).list(PK)[0].message_count == 5
         assert spy.sessions_opened() == [] and spy.parsed == 0
 
-
     def test_a_file_with_fine_times_is_read_once_after_a_write_not_for_two_seconds(self, home, monkeypatch):
         """The page's live check lists once a second: with a two-second window for every file, a
         100,000-message session was read whole again twice after each write (35 ms each)."""

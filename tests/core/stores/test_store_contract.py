@@ -893,7 +893,6 @@ class TestText:
         assert store.append(key, [message_entry(user("next"), ts=T0)]) == 2
 
 
-
 class TestCreateWhole:
     """A multi-entry creation (fork, import, restore, migrated record) is whole or absent: a refused
     one leaves nothing, and it never lands on a record someone else made."""
@@ -981,6 +980,8 @@ class TestApprovalEntries:
         store.append(key, [decision_entry("call_w", False, reason="not now", ts=T0 + 6)], expected_count=2)
         assert ApprovalState.from_entries(store.load(key)).pending() == []
         assert store.load(key)[-1]["reason"] == "not now"
+
+
 class TestCompactionEntries:
     """A compaction is one appended entry: a store that drops it, rewrites messages around it, or
     counts it as a message would lose the summary or shift every message index (issue 9)."""
@@ -1097,7 +1098,6 @@ class TestVersionFamilies:
         b = manager.fork(s.key, 1)
         assert b.version_of is None and b.forked_from == {"session_id": s.id, "message_index": 1}
         assert {m.id for m in manager.conversations(s.project_key)} == {s.id, b.id}
-
 
     def test_one_title_on_every_version(self, manager, store, cwd):
         # issue 31, item 1: a rename on a version was written to that version only.

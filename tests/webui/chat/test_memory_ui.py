@@ -8,7 +8,6 @@ from webui.chat import memory as memory_panel
 from webui.render import rows as render
 
 
-
 class TestPanelFunctions:
     """Chat-derived text injected as HTML, a memory losing its conversation link, Undo removing the wrong one."""
 

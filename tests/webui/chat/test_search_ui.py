@@ -12,7 +12,6 @@ from core.search import SearchHit
 from webui.chat import search as search_panel
 
 
-
 class _Ctx:
     """The parts of ``WebContext`` the search uses: a project without aliases elsewhere."""
 

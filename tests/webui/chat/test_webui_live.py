@@ -170,7 +170,6 @@ class TestLeftChatNotRepainted:
         assert live.behind(ctx, again.state, "tab-a")
         assert "from B" in str(live.refreshed(ctx, again.state, "tab-a").rows[-1]["content"])
 
-
     def test_a_stale_state_is_followed_again_after_a_moment(self, tmp_path, project, fake_openai, monkeypatch):
         """A state wrongly taken for stale must not blind the tab for good (CI, stop 37: the
         tab ignored every check of its chat, a deletion elsewhere included)."""

@@ -258,6 +258,7 @@ class TestServerRenderedTextInChinese:
         from webui.render import rows as render
 
         now = 1_800_000_000.0
+
         def shown(row) -> str:  # what a chat row shows: its text, step title, option labels
             meta = row.get("metadata") or {}
             return " ".join([row["content"], meta.get("title", ""), *(o["label"] for o in row.get("options", []))])
