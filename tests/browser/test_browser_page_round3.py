@@ -206,6 +206,17 @@ class TestMemoryToast:
                 expect(toast).to_be_hidden(timeout=(TOAST_SECONDS + 5) * 1000)
 
 
+def _chat_rows(page) -> str:
+    """The chat's rows and button rows as the page holds them (a failure's account): each row's
+    class, whether it holds an edit box, its buttons (disabled ones marked) and its first words;
+    whether Stop is shown."""
+    return page.evaluate("""() => 'stop shown: ' + !!document.querySelector('#ac-input button.stop-button') + '\\n'
+        + [...document.querySelectorAll('#ac-chat .message-row, #ac-chat .message-buttons')].map((r) =>
+          r.className.slice(0, 50) + ' | ' + (r.querySelector('textarea') ? 'EDIT ' : '')
+          + [...r.querySelectorAll('button')].map((b) => (b.getAttribute('aria-label') || '?')
+          + (b.disabled ? '(disabled)' : '')).join(',') + ' | ' + r.textContent.trim().slice(0, 40)).join('\\n')""")
+
+
 class TestEditBox:
     """issue 31, item 8: ↑ in the empty box opened a 160 x 64 px edit box, clipping the message,
     that Esc did not close; /compact sent while it was open showed nothing. In English and light,
@@ -258,7 +269,10 @@ class TestEditBox:
         expect(edit).to_be_visible()
         box.focus()
         send(page, "/compact")
-        expect(edit).to_have_count(0)
+        try:
+            expect(edit).to_have_count(0)
+        except AssertionError as err:  # round 22 saw this twice, unexplained: say what the page held
+            raise AssertionError(f"{err}\n{_chat_rows(page)}") from None
         expect(page.locator("#ac-chat")).to_contain_text("Earlier messages were summarised", timeout=TIMEOUT_MS)
 
 
