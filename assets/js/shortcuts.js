@@ -142,11 +142,12 @@
     focus();
     return true;
   };
-  // ArrowUp pressed while the chat is still being written to (a reply's last words, the
-  // update after it): Gradio keeps Edit disabled meanwhile, and the key was lost (stop 44's CI
-  // pressed it as the reply showed and the edit never opened). The edit opens once Edit can be
-  // used, within EDIT_WAIT_MS, unless the user did something else first: another key, a click,
-  // text in the box, or the focus moved out of it.
+  // ArrowUp pressed while a reply is still being written (Stop is shown until the turn is saved,
+  // a moment after its last words are on screen) or while Gradio keeps Edit disabled (the chat
+  // being written to) was ignored: stop 44's CI pressed it as the reply showed, and the edit never
+  // opened. The edit opens once the reply has ended and Edit can be used, within EDIT_WAIT_MS,
+  // unless the user did something else first: another key, a click, text in the box, or the
+  // focus moved out of it.
   const EDIT_WAIT_MS = 10000;
   let wantEdit = null;
   const streaming = () => !!document.querySelector('#ac-input button.stop-button');
