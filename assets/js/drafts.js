@@ -62,12 +62,32 @@
     asked = null;
     if (held && held.send) submit();
   };
+  // The last send from the box (Enter or the send button): {key, text, at}. A new chat's first
+  // send gives that chat its address a moment later (with the reply's first update), and text
+  // typed in between (Stop already shown) was kept as the draft of "new" and taken out of the box
+  // when the address came, as if another chat had been opened (stop 44's CI, 1 run in 10).
+  const SAVED_MS = 60000;  // the address of a chat saved by a send comes with the send's first update
+  let sentFrom = null;
+  const noteSend = (b) => { if (!asked && b.value.trim()) sentFrom = { key: chat(), text: b.value, at: Date.now() }; };
   const look = () => {
     const b = box();
     if (!b) return;
     const key = chat();
     const text = b.value;
     if (asked && Date.now() - asked.at > ASK_MS) release();
+    if (last !== null && last.key === 'new' && key !== 'new' && !asked && sentFrom && sentFrom.key === 'new'
+        && Date.now() - sentFrom.at < SAVED_MS) {
+      // the new chat, saved by its first send: the same chat, so the box stays as it is and what
+      // was typed since is this chat's draft
+      const sent = sentFrom.text;
+      sentFrom = null;
+      write('new', '');
+      forgetSent(sent);
+      if (text.trim() && text !== sent) write(key, text);
+      if (text === sent) pending = { key, text, at: Date.now() };  // handed over, not yet emptied
+      last = { key, text };
+      return;
+    }
     if (last !== null && key !== last.key && asked && asked.key === last.key) {
       const held = asked;
       asked = null;
@@ -146,6 +166,7 @@
       asked.send = true;
       return;
     }
+    if (send && b) noteSend(b);
     const asker = e.target.closest && e.target.closest(ASKERS);
     if (!asker || !b) return;
     const key = chat();
@@ -158,7 +179,8 @@
   }, true);
   window.addEventListener('keydown', (e) => {
     const b = box();
-    if (!asked || !b || e.target !== b || e.key !== 'Enter' || e.shiftKey || e.isComposing) return;
+    if (!b || e.target !== b || e.key !== 'Enter' || e.shiftKey || e.isComposing) return;
+    if (!asked) { noteSend(b); return; }
     e.preventDefault();
     e.stopImmediatePropagation();
     asked.send = true;
