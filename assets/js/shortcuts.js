@@ -45,6 +45,13 @@
     const own = [...n.querySelectorAll('button.icon-button')];
     return n.querySelector('button[aria-label="Cancel"]') || (own.length === 2 ? own[1] : null);
   };
+  // Its Submit (the first of the two, when the name is translated).
+  const submitOf = (t) => {
+    const n = buttonsOf(t.closest('.message-row'));
+    if (!n) return null;
+    const own = [...n.querySelectorAll('button.icon-button')];
+    return n.querySelector('button[aria-label="Submit"]') || (own.length === 2 ? own[0] : null);
+  };
   const cancelEdits = () => {
     let any = false;
     document.querySelectorAll('#ac-chat textarea.edit-textarea').forEach((t) => {
@@ -190,6 +197,15 @@
       return;
     }
     if (helpOpen) return;  // the dialog's own keys (Esc closes it)
+    // Enter in an edit sends it, Shift+Enter starts a new line: as in the message box, and as
+    // ChatGPT's edit does (a fresh-user trial pressed Enter, got a new line and looked for the
+    // small ✓). While its Submit is disabled (the chat being written to) the key does nothing.
+    if (key === 'enter' && !e.shiftKey && !e.altKey && e.target.matches && e.target.matches('#ac-chat textarea.edit-textarea')) {
+      e.preventDefault();
+      const submit = submitOf(e.target);
+      if (submit && !submit.disabled && e.target.value.trim()) submit.click();
+      return;
+    }
     if (key === 'escape' && e.target.closest && e.target.closest('#ac-chat textarea.edit-textarea')) {
       e.preventDefault();  // Esc leaves the edit, as its Cancel button does
       // ...once that button is there and enabled: under load it comes a moment after the text

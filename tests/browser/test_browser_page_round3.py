@@ -319,12 +319,40 @@ class TestEscBeforeTheEditIsReady:
         expect(page.locator("#ac-chat [data-testid=user]").last).to_contain_text("A message to edit")
 
 
+class TestEnterSendsTheEdit:
+    """A fresh-user trial (round 23): Enter in an open edit added a new line and sent nothing; the
+    edit is sent only by its small ✓. Enter sends it, as in the message box and ChatGPT's edit;
+    Shift+Enter still starts a new line."""
+
+    def test_enter_sends_a_new_version_and_shift_enter_adds_a_line(self, world, page):
+        from tests.support.chromium import send
+
+        page.goto(world["start_app"]())
+        send(page, "The first wording.")
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("You said: The first wording.",
+                                                                       timeout=TIMEOUT_MS)
+        page.locator("#ac-input textarea").focus()
+        page.keyboard.press("ArrowUp")
+        edit = page.locator("#ac-chat textarea.edit-textarea")
+        expect(edit).to_be_focused()
+        edit.fill("The second wording,")
+        edit.press("Shift+Enter")
+        edit.press_sequentially("on two lines.")
+        expect(edit).to_have_value("The second wording,\non two lines.")
+        edit.press("Enter")
+        expect(edit).to_have_count(0)
+        expect(page.locator("[data-testid=bot]").last).to_contain_text("You said: The second wording,",
+                                                                       timeout=TIMEOUT_MS)
+        expect(page.locator("#ac-chat .ac-vswitch")).to_contain_text("2 / 2")
+        expect(page.locator("[data-testid=user]")).to_have_count(1)
+
+
 class TestArrowUpWhileTheChatIsWritten:
     """Stop 44's CI: ArrowUp pressed as a reply showed was lost (Gradio keeps Edit disabled while
     the chat is written to) and the edit never opened. It opens once Edit can be used, unless the
     user did something else first."""
 
-    SLOW = {"replies": [{"text": "a slow reply " * 12, "delay": 0.12}]}
+    SLOW = {"replies": [{"text": "a slow reply " * 12, "chunk": 12, "delay": 0.15}]}  # ~2 s
 
     def start_slow_reply(self, world, page, text):
         from tests.support.chromium import _post, send
