@@ -84,7 +84,6 @@
       write('new', '');
       forgetSent(sent);
       if (text.trim() && text !== sent) write(key, text);
-      if (text === sent) pending = { key, text, at: Date.now() };  // handed over, not yet emptied
       last = { key, text };
       return;
     }

@@ -37,21 +37,17 @@
     while (n && !n.classList.contains('message-buttons')) n = n.nextElementSibling;
     return n;
   };
-  // The Cancel button of an open edit (Gradio shows Submit and Cancel in its row while it is
-  // edited; names translated with the page), or null while that row still shows its old buttons.
-  const cancelOf = (t) => {
+  // A button of an open edit: Gradio shows Submit then Cancel in its row while it is edited
+  // (names translated with the page: else told by place), or null while that row still shows
+  // its old buttons.
+  const editButton = (t, name, place) => {
     const n = buttonsOf(t.closest('.message-row'));
     if (!n) return null;
     const own = [...n.querySelectorAll('button.icon-button')];
-    return n.querySelector('button[aria-label="Cancel"]') || (own.length === 2 ? own[1] : null);
+    return n.querySelector(`button[aria-label="${name}"]`) || (own.length === 2 ? own[place] : null);
   };
-  // Its Submit (the first of the two, when the name is translated).
-  const submitOf = (t) => {
-    const n = buttonsOf(t.closest('.message-row'));
-    if (!n) return null;
-    const own = [...n.querySelectorAll('button.icon-button')];
-    return n.querySelector('button[aria-label="Submit"]') || (own.length === 2 ? own[0] : null);
-  };
+  const cancelOf = (t) => editButton(t, 'Cancel', 1);
+  const submitOf = (t) => editButton(t, 'Submit', 0);
   const cancelEdits = () => {
     let any = false;
     document.querySelectorAll('#ac-chat textarea.edit-textarea').forEach((t) => {
