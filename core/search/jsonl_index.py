@@ -24,6 +24,7 @@ read is re-read.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -313,19 +314,13 @@ class JsonlSearchIndex:
         unrecorded = [(disk[rel].ctime_ns, r[0]) for rel, r in known.items()
                       if r[7] is None and rel in disk and (r[5], r[6]) == (disk[rel].size, disk[rel].mtime_ns)]
         if unrecorded:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with self._writing(conn):
                 conn.executemany("UPDATE files SET ctime_ns = ? WHERE fid = ?", unrecorded)
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
         if gone:
             # An archived (or unarchived) session moved with its size and mtime: re-label it.
             moved = {(r[2], r[3], r[4], r[5], r[6]): r for r in gone}
             still_todo = []
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with self._writing(conn):
                 for rec in todo:
                     r = moved.pop((rec.project_key, rec.session_id, rec.subpath, rec.size, rec.mtime_ns), None)
                     if r is not None and rec.rel not in known:
@@ -337,11 +332,6 @@ class JsonlSearchIndex:
                 for r in moved.values():
                     self._tables.delete_owner(conn, r[0])
                     conn.execute("DELETE FROM files WHERE fid = ?", (r[0],))
-                conn.execute("COMMIT")
-                self._rows_cache = None
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
             todo = still_todo
         # Oldest first: new files get higher numbers, and a search looks at higher numbers first.
         todo.sort(key=lambda rec: rec.mtime_ns)
@@ -349,32 +339,33 @@ class JsonlSearchIndex:
         # each transaction bounded; a crash rolls back one batch, redone on the next query.
         i = 0
         while i < len(todo):
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with self._writing(conn):
                 budget = BATCH_BYTES
                 while i < len(todo) and budget > 0:
                     budget -= self._index_file(conn, todo[i])
                     i += 1
-                conn.execute("COMMIT")
-                self._rows_cache = None
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
         for pk in projects:
             self._walked[pk] = now
         return len(todo)
 
-    def _drop_project(self, conn: sqlite3.Connection, project_key: str) -> None:
+    @contextlib.contextmanager
+    def _writing(self, conn: sqlite3.Connection) -> Iterator[None]:
+        """One write transaction (``BEGIN IMMEDIATE``: another process's writer waits for it),
+        rolled back on any error; once committed, the rows kept between searches are dropped."""
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for (fid,) in conn.execute("SELECT fid FROM files WHERE project_key = ?", (project_key,)).fetchall():
-                self._tables.delete_owner(conn, fid)
-            conn.execute("DELETE FROM files WHERE project_key = ?", (project_key,))
+            yield
             conn.execute("COMMIT")
-            self._rows_cache = None
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+        self._rows_cache = None
+
+    def _drop_project(self, conn: sqlite3.Connection, project_key: str) -> None:
+        with self._writing(conn):
+            for (fid,) in conn.execute("SELECT fid FROM files WHERE project_key = ?", (project_key,)).fetchall():
+                self._tables.delete_owner(conn, fid)
+            conn.execute("DELETE FROM files WHERE project_key = ?", (project_key,))
 
     def _index_file(self, conn: sqlite3.Connection, rec: _OnDisk) -> int:
         """Index what is new in one file inside the caller's transaction; return the bytes read.
