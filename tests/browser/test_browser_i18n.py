@@ -115,6 +115,10 @@ class TestLanguageFollowsTheBrowser:
             expect(page.locator("#ac-list")).to_contain_text("会话 " + UNTITLED_AT)  # untitled, localised label
             expect(page.locator("#ac-list .ac-when").first).to_contain_text("前")  # Babel: "N小时前"
             expect(page.locator("#ac-chat")).to_contain_text("今天我们要做什么")
+            # every field named for screen readers and scripts, not Gradio's "Textbox" (round 23's trial)
+            for role, name in (("textbox", "对话标题"), ("combobox", "模型"), ("textbox", "搜索对话"),
+                               ("textbox", "给 anycode 发消息")):
+                expect(page.get_by_role(role, name=name, exact=True)).to_have_count(1)
         finally:
             context.close()
 
@@ -127,6 +131,9 @@ class TestLanguageFollowsTheBrowser:
             expect(page.locator(".ac-footnote")).to_contain_text("Conversations are saved on this machine")
             assert group_of(page, NIGHT_CHAT) == "Today"
             assert not re.search(r"[\u4e00-\u9fff]", page.locator("#ac-topbar").inner_text())
+            for role, name in (("textbox", "Chat title"), ("combobox", "Model"), ("textbox", "Search chats"),
+                               ("textbox", "Message anycode")):
+                expect(page.get_by_role(role, name=name, exact=True)).to_have_count(1)
         finally:
             context.close()
 

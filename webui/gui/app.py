@@ -360,7 +360,9 @@ def build_sidebar(p: Page) -> None:
                 js_on_load=None, elem_id="ac-brand")
         p.new_btn = gr.Button(tr("new_chat"), icon=asset_path("new-chat.svg"), elem_id="ac-new",
                               variant="secondary", size="md")
-        p.search = gr.Textbox(placeholder=tr("search_chats"), show_label=False, container=False,
+        # Each field has a label even where none is shown: it is the field's name to screen readers
+        # and scripts (a fresh-user trial found the title named "Textbox", Gradio's default).
+        p.search = gr.Textbox(label=tr("search_chats"), placeholder=tr("search_chats"), show_label=False, container=False,
                               elem_id="ac-search")
         p.search_slot = gr.Column(elem_id="ac-search-slot")  # message search results (gui.search)
         p.sessions = gr.HTML("", js_on_load=SESSION_LIST_JS, elem_id="ac-list")
@@ -414,7 +416,7 @@ def build_chat_pane(p: Page) -> None:
         # "Memory updated" (gui.memory): a bar here, so it never covers the chat (issue 31, item 7)
         p.memory_toast_slot = gr.Column(elem_id="ac-memory-toast-slot")
         live_gui.build_live_parts(p)  # "A reply is being written in another tab or window" (issue 25)
-        p.box = gr.Textbox(placeholder=tr("message_placeholder"), show_label=False, lines=1,
+        p.box = gr.Textbox(label=tr("message_placeholder"), placeholder=tr("message_placeholder"), show_label=False, lines=1,
                            max_lines=10, submit_btn=True, stop_btn=False, autofocus=True,
                            elem_id="ac-input", container=False)
         gr.HTML("<div class='ac-footnote'>" + tr("footnote") + "</div>", js_on_load=None)
@@ -427,9 +429,9 @@ def build_topbar(p: Page) -> None:
     then the meter, fold into the "⋯" menu (:mod:`webui.gui.topbar_menu`): the same buttons, so
     their events are the same."""
     with gr.Row(elem_id="ac-topbar", equal_height=True):
-        p.title = gr.Textbox(placeholder=tr("new_chat"), show_label=False, container=False,
+        p.title = gr.Textbox(label=tr("chat_title_label"), placeholder=tr("new_chat"), show_label=False, container=False,
                              elem_id="ac-title", scale=5, max_lines=1)
-        p.model = gr.Dropdown(choices=[], value=None, show_label=False, container=False,
+        p.model = gr.Dropdown(label=tr("model_label"), choices=[], value=None, show_label=False, container=False,
                               allow_custom_value=True, elem_id="ac-model", scale=2, min_width=150)
         p.meter = gr.HTML("", elem_id="ac-meter-box", scale=0, min_width=110)  # context used (issue 9)
         with gr.Row(elem_id="ac-actions"):  # the "⋯" menu's items on a narrow bar
