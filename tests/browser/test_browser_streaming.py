@@ -159,6 +159,60 @@ class TestLostReply:
         expect(page.get_by_role("button", name="Archive", exact=True)).to_be_visible()
 
 
+class TestLiveCheckAnsweredLate:
+    """Guards against the once-a-second check drawing the page from what it showed when the check
+    was sent. Sent while the archive list was shown and answered after Unarchive had taken the
+    page back to the main list, it drew the (now empty) archive under an unchecked "Show
+    archived", and no later check drew it again (CI, stop 45)."""
+
+    def test_a_check_sent_before_unarchive_does_not_bring_the_archive_back(self, world, page):
+        _seed(world["data"], world["proj"])
+        page.goto(world["start_app"]())
+        wait_loaded(page)
+        page.locator("#ac-list .ac-session", has_text="Set up the Postgres store").click()
+        expect(page.locator("[data-testid=user]").last).to_have_text("Set up the Postgres store")
+        sid = _session_param(page.url)
+        page.get_by_role("button", name="Archive", exact=True).click()
+        expect(page.locator(f"#ac-list [data-sid='{sid}']")).to_have_count(0)
+        page.get_by_label("Show archived").check()
+        expect(page.locator(f"#ac-list [data-sid='{sid}']")).to_have_count(1)
+
+        held = _hold_a_check(page)  # sent with the archive list shown; answered when the test says
+        page.locator("#ac-archive").click()  # Unarchive, from the top bar
+        expect(page.get_by_label("Show archived")).not_to_be_checked()
+        expect(page.locator("#ac-list .ac-session.active")).to_have_attribute("data-sid", sid)
+        held[0].continue_()  # the check now finds the list changed, with "Show archived" as it was sent
+        page.wait_for_timeout(3000)  # its answer and the checks after it
+        expect(page.locator("#ac-list")).not_to_contain_text("No archived conversations")
+        expect(page.locator("#ac-list .ac-session.active")).to_have_attribute("data-sid", sid)
+        expect(page.locator("#ac-list .ac-session")).to_have_count(4)
+
+
+def _hold_a_check(page) -> list:
+    """Hold the page's next once-a-second live check (its request is sent, not answered until the
+    test calls ``continue_()`` on the route returned in the list); later checks pass."""
+    import json
+
+    config = page.evaluate("() => window.gradio_config")
+    button = next(c["id"] for c in config["components"] if c.get("props", {}).get("elem_id") == "ac-live-check")
+    checks = {dep.get("id", i) for i, dep in enumerate(config["dependencies"])
+              if [button, "click"] in [list(t) for t in dep.get("targets", [])]}
+    held: list = []
+
+    def hold_one(route):
+        if not held and json.loads(route.request.post_data or "{}").get("fn_index") in checks:
+            held.append(route)
+        else:
+            route.continue_()
+
+    page.route("**/gradio_api/run/predict*", hold_one)
+    for _ in range(50):
+        if held:
+            return held
+        page.wait_for_timeout(100)
+    raise AssertionError("no live check was sent")
+
+
 def _sessions_on_disk(world) -> list[str]:
     store = LocalSessionStore(world["data"])
     from core.session.manager import SessionManager

@@ -8,6 +8,7 @@ it), and so does the tag bar under it (pinned or tagged elsewhere), in the same 
 listener of its own."""
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from dataclasses import replace
@@ -26,13 +27,19 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LIVE_JS = script("live_check.js", SECONDS_MS=int(live.CHECK_SECONDS * 1000))
+LIVE_LIST_JS = script("live_list.js")
 
 
 def build_live_parts(p: Page) -> None:
     """The bar above the input box (hidden until another tab writes) and the hidden check button."""
     p.other_bar = gr.HTML("", visible=False, elem_id="ac-other-writing")
     p.live_btn = gr.Button("live", visible="hidden", elem_id="ac-live-check")
-    p.live_token = gr.State("")  # the list token the sidebar was last drawn with
+    # the list token the sidebar was last drawn with; a Textbox, not a State, so that the page can
+    # ask for the list again when it drops a check's list drawn for what it no longer shows
+    p.live_token = gr.Textbox("", visible="hidden", elem_id="ac-live-token")
+    # the check's sidebar list with what it was drawn for (``_packed``); the page shows it only if
+    # that is still what it shows (assets/js/live_list.js)
+    p.live_list = gr.Textbox("", visible="hidden", elem_id="ac-live-list")
     p.live_writing = gr.State(False)  # whether the bar is shown
     # set by the check when another tab's reply is done: its change shows that reply (wire_live)
     p.live_done = gr.Textbox(visible="hidden", elem_id="ac-live-done")
@@ -54,6 +61,14 @@ def _bar_html(key: str = live.OTHER_WRITING.key) -> str:
     return f'<div class="ac-other-writing">{t(key)}</div>'
 
 
+def _packed(html: str, query: str | None, archived: Any) -> str:
+    """The check's sidebar ``html`` with the search text and archive switch it was drawn for, and
+    a nonce (the same list drawn twice is still a change for the page): JSON for ``live_list``.
+    The open chat is not among them: the tab's state is a ``gr.State``, which Gradio reads on the
+    server when the check runs, not when the page sent it, so it is never older than the list."""
+    return json.dumps({"n": uuid.uuid4().hex, "query": query or "", "archived": bool(archived), "html": html})
+
+
 DELETED = "deleted"  # the bar's mode (``live_writing``) while it says the open chat was deleted elsewhere
 
 
@@ -61,7 +76,7 @@ def wire_live(p: Page, tab_key: Callable[[Any, Any], str]) -> None:
     """The once-a-second check (see the module docstring)."""
     ctx = p.ctx
 
-    check_outputs = [p.sessions, p.other_bar, p.box, p.live_token, p.live_writing, p.state, p.title, p.sid_box,
+    check_outputs = [p.live_list, p.other_bar, p.box, p.live_token, p.live_writing, p.state, p.title, p.sid_box,
                      p.live_done, p.tag_bar]
 
     def on_check(st, tab_id, known, was_writing, query, archived, field, request: gr.Request):
@@ -78,7 +93,8 @@ def wire_live(p: Page, tab_key: Callable[[Any, Any], str]) -> None:
             found = replace(found, token=known, list_changed=False)
         if found.list_changed and st:
             limit = {"limit": st["list_limit"]} if st.get("list_limit") else {}
-            sessions = p.list_html(st, query, archived, active=st.get("session"), **limit)
+            sessions = _packed(p.list_html(st, query, archived, active=st.get("session"), **limit),
+                               query, archived)
             renamed = live.title_now(ctx, st, key)  # renamed in another tab or process (trial D6)
             if st.get("session"):  # pinned or tagged elsewhere: the bar under the title follows (trial 9)
                 tags = tag_bar_html(ctx, st)
@@ -126,6 +142,13 @@ def wire_live(p: Page, tab_key: Callable[[Any, Any], str]) -> None:
     # does not follow an unqueued event).
     p.live_btn.click(on_check, [p.state, p.tab, p.live_token, p.live_writing, p.search, p.show_archived, p.title],
                      check_outputs, api_visibility="private", show_progress="hidden", queue=False)
+
+    # The list the check drew is shown only if the page still shows what it was drawn for (CI,
+    # stop 45): the check is sent with the page's search text and archive switch, and an event
+    # answered while it was on its way (Unarchive from the archive list) may have changed them.
+    p.live_list.change(None, [p.live_list, p.search, p.show_archived, p.sessions, p.live_token],
+                       [p.sessions, p.live_token], js=LIVE_LIST_JS, api_visibility="private",
+                       show_progress="hidden", queue=False)
 
     def on_written(_done, st, tab_id, request: gr.Request):
         view = live.refreshed(ctx, st, tab_key(request, tab_id))
