@@ -12,7 +12,7 @@ import pytest
 
 from core.stores.jsonl_store import LocalSessionStore
 from core.session.keys import SessionKey, project_key
-from tests.support.chromium import TIMEOUT_MS, _post, _seed, expect, send, wait_loaded
+from tests.support.chromium import TIMEOUT_MS, _post, _seed, expect, hold_next, send, wait_held, wait_loaded
 
 pytestmark = pytest.mark.browser
 
@@ -189,28 +189,10 @@ class TestLiveCheckAnsweredLate:
 
 
 def _hold_a_check(page) -> list:
-    """Hold the page's next once-a-second live check (its request is sent, not answered until the
-    test calls ``continue_()`` on the route returned in the list); later checks pass."""
-    import json
-
-    config = page.evaluate("() => window.gradio_config")
-    button = next(c["id"] for c in config["components"] if c.get("props", {}).get("elem_id") == "ac-live-check")
-    checks = {dep.get("id", i) for i, dep in enumerate(config["dependencies"])
-              if [button, "click"] in [list(t) for t in dep.get("targets", [])]}
-    held: list = []
-
-    def hold_one(route):
-        if not held and json.loads(route.request.post_data or "{}").get("fn_index") in checks:
-            held.append(route)
-        else:
-            route.continue_()
-
-    page.route("**/gradio_api/run/predict*", hold_one)
-    for _ in range(50):
-        if held:
-            return held
-        page.wait_for_timeout(100)
-    raise AssertionError("no live check was sent")
+    """Hold the page's next once-a-second live check (:func:`hold_next`), once it was sent."""
+    held = hold_next(page, "ac-live-check", "click", "run/predict")
+    wait_held(page, held, "a live check")
+    return held
 
 
 def _sessions_on_disk(world) -> list[str]:
@@ -393,23 +375,8 @@ class TestTypedRightAfterNewChat:
 
     @staticmethod
     def _hold_new_chat(page):
-        """Hold the New chat event's request until the returned function is called."""
-        config = page.evaluate("() => window.gradio_config")
-        new_id = next(c["id"] for c in config["components"] if c.get("props", {}).get("elem_id") == "ac-new")
-        deps = {dep.get("id", i) for i, dep in enumerate(config["dependencies"])
-                if [new_id, "click"] in [list(t) for t in dep.get("targets", [])]}
-        assert deps, "no click event on New chat"
-        held = []
-
-        def route(r):
-            import json
-            if not held and json.loads(r.request.post_data or "{}").get("fn_index") in deps:
-                held.append(r)
-            else:
-                r.continue_()
-
-        page.route("**/gradio_api/queue/join*", route)
-        return held
+        """Hold the New chat event's request until the test continues it."""
+        return hold_next(page, "ac-new", "click", "queue/join")
 
     def _a_chat_then_new(self, world, page):
         url = world["start_app"]()

@@ -11,7 +11,7 @@ import pytest
 from core.session.manager import SessionManager
 from core.stores.factory import store_from_spec
 from core.stores.jsonl_store import LocalSessionStore
-from tests.support.chromium import TIMEOUT_MS, _post, expect, send
+from tests.support.chromium import TIMEOUT_MS, _post, expect, hold_next, send, wait_held
 from tests.core.agent.test_two_writers import strict_problem
 
 pytestmark = pytest.mark.browser
@@ -260,7 +260,33 @@ class TestRenamedInAnotherTab:
     """Guards against the fresh-user trial's D6 (issue 25): a rename in tab A updated tab B's
     sidebar row but not B's title field, so B showed the old name (and B's next rename was
     refused as made against it); a name being typed in B must not be overwritten either; and
-    against the tag bar under the title not following tags and pins made elsewhere (trial 9)."""
+    against the tag bar under the title not following tags and pins made elsewhere (trial 9);
+    and against B's title field, focused and left without typing as A renamed, writing its older
+    title back over A's (CI: the blur ran after B's live check had given B's state A's title)."""
+
+    def test_a_field_left_without_typing_keeps_the_other_tabs_name(self, world, page):
+        url, sid = _one_chat_answered(world, page)
+        a_title = page.locator("#ac-title input")
+        expect(a_title).not_to_have_value("", timeout=TIMEOUT_MS)  # the generated title arrived
+        b = _open_tab(page, f"{url}?session={sid}")
+        b_title = b.locator("#ac-title input")
+        expect(b_title).to_have_value(a_title.input_value(), timeout=TIMEOUT_MS)
+        held = hold_next(b, "ac-title", "blur", "queue/join")
+        b_title.click()
+        b.locator("#ac-input textarea").click()  # B's title field focused and left, nothing typed
+        wait_held(b, held, "the title field's blur")
+        a_title.fill("Named in tab A")
+        a_title.press("Enter")
+        expect(b_title).to_have_value("Named in tab A", timeout=5_000)  # B's check: B's state has it too
+        held[0].continue_()  # B's blur, sent with the older title in the field, reaches the server now
+        b.wait_for_timeout(1500)
+        from core.session.keys import SessionKey, project_key
+
+        key = SessionKey(project_key(str(world["proj"])), sid)
+        assert SessionManager(LocalSessionStore(world["data"])).get(key).title == "Named in tab A"
+        expect(b_title).to_have_value("Named in tab A")
+        expect(a_title).to_have_value("Named in tab A")
+        expect(b.locator("#ac-list .ac-session.active")).to_contain_text("Named in tab A")
 
     def test_the_title_field_follows_and_a_later_rename_here_is_saved(self, world, page):
         url, sid = _one_chat_answered(world, page)

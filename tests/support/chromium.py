@@ -159,6 +159,37 @@ def send(page, text: str) -> None:
     box.press("Enter")
 
 
+def hold_next(page, elem_id: str, event: str, endpoint: str) -> list:
+    """Hold the next request of the ``event`` listener ("click", "blur" …) of the component
+    ``elem_id`` to Gradio's ``endpoint`` ("run/predict" for an unqueued event, "queue/join" for a
+    queued one): sent by the page, not answered until the test calls ``continue_()`` on the route
+    the returned list then holds. Later requests pass. For races that a late answer makes."""
+    config = page.evaluate("() => window.gradio_config")
+    target = next(c["id"] for c in config["components"] if c.get("props", {}).get("elem_id") == elem_id)
+    deps = {dep.get("id", i) for i, dep in enumerate(config["dependencies"])
+            if [target, event] in [list(t) for t in dep.get("targets", [])] and dep.get("backend_fn", True)}
+    assert deps, f"no {event} event with a server function on #{elem_id}"
+    held: list = []
+
+    def hold_one(route):
+        if not held and json.loads(route.request.post_data or "{}").get("fn_index") in deps:
+            held.append(route)
+        else:
+            route.continue_()
+
+    page.route(f"**/gradio_api/{endpoint}*", hold_one)
+    return held
+
+
+def wait_held(page, held: list, what: str) -> None:
+    """Until ``held`` (from :func:`hold_next`) holds a request; AssertionError after 5 s."""
+    for _ in range(50):
+        if held:
+            return
+        page.wait_for_timeout(100)
+    raise AssertionError(f"{what} was not sent")
+
+
 @pytest.fixture(scope="module")
 def browser():
     """One headless Chromium for the module (its tests open pages of their own)."""

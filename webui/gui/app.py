@@ -334,6 +334,9 @@ def build_app(ctx: WebContext) -> gr.Blocks:
         # The name of a message's "…" menu button, in the page's language: Gradio names it
         # "Feedback" in every language (trial 11); chat_text.js puts this name on it.
         p.menu_name = gr.Textbox(tr("reply_menu"), visible="hidden", elem_id="ac-menu-name")
+        # What the title field held when it was last focused (or renamed from): a rename event
+        # whose text is still that was not typed (wire_chat_actions).
+        p.title_base = gr.Textbox(visible="hidden", elem_id="ac-title-base")
         p.timer = gr.Timer(TITLE_POLL_SECONDS, active=False)
         wire_load(p)
         wire_sending(p)
@@ -701,10 +704,16 @@ def wire_chat_actions(p: Page) -> None:
     versions (arrows, Edit, Regenerate, Retry), Archive, Delete, the archived bar, the Move
     button of a chat whose folder moved, and the Chatbot's trash icon."""
     ctx = p.ctx
-    p.title.submit(_renamer(p), [p.state, p.title, p.search, p.show_archived], p.view_outputs,
-                   api_visibility="private")
-    p.title.blur(_renamer(p), [p.state, p.title, p.search, p.show_archived], p.view_outputs,
-                 api_visibility="private")
+    # The field's text as it was focused, kept in the page: a rename event carries it with the
+    # text, both as the page had them when it was sent. The tab's state cannot tell what the
+    # field showed then: Gradio reads a State when the event runs, and the live check may have
+    # changed it since (another tab's rename: the blur of a field left without typing then
+    # wrote the older title back over it; CI, stop 45's next run).
+    p.title.focus(None, p.title, p.title_base, js="(text) => text", api_visibility="private",
+                  show_progress="hidden", queue=False)
+    rename_inputs = [p.state, p.title, p.search, p.show_archived, p.title_base]
+    p.title.submit(_renamer(p), rename_inputs, [*p.view_outputs, p.title_base], api_visibility="private")
+    p.title.blur(_renamer(p), rename_inputs, [*p.view_outputs, p.title_base], api_visibility="private")
 
     def on_branch(st, query, archived, evt: gr.LikeData):
         if evt.liked not in i18n.variants(BRANCH_OPTION):
@@ -749,18 +758,26 @@ def _renamer(p: Page) -> Callable[..., tuple]:
     """The title field's handler (Enter, or leaving it): save the name the user typed."""
     ctx = p.ctx
 
-    def on_rename(st, text, query, archived):
+    def on_rename(st, text, query, archived, base):
+        if base is not None and text == base:
+            # Nothing typed since the field was focused (or last renamed from): not a rename.
+            # The field may still hold a title another tab has since replaced, and the state
+            # already the newer one: a rename from it would write the older title back.
+            return tuple(gr.skip() for _ in range(len(p.view_outputs) + 1))
         before = st.get("session")
         view = handlers.rename(ctx, st, text)
+        # Saved (or nothing to save): the field's new starting point. Refused or not saved: the
+        # old one stays, so the same text sent again is a rename again.
+        saved = view.title if view.notice is None or view.notice_level == "info" else gr.skip()
         if view.session_id != before:  # a new chat got saved under this name
-            return p.show(view, query, archived)
+            return (*p.show(view, query, archived), saved)
         _notify(view.notice, view.notice_level)
         # Only the title and the list change: a blur that fires as the user clicks another
         # conversation must not repaint the chat with this one.
         html_list = p.list_html(st, query, archived, active=before)
         # The tab now shows this title: a later rename is checked against it (issue 15).
         seen = dict(st, title=view.title) if st.get("session") and view.title != st.get("title") else gr.skip()
-        return (seen, view.title, gr.skip(), html_list, *[gr.skip()] * 9)
+        return (seen, view.title, gr.skip(), html_list, *[gr.skip()] * 9, saved)
 
     return on_rename
 
