@@ -171,6 +171,44 @@ class TestDurability:
         assert [m["content"] for m in messages_of(store.load(key))] == ["kept", "after"]
 
 
+MOVER = """
+import sys
+from core import LocalSessionStore, SessionKey
+store, key = LocalSessionStore(sys.argv[1]), SessionKey(sys.argv[2], sys.argv[3])
+print("ready", flush=True)
+for _ in range(int(sys.argv[4])):
+    store.archive(key)
+    store.unarchive(key)
+"""
+
+
+class TestMovedNeverMissing:
+    """Guards against a session taken for missing while another process archives or unarchives
+    it: ``load`` returned None (and ``exists`` False) when the file moved between finding its
+    folder and reading it. A mirror delivery then took the archived chat for deleted and never
+    carried the archive choice to the other machines' copy (CI, stop 46's run)."""
+
+    def test_load_and_exists_find_a_session_while_it_moves(self, tmp_path):
+        base, sid = tmp_path / "home", new_session_id()
+        key = SessionKey(PK, sid)
+        store = LocalSessionStore(base)
+        store.append(key, [header_entry(sid, PK, None), message_entry(user("still here"))])
+        mover = subprocess.Popen([sys.executable, "-c", MOVER, str(base), PK, sid, "300"], cwd=ROOT,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert mover.stdout.readline().strip() == "ready"
+        reads = missed = 0
+        while mover.poll() is None:
+            entries = store.load(key)
+            missed += entries is None or not store.exists(key)
+            if entries is not None:
+                assert messages_of(entries) == [user("still here")]
+            reads += 1
+        _, err = mover.communicate(timeout=60)
+        assert mover.returncode == 0, err
+        assert reads > 20, "the reads did not overlap the moves"
+        assert missed == 0, f"{missed} of {reads} reads took the moving session for missing"
+
+
 class TestRealProcesses:
     """Several processes on one session: writers racing, stale writers, and writers killed mid-append."""
 
