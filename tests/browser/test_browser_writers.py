@@ -256,6 +256,18 @@ class TestDeletedInAnotherTab:
         assert _session_id(b) not in (sid, second)
 
 
+def _two_tabs_titled(world, page):
+    """Tab A's answered chat, its generated title shown, open in tab B too: ``(session id, tab
+    B, A's title field, B's title field)``."""
+    url, sid = _one_chat_answered(world, page)
+    a_title = page.locator("#ac-title input")
+    expect(a_title).not_to_have_value("", timeout=TIMEOUT_MS)  # the generated title arrived
+    b = _open_tab(page, f"{url}?session={sid}")
+    b_title = b.locator("#ac-title input")
+    expect(b_title).to_have_value(a_title.input_value(), timeout=TIMEOUT_MS)
+    return sid, b, a_title, b_title
+
+
 class TestRenamedInAnotherTab:
     """Guards against the fresh-user trial's D6 (issue 25): a rename in tab A updated tab B's
     sidebar row but not B's title field, so B showed the old name (and B's next rename was
@@ -265,12 +277,7 @@ class TestRenamedInAnotherTab:
     title back over A's (CI: the blur ran after B's live check had given B's state A's title)."""
 
     def test_a_field_left_without_typing_keeps_the_other_tabs_name(self, world, page):
-        url, sid = _one_chat_answered(world, page)
-        a_title = page.locator("#ac-title input")
-        expect(a_title).not_to_have_value("", timeout=TIMEOUT_MS)  # the generated title arrived
-        b = _open_tab(page, f"{url}?session={sid}")
-        b_title = b.locator("#ac-title input")
-        expect(b_title).to_have_value(a_title.input_value(), timeout=TIMEOUT_MS)
+        sid, b, a_title, b_title = _two_tabs_titled(world, page)
         held = hold_next(b, "ac-title", "blur", "queue/join")
         b_title.click()
         b.locator("#ac-input textarea").click()  # B's title field focused and left, nothing typed
@@ -289,12 +296,7 @@ class TestRenamedInAnotherTab:
         expect(b.locator("#ac-list .ac-session.active")).to_contain_text("Named in tab A")
 
     def test_the_title_field_follows_and_a_later_rename_here_is_saved(self, world, page):
-        url, sid = _one_chat_answered(world, page)
-        a_title = page.locator("#ac-title input")
-        expect(a_title).not_to_have_value("", timeout=TIMEOUT_MS)  # the generated title arrived
-        b = _open_tab(page, f"{url}?session={sid}")
-        b_title = b.locator("#ac-title input")
-        expect(b_title).to_have_value(a_title.input_value(), timeout=TIMEOUT_MS)
+        sid, b, a_title, b_title = _two_tabs_titled(world, page)
         a_title.fill("Named in tab A")
         a_title.press("Enter")
         expect(b.locator("#ac-list")).to_contain_text("Named in tab A", timeout=5_000)
