@@ -288,7 +288,7 @@ class LocalSessionStore:
         unarchive is moving meanwhile (the main file first, then its sub-agent records, each
         with one atomic rename): 8% of reads beside a process archiving and unarchiving took
         the session for missing, and a mirror delivery then skipped an archived chat's archive
-        choice as if it had been deleted (CI, stop 46's run). On a miss both sides are looked
+        choice as if it had been deleted (a full suite run, round 24). On a miss both sides are looked
         at, in turn, a few times: a record is always on one of them, so only moves faster than
         two ``stat`` calls could hide it. No lock: a miss is also the answer for every chat of
         another machine (:mod:`core.stores.remote_list` asks for each), which must not create

@@ -274,7 +274,8 @@ class TestRenamedInAnotherTab:
     refused as made against it); a name being typed in B must not be overwritten either; and
     against the tag bar under the title not following tags and pins made elsewhere (trial 9);
     and against B's title field, focused and left without typing as A renamed, writing its older
-    title back over A's (CI: the blur ran after B's live check had given B's state A's title)."""
+    title back over A's (a full suite run, round 24: the blur ran after B's live check had given
+    B's state A's title)."""
 
     def test_a_field_left_without_typing_keeps_the_other_tabs_name(self, world, page):
         sid, b, a_title, b_title = _two_tabs_titled(world, page)

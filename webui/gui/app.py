@@ -708,7 +708,7 @@ def wire_chat_actions(p: Page) -> None:
     # text, both as the page had them when it was sent. The tab's state cannot tell what the
     # field showed then: Gradio reads a State when the event runs, and the live check may have
     # changed it since (another tab's rename: the blur of a field left without typing then
-    # wrote the older title back over it; CI, stop 45's next run).
+    # wrote the older title back over it; a full suite run, round 24).
     p.title.focus(None, p.title, p.title_base, js="(text) => text", api_visibility="private",
                   show_progress="hidden", queue=False)
     rename_inputs = [p.state, p.title, p.search, p.show_archived, p.title_base]

@@ -186,7 +186,7 @@ class TestMovedNeverMissing:
     """Guards against a session taken for missing while another process archives or unarchives
     it: ``load`` returned None (and ``exists`` False) when the file moved between finding its
     folder and reading it. A mirror delivery then took the archived chat for deleted and never
-    carried the archive choice to the other machines' copy (CI, stop 46's run)."""
+    carried the archive choice to the other machines' copy (a full suite run, round 24)."""
 
     def test_load_and_exists_find_a_session_while_it_moves(self, tmp_path):
         base, sid = tmp_path / "home", new_session_id()
