@@ -108,9 +108,25 @@ class LocalSessionStore:
         return None
 
     def _locate(self, key: SessionKey) -> Path | None:
-        archived = self._is_archived(key.parent)
-        path = self._file(key, bool(archived))
-        return path if path.is_file() else None
+        """The record's file, in the main list or ``archive/``; None when it is in neither.
+
+        Each side is looked at for the record's own file, in turn, a few times on a miss: a
+        lookup that settled the side first (from the main file) missed a record that archive or
+        unarchive was moving meanwhile (the main file first, then its sub-agent records, each
+        with one atomic rename). 8% of reads beside a process archiving and unarchiving took
+        the session for missing, and a mirror delivery then skipped an archived chat's archive
+        choice as if it had been deleted (a full suite run, round 24). A record is always on one
+        side, so only moves faster than two ``stat`` calls could hide it. No lock: a miss is
+        also the answer for every chat of another machine (:mod:`core.stores.remote_list` asks
+        for each), which must not create a lock file per chat."""
+        for attempt in range(3):
+            for archived in (False, True):
+                path = self._file(key, archived)
+                if path.is_file():
+                    return path
+            if attempt == 0 and not self._project_dir(key.project_key).is_dir():
+                return None
+        return None
 
     def _lock(self, key: SessionKey) -> filelock.BaseFileLock:
         # One lock per main session, outside the archive split, so archiving and appending
@@ -268,7 +284,7 @@ class LocalSessionStore:
         entry dicts may be shared with other callers (the store keeps a long session parsed:
         :mod:`core.stores.entry_cache`): read-only, copy one before changing it."""
         for _ in range(3):
-            path = self._find(key)
+            path = self._locate(key)
             if path is None:
                 return None
             try:
@@ -279,31 +295,7 @@ class LocalSessionStore:
 
     def exists(self, key: SessionKey) -> bool:
         """True when the session or sub-agent record exists (archived or not)."""
-        return self._find(key) is not None
-
-    def _find(self, key: SessionKey) -> Path | None:
-        """The record's file, in the main list or ``archive/``; None when it is in neither.
-
-        A lookup that settles the side first (:meth:`_locate`) can miss a record that archive or
-        unarchive is moving meanwhile (the main file first, then its sub-agent records, each
-        with one atomic rename): 8% of reads beside a process archiving and unarchiving took
-        the session for missing, and a mirror delivery then skipped an archived chat's archive
-        choice as if it had been deleted (a full suite run, round 24). On a miss both sides are looked
-        at, in turn, a few times: a record is always on one of them, so only moves faster than
-        two ``stat`` calls could hide it. No lock: a miss is also the answer for every chat of
-        another machine (:mod:`core.stores.remote_list` asks for each), which must not create
-        a lock file per chat."""
-        path = self._locate(key)
-        if path is not None:
-            return path
-        if not self._project_dir(key.project_key).is_dir():
-            return None
-        for _ in range(3):
-            for archived in (False, True):
-                path = self._file(key, archived)
-                if path.is_file():
-                    return path
-        return None
+        return self._locate(key) is not None
 
     def written_at(self, key: SessionKey) -> float | None:
         """When the record was last written in this store (its file's mtime, Unix seconds), or
