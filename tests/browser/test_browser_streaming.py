@@ -388,11 +388,7 @@ class TestTypedRightAfterNewChat:
         url_a = page.url
         held = self._hold_new_chat(page)
         page.locator("#ac-new").click()
-        for _ in range(50):
-            if held:
-                break
-            page.wait_for_timeout(100)
-        assert held, "the New chat event was not sent"
+        wait_held(page, held, "the New chat event")
         return url_a, held
 
     def test_an_enter_before_the_new_chat_shows_sends_there(self, world, page):
