@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -265,6 +266,58 @@ def import_sessions(
         report.messages += len(imp.messages)
         report.subagent_records += len(subs)
     return report
+
+
+_DRIVE = re.compile(r"[A-Za-z]:")
+
+
+def unsafe_name(value: Any) -> str | None:
+    """Why ``value``, an id or a name read from imported content, cannot be part of a path, or
+    None when it can. Refused: anything but non-empty text, a NUL or other control character, an
+    absolute path (``/…``, ``\\…``, ``C:…``, ``~…``), a path separator, and ``..`` anywhere.
+
+    Why a rule of its own: the importers build paths from what the files say (Claude Code's
+    sub-agent folder is ``<folder>/<sessionId>/subagents``), and a transcript whose ``sessionId``
+    was an absolute path made the importer read files from elsewhere on the disk into a chat."""
+    if not isinstance(value, str) or not value:
+        return "is empty or not text"
+    if "\x00" in value:
+        return "holds a NUL character"
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        return "holds a control character"
+    if value.startswith(("/", "\\", "~")) or _DRIVE.match(value):
+        return "is an absolute path"
+    if "/" in value or "\\" in value:
+        return "holds a path separator"
+    if ".." in value:
+        return "holds '..'"
+    return None
+
+
+def refused_name(file: str, line: int, what: str, value: Any) -> ImportProblem | None:
+    """An :class:`ImportProblem` naming the record when ``value`` (its ``what``, e.g. ``"session id"``)
+    is refused by :func:`unsafe_name`; None when it is safe."""
+    why = unsafe_name(value)
+    if why is None:
+        return None
+    shown = repr(value) if not isinstance(value, str) or len(value) <= 80 else repr(value[:77] + "...")
+    return ImportProblem(file, line, f"its {what} {shown} {why}; the record was not imported "
+                                     "(nothing is read outside the import folder)")
+
+
+def inside(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -> bool:
+    """Whether ``path``, with every symbolic link resolved, is ``folder`` (resolved too) or lies
+    under it: a link inside an import folder that points out of it is not followed."""
+    real, top = os.path.realpath(path), os.path.realpath(folder)
+    try:
+        return os.path.commonpath([real, top]) == top
+    except ValueError:  # different drives
+        return False
+
+
+def outside_problem(path: str | os.PathLike[str]) -> ImportProblem:
+    """The problem for a file of an import folder that resolves (through a link) out of it."""
+    return ImportProblem(os.fspath(path), 0, "is a link to a file outside the import folder; it was not read")
 
 
 def iter_jsonl(path: str) -> Iterator[tuple[int, Any] | ImportProblem]:

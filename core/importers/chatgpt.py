@@ -20,7 +20,7 @@ import os
 import zipfile
 from typing import Any, Iterator
 
-from core.importers.base import ImportedMessage, ImportedSession, ImportProblem
+from core.importers.base import ImportedMessage, ImportedSession, ImportProblem, refused_name
 from core.session.text import parse_json
 from core.stores.zip_limits import read_member
 
@@ -49,7 +49,10 @@ def read_export(path: str | os.PathLike[str]) -> Iterator[ImportedSession | Impo
         return
     for position, conv in enumerate(data, 1):
         try:
-            yield from conversation_sessions(conv, path)
+            for item in conversation_sessions(conv, path):
+                if isinstance(item, ImportProblem):
+                    item.line = position
+                yield item
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             yield ImportProblem(path, position, f"conversation {position} could not be read ({_reason(err)})")
         except RecursionError:
@@ -78,13 +81,20 @@ def _load(path: str) -> Any:
         return parse_json(fh.read())
 
 
-def conversation_sessions(conv: dict[str, Any], file: str) -> Iterator[ImportedSession]:
+def conversation_sessions(conv: dict[str, Any], file: str) -> Iterator[ImportedSession | ImportProblem]:
     """The sessions of one exported conversation: the current branch, then one fork per other
-    leaf (each with ``forked_from`` naming the current branch and the last shared message)."""
+    leaf (each with ``forked_from`` naming the current branch and the last shared message). An id
+    that is a path (absolute, ``..``, separators, NUL: :func:`core.importers.base.unsafe_name`)
+    refuses its conversation, or its branch, with a problem naming it."""
     mapping: dict[str, Any] = conv["mapping"]
-    conv_id = str(conv.get("conversation_id") or conv.get("id") or "")
+    conv_id = conv.get("conversation_id") or conv.get("id") or ""
+    conv_id = str(conv_id) if isinstance(conv_id, int) else conv_id  # a number: an id all the same
     if not conv_id:
         raise ValueError("the conversation has no id")
+    refused = refused_name(file, 0, "conversation id", conv_id)
+    if refused is not None:
+        yield refused
+        return
     title = conv.get("title") if isinstance(conv.get("title"), str) else None
     created = _num(conv.get("create_time"))
 
@@ -111,6 +121,10 @@ def conversation_sessions(conv: dict[str, Any], file: str) -> Iterator[ImportedS
     on_main = set(main_nodes)
     for leaf in sorted(leaves):
         if leaf in on_main:
+            continue
+        refused = refused_name(file, 0, f"branch id (conversation {conv_id})", leaf)
+        if refused is not None:
+            yield refused
             continue
         nodes = path_to(leaf)
         shared = 0

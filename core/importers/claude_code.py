@@ -31,7 +31,8 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
-from core.importers.base import ImportedMessage, ImportedSession, ImportProblem, iso_seconds, iter_jsonl
+from core.importers.base import (ImportedMessage, ImportedSession, ImportProblem, inside, iso_seconds, iter_jsonl,
+                                  outside_problem, refused_name)
 from core.session.text import parse_json
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,9 @@ def read_sessions(root: str | os.PathLike[str], *, project: str | None = None) -
         return
     wanted = os.path.realpath(project) if project else None
     for path in session_files(root_path):
+        if root_path.is_dir() and not inside(path, root_path):
+            yield outside_problem(path)
+            continue
         for item in read_session(path):
             if wanted and isinstance(item, ImportedSession) and (item.cwd is None or os.path.realpath(item.cwd) != wanted):
                 continue
@@ -73,21 +77,32 @@ def read_sessions(root: str | os.PathLike[str], *, project: str | None = None) -
 
 def read_session(path: str | os.PathLike[str]) -> Iterator[ImportedSession | ImportProblem]:
     """The session in one Claude Code JSONL file (with its sub-agent records), plus a problem for
-    each unreadable line. A file with no conversation (only a title, say) yields nothing."""
+    each unreadable line. A file with no conversation (only a title, say) yields nothing.
+
+    Sub-agent files are read only from inside the file's folder: a ``sessionId`` or ``agentId``
+    that is a path (absolute, ``..``, separators, NUL) refuses the record with a problem naming
+    it, and a file that is a link out of the folder is not read."""
     path = Path(path)
     records: list[dict[str, Any]] = []
+    lines: list[int] = []
     try:
         for item in iter_jsonl(str(path)):
             if isinstance(item, ImportProblem):
                 yield item
             elif isinstance(item[1], dict):
                 records.append(item[1])
+                lines.append(item[0])
             else:
                 yield ImportProblem(str(path), item[0], "not a JSON object")
     except OSError as err:
         yield ImportProblem(str(path), 0, f"cannot be read ({err.strerror or err})")
         return
-    session_id = next((r["sessionId"] for r in records if isinstance(r.get("sessionId"), str)), path.stem)
+    named = next((n for n, r in enumerate(records) if "sessionId" in r), None)
+    session_id = records[named]["sessionId"] if named is not None else path.stem
+    refused = refused_name(str(path), lines[named] if named is not None else 0, "session id", session_id)
+    if refused is not None:
+        yield refused
+        return
     main = [r for r in records if not r.get("isSidechain")]
     side = [r for r in records if r.get("isSidechain")]
     chain = _main_chain(main)
@@ -104,8 +119,12 @@ def read_session(path: str | os.PathLike[str]) -> Iterator[ImportedSession | Imp
     custom = [r.get("customTitle") for r in records if r.get("type") == "custom-title" and isinstance(r.get("customTitle"), str)]
     if custom:
         title = custom[-1]
-    subagents = _sidechains(side)
+    subagents, problems = _sidechains(side, str(path))
+    yield from problems
     for agent_path in _agent_files(path, session_id):
+        if not inside(agent_path, path.parent):
+            yield outside_problem(agent_path)
+            continue
         agent_records = []
         for item in iter_jsonl(str(agent_path)):
             if isinstance(item, ImportProblem):
@@ -122,8 +141,13 @@ def read_session(path: str | os.PathLike[str]) -> Iterator[ImportedSession | Imp
 
 
 def _agent_files(path: Path, session_id: str) -> list[Path]:
+    """The sub-agent files of the session ``session_id`` (a name :func:`unsafe_name` accepted, so
+    the folder below is ``path``'s own); a file that links out of ``path``'s folder is returned
+    unread, for the caller to refuse."""
     found = sorted((path.parent / session_id / "subagents").glob("agent-*.jsonl"))
     for candidate in sorted(path.parent.glob("agent-*.jsonl")):
+        if not inside(candidate, path.parent):
+            continue  # not even its first line is read
         # Older Claude Code kept sub-agent files beside the sessions, naming the parent inside.
         try:
             with open(candidate, "rb") as fh:
@@ -155,9 +179,12 @@ def _main_chain(records: list[dict[str, Any]], *, sidechain_ok: bool = False) ->
     return chain[::-1]
 
 
-def _sidechains(records: list[dict[str, Any]]) -> dict[str, list[ImportedMessage]]:
+def _sidechains(records: list[dict[str, Any]], file: str
+                ) -> tuple[dict[str, list[ImportedMessage]], list[ImportProblem]]:
     """Sidechain records grouped into one sub-agent record per chain (keyed by agent id or the
-    chain's first uuid)."""
+    chain's first uuid), and a problem for each chain whose agent id is refused
+    (:func:`core.importers.base.unsafe_name`)."""
+    problems: list[ImportProblem] = []
     by_uuid = {r["uuid"]: r for r in records if isinstance(r.get("uuid"), str)}
     children: set[str] = {r.get("parentUuid") for r in records if isinstance(r.get("parentUuid"), str)}
     out: dict[str, list[ImportedMessage]] = {}
@@ -168,11 +195,17 @@ def _sidechains(records: list[dict[str, Any]]) -> dict[str, list[ImportedMessage
             chain.append(node)
             node = by_uuid.get(node.get("parentUuid"))
         chain.reverse()
+        agent_id = chain[0].get("agentId")
+        if agent_id is not None:
+            refused = refused_name(file, 0, "sub-agent id", agent_id)
+            if refused is not None:
+                problems.append(refused)
+                continue
         msgs, _ = _convert(chain)
         if msgs:
-            name = _name(str(chain[0].get("agentId") or f"sidechain-{str(chain[0].get('uuid'))[:8]}"))
+            name = _name(str(agent_id or f"sidechain-{str(chain[0].get('uuid'))[:8]}"))
             out[name if name not in out else f"{name}-{len(out)}"] = msgs
-    return out
+    return out, problems
 
 
 def _text_of(content: Any) -> str:

@@ -24,7 +24,8 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
-from core.importers.base import ImportedMessage, ImportedSession, ImportProblem, iso_seconds, iter_jsonl
+from core.importers.base import (ImportedMessage, ImportedSession, ImportProblem, inside, iso_seconds, iter_jsonl,
+                                  outside_problem, refused_name)
 from core.session.text import parse_json
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,9 @@ def read_sessions(root: str | os.PathLike[str], *, project: str | None = None) -
     files = [root] if root.is_file() else sorted(root.rglob("*.jsonl"))
     wanted = os.path.realpath(project) if project else None
     for path in files:
+        if path != root and not inside(path, root):
+            yield outside_problem(path)  # a link out of the folder given
+            continue
         for item in read_rollout(path):
             if wanted and isinstance(item, ImportedSession) and (item.cwd is None or os.path.realpath(item.cwd) != wanted):
                 continue
@@ -89,9 +93,11 @@ def _output_text(output: Any) -> str:
 
 def read_rollout(path: str | os.PathLike[str]) -> Iterator[ImportedSession | ImportProblem]:
     """The session in one rollout file, plus a problem for each unreadable line; a rollout with
-    no conversation yields nothing."""
+    no conversation yields nothing, one whose session id is a path (absolute, ``..``,
+    separators, NUL: :func:`core.importers.base.unsafe_name`) one problem naming it."""
     path = Path(path)
     meta: dict[str, Any] = {}
+    meta_line = 0
     messages: list[ImportedMessage] = []
     extras: list[tuple[int, dict[str, Any]]] = []
     thread_name: str | None = None  # the latest name the user (or Codex) gave the thread
@@ -117,7 +123,8 @@ def read_rollout(path: str | os.PathLike[str]) -> Iterator[ImportedSession | Imp
         if not isinstance(payload, dict):
             continue
         if kind == "session_meta":
-            meta = meta or payload
+            if not meta:
+                meta, meta_line = payload, lineno
         elif kind == "event_msg" and payload.get("type") == "thread_name_updated":
             name = payload.get("thread_name")
             thread_name = " ".join(name.split())[:200] if isinstance(name, str) and name.strip() else thread_name
@@ -132,7 +139,12 @@ def read_rollout(path: str | os.PathLike[str]) -> Iterator[ImportedSession | Imp
                 yield ImportProblem(str(path), lineno, f"an item could not be read ({err})")
     if not any(m.message["role"] in ("user", "assistant") for m in messages):
         return
-    source_id = str(meta.get("id") or path.stem)
+    source_id = meta.get("id") or path.stem
+    source_id = str(source_id) if isinstance(source_id, int) else source_id
+    refused = refused_name(str(path), meta_line, "session id", source_id)
+    if refused is not None:
+        yield refused
+        return
     title = next((m.message["content"] for m in messages if m.message["role"] == "user"), None)
     if title:
         title = " ".join(title.split())[:80]

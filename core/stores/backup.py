@@ -42,7 +42,7 @@ import zipfile
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.errors import BackupError, StoreUnavailable
+from core.errors import BackupError, InvalidSessionKey, StoreUnavailable
 from core.session.text import parse_json
 from core.session.entries import SessionState, encode_entries
 from core.session.keys import SessionKey
@@ -201,7 +201,7 @@ class BackupArchive:
                               f"this anycode reads version {VERSION}.")
         #: One sentence per manifest entry that could not be used (named, skipped; the rest restores).
         self.problems: list[tuple[str, str]] = []
-        self.manifest = {**manifest, "memory": self._valid(manifest.get("memory"), "memory", ("scope",)),
+        self.manifest = {**manifest, "memory": self._scopes(self._valid(manifest.get("memory"), "memory", ("scope",))),
                          "blobs": self._valid(manifest.get("blobs"), "blobs", ())}
         self._records: dict[SessionKey, dict[str, Any]] = {}
         for rec in self._valid(manifest.get("records"), "records", ("project_key", "session_id")):
@@ -209,7 +209,14 @@ class BackupArchive:
             if sub is not None and not isinstance(sub, str):
                 self.problems.append((f"manifest:{rec['path']}", "its subpath is not text; skipped"))
                 continue
-            self._records[SessionKey(rec["project_key"], rec["session_id"], sub)] = rec
+            try:
+                key = SessionKey(rec["project_key"], rec["session_id"], sub)
+            except InvalidSessionKey as err:
+                # A record's names become file names in the target store: one that is a path
+                # (absolute, "..", a separator, NUL) is refused by name; the others restore.
+                self.problems.append((f"manifest:{rec['path']}", f"names its record unsafely ({err}); skipped"))
+                continue
+            self._records[key] = rec
         self._cache: dict[SessionKey, list[dict[str, Any]]] = {}
 
     def _valid(self, items: Any, field_name: str, keys: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -226,6 +233,27 @@ class BackupArchive:
             if not isinstance(rec, dict) or not all(isinstance(rec.get(k), str) and rec[k] for k in need):
                 self.problems.append((f"manifest:{field_name}[{n}]",
                                       f"lacks one of {', '.join(need)} (or one is not text); skipped"))
+                continue
+            member = rec["path"]
+            if "\x00" in member or member.startswith(("/", "\\")) or ".." in member.replace("\\", "/").split("/"):
+                self.problems.append((f"manifest:{field_name}[{n}]",
+                                      f"names the member {member!r}, which is not a plain path inside the backup; skipped"))
+                continue
+            good.append(rec)
+        return good
+
+    def _scopes(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The memory entries of the manifest whose scope is one a memory log accepts
+        (:func:`core.stores.memory_log.check_scope`: ``user`` or ``project:<safe key>``, as it
+        names a file); each other one is put in :attr:`problems` and left out."""
+        from core.stores.memory_log import check_scope
+
+        good = []
+        for rec in items:
+            try:
+                check_scope(rec["scope"])
+            except ValueError as err:
+                self.problems.append((f"manifest:{rec['path']}", f"{err}; skipped"))
                 continue
             good.append(rec)
         return good
