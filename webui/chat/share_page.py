@@ -12,6 +12,10 @@ What the file is, and why:
   ``<meta>`` (``default-src 'none'``) makes sure the file cannot load or run anything, even from a
   link a reply holds (links stay clickable; images come only from ``data:`` URLs).
 - Light and dark by ``prefers-color-scheme``.
+- Credentials masked: every message, tool argument, tool result, summary and the title pass
+  through :func:`core.memory.secrets.mask_secrets` — the very finder that keeps secrets out of
+  memory — before they are rendered, so an API key a tool read is ``[hidden]`` in the page (a page
+  is made to be sent to others), and the page says how many values it masked.
 The facts at the top (id, times, version n of m, tags) are those of the Markdown export
 (:func:`core.session.export.session_to_markdown`). Written ``0600`` like the other exports.
 """
@@ -24,6 +28,7 @@ import logging
 from functools import lru_cache
 from typing import Any, Iterable
 
+from core.memory.secrets import mask_secrets
 from core.session.export import UNTITLED, message_text
 from webui.text import chat_text
 
@@ -61,6 +66,7 @@ details { border: 1px solid var(--border); border-radius: 8px; padding: 6px 10px
 summary { cursor: pointer; color: var(--muted); font-size: 13px; }
 .ac-lit { white-space: pre-wrap; }
 .ac-bidi { border: 1px solid var(--border); border-radius: 3px; font-size: 11px; padding: 0 2px; color: var(--muted); }
+.masked { color: var(--muted); font-size: 13px; border-left: 3px solid var(--border); padding-left: 10px; }
 footer { color: var(--muted); font-size: 12px; margin-top: 40px; border-top: 1px solid var(--border); padding-top: 8px; }
 """
 
@@ -116,11 +122,33 @@ def _when(ts: float) -> str:
     return _dt.datetime.fromtimestamp(ts).astimezone().strftime("%Y-%m-%d %H:%M %z")
 
 
-def _tool_details(name: str, arguments: str, result: str | None) -> str:
+class _Masker:
+    """:func:`core.memory.secrets.mask_secrets` over every text of one page, counting the values."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, text: str) -> str:
+        masked, n = mask_secrets(text)
+        self.count += n
+        return masked
+
+
+def _masked_note(count: int) -> str:
+    if not count:
+        return ""
+    values = "1 value" if count == 1 else f"{count} values"
+    return (f'<p class="masked">{values} that looked like a password, key or token '
+            f'{"was" if count == 1 else "were"} replaced by <code>[hidden]</code> in this page.</p>')
+
+
+def _tool_details(name: str, arguments: str, result: str | None, mask: _Masker) -> str:
     try:
         arguments = json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
     except (TypeError, ValueError):
         pass
+    # Pretty-printed first, masked after: a masked value never breaks the JSON being read.
+    arguments, result = mask(arguments or ""), (mask(result) if result is not None else None)
     out = [f"<details><summary>Tool call <code>{html.escape(name)}</code></summary>",
            f"<pre><code>{html.escape(arguments or '')}</code></pre>"]
     if result is not None:
@@ -133,7 +161,8 @@ def session_to_html(session: Any, *, version: tuple[int, int, bool] | None = Non
                     tags: Iterable[str] | None = None) -> str:
     """The whole page for ``session`` (a :class:`core.session.models.Session`): ``version`` ``(n,
     m, in use)`` and ``tags`` as for the Markdown export. Returns the HTML text (UTF-8 when saved)."""
-    title = session.title or UNTITLED
+    mask = _Masker()
+    title = mask(session.title) if session.title else UNTITLED
     facts = [f"<li>{len(session.messages)} messages</li>", f"<li>Created {html.escape(_when(session.created_at))}</li>",
              f"<li>Updated {html.escape(_when(session.updated_at))}</li>"]
     if version and version[1] > 1:
@@ -150,9 +179,9 @@ def session_to_html(session: Any, *, version: tuple[int, int, bool] | None = Non
     for i, msg in enumerate(session.messages):
         for c in cuts.pop(i, ()):
             body.append("<details><summary>Earlier messages were summarised</summary>"
-                        f"{reply_html(str(c.get('summary', '')))}</details>")
+                        f"{reply_html(mask(str(c.get('summary', ''))))}</details>")
         role = msg.get("role")
-        text = message_text(msg.get("content"))
+        text = mask(message_text(msg.get("content"))) if role in ("user", "assistant") else ""
         if role == "user":
             body.append(f'<section class="msg user"><div class="body">{html.escape(text)}</div></section>')
         elif role == "assistant":
@@ -160,14 +189,14 @@ def session_to_html(session: Any, *, version: tuple[int, int, bool] | None = Non
             for call in msg.get("tool_calls") or []:
                 fn = (call or {}).get("function") or {}
                 parts.append(_tool_details(str(fn.get("name", "tool")), str(fn.get("arguments", "")),
-                                           results.get(str((call or {}).get("id", "")))))
+                                           results.get(str((call or {}).get("id", ""))), mask))
             if parts:
                 body.append(f'<section class="msg assistant"><div class="who">{_ROLES["assistant"]}</div>'
                             f'<div class="body">{"".join(parts)}</div></section>')
     for rest in cuts.values():
         for c in rest:
             body.append("<details><summary>Earlier messages were summarised</summary>"
-                        f"{reply_html(str(c.get('summary', '')))}</details>")
+                        f"{reply_html(mask(str(c.get('summary', ''))))}</details>")
     # The conversation's language (screen readers, hyphenation, fonts); "und" when it cannot be
     # told (too little prose, mixed): the export of an English chat said "und" (trial 7).
     from core.agent.language import conversation_language
@@ -179,6 +208,6 @@ def session_to_html(session: Any, *, version: tuple[int, int, bool] | None = Non
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<meta name=\"generator\" content=\"anycode\"><title>{html.escape(title)}</title>"
             f"<style>{_CSS}{_pygments_css()}</style></head><body><main>"
-            f"<h1>{html.escape(title)}</h1><ul class=\"facts\">{''.join(facts)}</ul>"
+            f"<h1>{html.escape(title)}</h1><ul class=\"facts\">{''.join(facts)}</ul>{_masked_note(mask.count)}"
             + "".join(body)
             + f"<footer>Exported from anycode · session {html.escape(session.id)}</footer></main></body></html>\n")

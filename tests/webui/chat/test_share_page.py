@@ -60,3 +60,35 @@ class TestSharedPageLanguage:
         assert '<html lang="en">' in session_to_html(session(english))
         assert '<html lang="zh-Hans">' in session_to_html(session(chinese))
         assert '<html lang="und">' in session_to_html(session([{"role": "user", "content": "ok"}]))
+
+
+class TestSharedPageMasksCredentials:
+    """Guards against the page made to share carrying credentials a tool read (API keys, cloud
+    secrets, passwords), folded out of sight in a tool step: every message, tool argument and tool
+    result goes through the memory's secret finder, and the page says how many values it masked."""
+
+    def test_every_text_is_masked_and_counted(self):
+        env = ("OPENAI_API_KEY=sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1w\n"
+               "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n"
+               "DATABASE_URL=postgres://app:s3cr3t-pass@db.internal:5432/app\n"
+               "DEBUG=true\n")
+        msgs = [{"role": "user", "content": "the wifi password is sunflower, please check my .env"},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": ".env"}'}},
+                    {"id": "c2", "type": "function", "function": {
+                        "name": "write_file",
+                        "arguments": '{"path": "ci.env", "content": "GITHUB_TOKEN=ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789"}'}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": env},
+                {"role": "tool", "tool_call_id": "c2", "content": "wrote ci.env"},
+                {"role": "assistant", "content": "Your key `sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1w` is set; DEBUG is on."}]
+        page = session_to_html(session(msgs))
+        for secret in ("sunflower", "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1w", "wJalrXUtnFEMI", "s3cr3t-pass",
+                       "ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789"):
+            assert secret not in page, secret
+        assert "DEBUG=true" in page and "OPENAI_API_KEY=[hidden]" in page and "wrote ci.env" in page
+        assert "6 values that looked like a password, key or token were replaced by <code>[hidden]</code>" in page
+
+    def test_a_clean_chat_says_nothing_about_masking(self):
+        page = session_to_html(session([{"role": "user", "content": "use a token bucket"},
+                                        {"role": "assistant", "content": "the password policy requires 12 characters"}]))
+        assert "[hidden]" not in page and 'class="masked"' not in page
