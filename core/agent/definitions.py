@@ -20,9 +20,23 @@ its model aliases (``sonnet``, ``opus``, ``haiku``, ``inherit``) mean "the defau
 
 Where they are read, first found wins for a name (:func:`agent_folders`):
 ``<project>/.anycode/agents/``, ``<project>/.claude/agents/``, then the user's
-``<data dir>/agents/``. A file that cannot be used (bad YAML, no name, a duplicate...) is named
-in one sentence (:class:`~core.errors.InvalidAgentDefinition`), logged and skipped; the others
-still load (:attr:`Definitions.problems` keeps the sentences for ``anycode agents list``).
+``<data dir>/agents/`` — each with its subfolders (collections of published agents are often
+organised by topic: ``agents/engineering/reviewer.md``); hidden folders are skipped, a linked
+folder is followed once. The name is the frontmatter's. When two files of one folder tree give the
+same name from different subfolders, the folder becomes the namespace (``engineering.reviewer``,
+``security.reviewer``; one at the top keeps the plain name) and the clash is reported in one
+sentence; two files of the very same folder with one name keep the first, the second is named
+and skipped. A file that cannot be used (bad YAML, no name, a duplicate...) is named in one
+sentence (:class:`~core.errors.InvalidAgentDefinition`), logged and skipped; the others still
+load (:attr:`Definitions.problems` keeps the sentences for ``anycode agents list``).
+
+Frontmatter that YAML refuses but Claude Code accepts is read the way Claude Code reads it: a
+``description:`` left unquoted while holding ``: `` (``Examples: … user: "…" assistant: "…"``,
+common in published agents) makes PyYAML stop with "mapping values are not allowed here" or
+"could not find expected ':'"; then each line starting with a known key (``name:``,
+``description:``, ``tools:``, ``model:``…) starts that key, its value is the rest of the line,
+and every other line continues the value before it (:func:`lenient_frontmatter`). Other YAML
+errors are still refused.
 
 ``mode: expert`` (the article's "independent sessions"): the agent keeps one persistent session
 per project (:mod:`core.agent.experts`); ``subagent`` starts fresh at every call.
@@ -34,7 +48,7 @@ import os
 import re
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -45,6 +59,7 @@ from core.settings import data_dir
 log = logging.getLogger(__name__)
 
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}\Z")
+MAX_DEPTH = 8  # subfolder levels searched below an agents folder
 MODES = ("subagent", "expert")
 MAX_FILE_BYTES = 256 * 1024  # a system prompt, not a book: larger files are refused
 # anycode's tool names a definition may list (the workspace tools and `task`).
@@ -144,6 +159,44 @@ def _tools(value: object, path: Path, source: str) -> tuple[str, ...] | None:
     return tuple(out)
 
 
+# Keys of Claude Code's and anycode's agent frontmatter: in the lenient reading, a line starting
+# with one of them starts a new key; any other "word:" line continues the value before it.
+KNOWN_KEYS = frozenset({"name", "description", "tools", "model", "mode", "color", "permissionMode", "disallowedTools",
+                        "skills", "hooks", "memory", "maxTurns", "mcpServers", "effort", "isolation", "background",
+                        "allowed-tools", "argument-hint", "version", "author", "tags"})
+# What PyYAML says about an unquoted value holding ": " — the shape Claude Code reads anyway.
+_LENIENT_PROBLEMS = ("mapping values are not allowed here", "could not find expected ':'")
+_KEY_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_-]*):(?:[ \t]+(.*)|[ \t]*)\Z")
+
+
+def lenient_frontmatter(block: str) -> dict[str, object]:
+    """``block`` read line by line as Claude Code reads frontmatter YAML refuses: a line at the
+    left margin starting ``key:`` with a known key (:data:`KNOWN_KEYS`; the first key of the
+    block in any case) starts it, its value is the rest of the line; every other line continues
+    the value before it (joined by newlines). A value in matching quotes loses them; the literal
+    ``\\n`` some files use for line breaks becomes one; a value of ``- item`` lines is a list."""
+    meta: dict[str, list[str]] = {}
+    key: str | None = None
+    for line in block.splitlines():
+        m = _KEY_LINE.match(line)
+        if m and (key is None or m.group(1) in KNOWN_KEYS):
+            key = m.group(1)
+            meta[key] = [m.group(2) or ""]
+        elif key is not None:
+            meta[key].append(line.strip())
+    out: dict[str, object] = {}
+    for k, lines in meta.items():
+        items = [ln for ln in lines[1:] if ln]
+        if not lines[0].strip() and items and all(ln.startswith("- ") for ln in items):
+            out[k] = [ln[2:].strip() for ln in items]
+            continue
+        value = "\n".join(lines).strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        out[k] = value.replace("\\n", "\n")
+    return out
+
+
 def parse_definition(text: str, path: str | os.PathLike[str], source: str = "project") -> AgentDefinition:
     """The definition in ``text`` (a file's content; ``path`` names it in errors). Raises
     :class:`~core.errors.InvalidAgentDefinition` with one sentence naming the file and the fault."""
@@ -154,9 +207,14 @@ def parse_definition(text: str, path: str | os.PathLike[str], source: str = "pro
     try:
         meta = yaml.safe_load(match.group(1))
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" (line {mark.line + 2})" if mark is not None else ""
-        raise InvalidAgentDefinition(f"{path}: skipped, its frontmatter is not valid YAML{where}.") from None
+        if getattr(err, "problem", None) in _LENIENT_PROBLEMS:
+            # Claude Code reads this file (an unquoted description holding ": "): so does anycode.
+            log.info("%s: frontmatter read line by line (%s)", path, err.problem)  # type: ignore[attr-defined]
+            meta = lenient_frontmatter(match.group(1))
+        else:
+            mark = getattr(err, "problem_mark", None)
+            where = f" (line {mark.line + 2})" if mark is not None else ""
+            raise InvalidAgentDefinition(f"{path}: skipped, its frontmatter is not valid YAML{where}.") from None
     if not isinstance(meta, dict):
         raise InvalidAgentDefinition(f"{path}: skipped, its frontmatter is not a set of 'key: value' lines.")
     name = meta.get("name")
@@ -189,15 +247,53 @@ _CACHE: dict[tuple, tuple[tuple, Definitions]] = {}
 _CACHE_GUARD = threading.Lock()
 
 
+def _md_files(folder: Path) -> list[Path]:
+    """The ``*.md`` files of ``folder`` and its subfolders (hidden ones skipped, at most
+    :data:`MAX_DEPTH` levels, a linked folder followed once), the folder's own first, then each
+    subfolder's in name order. Raises ``FileNotFoundError`` for a missing folder, ``OSError`` for
+    one that cannot be read."""
+    out: list[Path] = []
+    seen: set[str] = set()
+
+    def walk(d: Path, depth: int) -> None:
+        real = os.path.realpath(d)
+        if real in seen:  # a link back to a folder already read
+            return
+        seen.add(real)
+        with os.scandir(d) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        subdirs = []
+        for e in entries:
+            if e.name.startswith("."):
+                continue
+            try:
+                if e.is_dir():
+                    subdirs.append(Path(e.path))
+                elif e.name.endswith(".md") and e.is_file():
+                    out.append(Path(e.path))
+            except OSError:
+                continue
+        if depth < MAX_DEPTH:
+            for sub in subdirs:
+                try:
+                    walk(sub, depth + 1)
+                except OSError as err:
+                    log.info("%s: not read (%s)", sub, err)
+
+    walk(folder, 0)
+    return out
+
+
 def _signature(folders: list[tuple[str, Path]]) -> tuple:
-    """What changes when a definition may have: each folder's ``.md`` files with their
+    """What changes when a definition may have: each folder tree's ``.md`` files with their
     modification time (ns) and size; an unreadable folder gives its error (read again then)."""
     out = []
     for _source, folder in folders:
         try:
-            with os.scandir(folder) as entries:
-                files = sorted((e.name, e.stat().st_mtime_ns, e.stat().st_size)
-                               for e in entries if e.name.endswith(".md"))
+            files = []
+            for path in _md_files(folder):
+                st = path.stat()
+                files.append((str(path), st.st_mtime_ns, st.st_size))
         except FileNotFoundError:
             files = None
         except OSError as err:
@@ -229,16 +325,30 @@ def load_definitions(project_root: str | os.PathLike[str] | None, *,
     return Definitions(dict(cached[1].agents), list(cached[1].problems))
 
 
+def _namespace(folder: Path, path: Path) -> str:
+    """The namespace of a file's agent: its folder below the agents folder, each part in the
+    characters of a name, joined by dots (``engineering/Back End`` → ``engineering.back-end``)."""
+    parts = path.parent.relative_to(folder).parts
+    return ".".join(re.sub(r"[^a-z0-9_-]+", "-", p.lower()).strip("-") or "x" for p in parts)
+
+
 def _read_definitions(folders: list[tuple[str, Path]], quiet: bool) -> Definitions:
     found = Definitions()
+
+    def problem(text: str) -> None:
+        if not quiet:
+            log.warning("%s", text)
+        found.problems.append(text)
+
     for source, folder in folders:
         try:
-            files = sorted(p for p in folder.iterdir() if p.suffix == ".md")
+            files = _md_files(folder)
         except FileNotFoundError:
             continue
         except OSError as err:
             found.problems.append(f"{folder}: skipped, it cannot be read ({err.strerror or err}).")
             continue
+        by_name: dict[str, list[AgentDefinition]] = {}
         for path in files:
             try:
                 if path.stat().st_size > MAX_FILE_BYTES:
@@ -246,24 +356,34 @@ def _read_definitions(folders: list[tuple[str, Path]], quiet: bool) -> Definitio
                 text = path.read_text(encoding="utf-8")
                 agent = parse_definition(text, path, source)
             except UnicodeDecodeError:
-                problem = f"{path}: skipped, it is not UTF-8 text."
+                problem(f"{path}: skipped, it is not UTF-8 text.")
             except OSError as err:
-                problem = f"{path}: skipped, it cannot be read ({err.strerror or err})."
+                problem(f"{path}: skipped, it cannot be read ({err.strerror or err}).")
             except InvalidAgentDefinition as err:
-                problem = str(err)
+                problem(str(err))
             else:
+                same = by_name.setdefault(agent.name, [])
+                twin = next((a for a in same if Path(a.path).parent == path.parent), None)
+                if twin is not None:  # two files of one folder: the second is a mistake
+                    problem(f"{path}: skipped, the agent {agent.name!r} is already defined in {twin.path}.")
+                    continue
+                same.append(agent)
+        for name, agents in by_name.items():
+            if len(agents) > 1:
+                # One name from several subfolders: the folder is the namespace, a top-level file
+                # keeps the plain name, and the user is told which name is which.
+                named = [a if Path(a.path).parent == folder else
+                         replace(a, name=f"{_namespace(folder, Path(a.path))}.{name}") for a in agents]
+                problem(f"{folder}: the agent name {name!r} is given by {len(agents)} files; they are named "
+                        + ", ".join(f"{a.name!r} ({Path(a.path).relative_to(folder)})" for a in named) + ".")
+            else:
+                named = agents
+            for agent in named:
                 first = found.agents.get(agent.name)
                 if first is None:
                     found.agents[agent.name] = agent
-                    continue
-                if first.source == source:  # two files of one folder: the second is a mistake
-                    problem = f"{path}: skipped, the agent {agent.name!r} is already defined in {first.path}."
                 else:  # the project's definition overrides the user's: expected, not a problem
-                    log.info("agent %r of %s is overridden by %s", agent.name, path, first.path)
-                    continue
-            if not quiet:
-                log.warning("%s", problem)
-            found.problems.append(problem)
+                    log.info("agent %r of %s is overridden by %s", agent.name, agent.path, first.path)
     return found
 
 
@@ -309,7 +429,7 @@ def find_agent(name: str, project_root: str | os.PathLike[str] | None) -> AgentD
     return load_definitions(project_root).get(name)
 
 
-_ADDRESS = re.compile(r"\s*@([a-z0-9][a-z0-9_-]{0,63})(?![\w-])")
+_ADDRESS = re.compile(r"\s*@([a-z0-9][a-z0-9_-]{0,63}(?:\.[a-z0-9][a-z0-9_-]{0,63})*)(?![\w-])")
 
 
 def addressed_agent(text: object, definitions: Definitions | None) -> AgentDefinition | None:
