@@ -9,7 +9,8 @@ message must answer a preceding call). Two remedies, by where the damage is:
 * At the tail, :func:`closing_results` gives tool results saying the call was interrupted; the
   runner APPENDS them to the session (history is never rewritten), so the file itself heals.
 * Anywhere else (a dangling call in the middle, an orphan tool result after a skipped line, an
-  unknown key), :func:`prepare_request` fixes only the request being sent, never the file.
+  unknown key, two tool calls sharing one id), :func:`prepare_request` fixes only the request
+  being sent, never the file.
 
 Strings are sanitized too: a lone UTF-16 surrogate (e.g. from undecodable tool output) cannot be
 encoded as UTF-8 JSON and becomes U+FFFD.
@@ -22,6 +23,7 @@ from typing import Any
 
 from core.session.entries import REASONING_KEYS
 from core.session.text import clean_text
+from core.session.tool_ids import unique_tool_call_ids
 
 log = logging.getLogger(__name__)
 
@@ -150,10 +152,13 @@ def _clean_message(msg: Any, reasoning: bool = False) -> dict | None:
 def prepare_request(messages: list[dict]) -> list[dict]:
     """A new message list, valid for the chat completions API, built from a stored history.
 
-    Keeps every message that can be sent, in order, with only the keys the API accepts; after
-    each assistant message with tool calls it keeps the tool results that answer those calls
-    (first result per id), adds an "interrupted" result for each call left unanswered (a dangling
-    call in the middle of the history), and drops tool messages that answer nothing (orphans).
+    Tool-call ids are first made unique across the history
+    (:func:`core.session.tool_ids.unique_tool_call_ids`: a strict server refuses the whole request
+    over one repeated id). Then it keeps every message that can be sent, in order, with only the
+    keys the API accepts; after each assistant message with tool calls it keeps the tool results
+    that answer those calls (first result per id), adds an "interrupted" result for each call left
+    unanswered (a dangling call in the middle of the history), and drops tool messages that answer
+    nothing (orphans).
     Strings are sanitized (:func:`sanitize`). The input is not modified; the stored file is never
     touched.
 
@@ -163,6 +168,7 @@ def prepare_request(messages: list[dict]) -> list[dict]:
     (HTTP 400 without it there) and never elsewhere (deepseek-reasoner refuses it from earlier
     turns; other servers do not know the key).
     """
+    messages = unique_tool_call_ids(messages)
     last_user = max((i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "user"),
                     default=-1)
     cleaned = [m for m in (_clean_message(x, i > last_user) for i, x in enumerate(messages)) if m is not None]

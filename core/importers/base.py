@@ -5,9 +5,19 @@ objects: OpenAI chat messages with their original Unix-second timestamps, a titl
 folder, sub-agent records and forks. :func:`import_sessions` writes them into any
 :class:`~core.session.store.SessionStore`:
 
-- **Idempotent.** A session's id is derived from its source and source id (UUID v5), and the
-  header records ``"imported_from": {"source", "id", "file", "at"}``, so a re-run finds the session
-  already there (``store.exists``) and writes nothing twice.
+- **Idempotent, and a grown source brings what it added.** A session's id is derived from its
+  source and source id (UUID v5), and the header records ``"imported_from": {"source", "id",
+  "file", "at"}``, so a re-run finds the session already there and writes nothing twice. When the
+  source conversation has grown since (Claude Code and Codex sessions go on), the stored messages
+  are a prefix of the source's: only the new messages (and compaction entries and notes after
+  them, new sub-agent records, a changed title) are appended, under the same id, in one append
+  that checks nobody else wrote first. When the conversation was also continued here (both sides
+  added different messages after a shared start), nothing of it is touched: the source's history
+  becomes a *version* of it (``version_of``, the ``‹ n / m ›`` arrows), with an id derived from
+  where the two part, so a later re-import brings that version up to date instead of making
+  another.
+- **Unique tool-call ids.** Two tool calls sharing one id make a strict server refuse the whole
+  chat; they are renamed on import (:func:`core.session.tool_ids.unique_tool_call_ids`).
 - **Whole or absent.** Every record is created with ``store.create_whole`` (the JSONL store
   writes it aside and puts it in place at once, the SQL store in one transaction) and read
   back; sub-agent records go first and are removed again if the session fails, so a killed or
@@ -17,6 +27,8 @@ folder, sub-agent records and forks. :func:`import_sessions` writes them into an
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import re
@@ -30,6 +42,7 @@ from core.session.entries import header_entry, message_entry, title_entry
 from core.session.keys import SessionKey, normalize_path, project_key
 from core.session.manager import clean_user_title
 from core.session.text import counted, parse_json
+from core.session.tool_ids import unique_tool_call_ids
 
 log = logging.getLogger(__name__)
 
@@ -101,14 +114,18 @@ class ImportProblem:
 class ImportReport:
     """Outcome of :func:`import_sessions`; lists hold session ids or ``(id, reason)`` pairs.
 
-    ``imported``: written now; ``skipped``: already imported earlier (same source id);
-    ``failed``: could not be written (nothing of them is left in the store); ``problems``:
-    unreadable records of the source files (skipped); ``messages``: messages written (or, with
-    ``dry_run``, that would be)."""
+    ``imported``: written now; ``skipped``: already imported earlier (same source id, nothing
+    new); ``updated``: imported earlier, the source had grown: its new messages were appended;
+    ``versions``: imported earlier and continued here while the source grew too: the source's
+    history was written as a version of the conversation (the version's id); ``failed``: could not
+    be written (nothing of them is left in the store); ``problems``: unreadable records of the
+    source files (skipped); ``messages``: messages written (or, with ``dry_run``, that would be)."""
 
     dry_run: bool = False
     imported: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    versions: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
     problems: list[ImportProblem] = field(default_factory=list)
     messages: int = 0
@@ -122,6 +139,7 @@ class ImportReport:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return {"dry_run": self.dry_run, "imported": self.imported, "skipped": self.skipped,
+                "updated": self.updated, "versions": self.versions,
                 "failed": [list(f) for f in self.failed], "problems": [str(p) for p in self.problems],
                 "messages": self.messages, "subagent_records": self.subagent_records, "ok": self.ok}
 
@@ -131,6 +149,12 @@ class ImportReport:
         text = (f"{verb} {counted(len(self.imported), 'conversation')} ({counted(self.messages, 'message')}"
                 + (f", {counted(self.subagent_records, 'sub-agent record')}" if self.subagent_records else "")
                 + f"); {len(self.skipped):,} already imported.")
+        if self.updated:
+            text += (f" {counted(len(self.updated), 'conversation')} that had grown "
+                     f"{'was' if len(self.updated) == 1 else 'were'} brought up to date.")
+        if self.versions:
+            text += (f" {counted(len(self.versions), 'conversation')} continued both here and in the source: "
+                     f"the source's history {'was' if len(self.versions) == 1 else 'were'} kept as a version.")
         if self.failed:
             text += f" {len(self.failed):,} could not be imported."
         if self.problems:
@@ -213,7 +237,8 @@ def import_sessions(
 
     ``default_cwd``: the project for sessions whose source names none (default: the current
     folder). ``dry_run``: read and count, write nothing. ``progress`` is called once per session.
-    Per-session failures are reported, not raised."""
+    Per-session failures are reported, not raised (a racing writer's append is one:
+    :class:`~core.errors.SessionConflict`, and a re-run completes the import)."""
     report = ImportReport(dry_run=dry_run)
     fallback_cwd = normalize_path(default_cwd or os.getcwd())
     fork_ids: dict[str, str] = {}
@@ -231,41 +256,165 @@ def import_sessions(
         if not imp.messages:
             report.problems.append(ImportProblem(imp.file, 0, f"conversation {imp.source_id} has no messages; skipped"))
             continue
+        _unique_ids(imp)
         try:
-            if store.exists(key):
-                report.skipped.append(key.session_id)
-                continue
-            entries = _entries_for(imp, key, cwd, fork_ids)
-            subs = [(SessionKey(key.project_key, key.session_id, f"subagents/{name}"), name, msgs)
-                    for name, msgs in sorted(imp.subagents.items()) if msgs]
-            if dry_run:
+            stored = store.load(key) if store.exists(key) else None
+            if stored is None:
+                subs = _write_new(store, key, imp, cwd, fork_ids, dry_run=dry_run)
                 report.imported.append(key.session_id)
                 report.messages += len(imp.messages)
-                report.subagent_records += len(subs)
+                report.subagent_records += subs
                 continue
-            # Sub-agent records first: the main session (what lists) appears only when all is written.
-            written: list[SessionKey] = []
-            try:
-                for sub_key, name, msgs in subs:
-                    _write_whole(store, sub_key, _sub_entries(name, msgs, sub_key, cwd, entries[0]["created_at"]))
-                    written.append(sub_key)
-                _write_whole(store, key, entries)
-            except BaseException:
-                for sub_key in written:
-                    try:
-                        store.remove(sub_key)
-                    except Exception:  # noqa: BLE001
-                        log.exception("could not remove %s", sub_key)
-                raise
+            outcome, where, added, subs = _write_grown(store, key, stored, imp, cwd, fork_ids, dry_run=dry_run)
         except (AnycodeError, OSError, ValueError) as err:  # SessionExists: a racing import won
             log.info("importing %s from %s failed: %s", imp.source_id, imp.file, err)  # in the report
             why = f"{os_error_message(err)}." if isinstance(err, OSError) else str(err)  # disk full, read-only
             report.failed.append((key.session_id, f"{imp.file}: {why}"))
             continue
-        report.imported.append(key.session_id)
-        report.messages += len(imp.messages)
-        report.subagent_records += len(subs)
+        {"same": report.skipped, "appended": report.updated, "version": report.versions}[outcome].append(where)
+        report.messages += added
+        report.subagent_records += subs
     return report
+
+
+def _unique_ids(imp: ImportedSession) -> None:
+    """Rename repeated tool-call ids of ``imp``'s messages and sub-agent records in place."""
+    for msgs in (imp.messages, *imp.subagents.values()):
+        renamed = unique_tool_call_ids([m.message for m in msgs])
+        for m, message in zip(msgs, renamed):
+            m.message = message
+
+
+def _sub_keys(imp: ImportedSession, key: SessionKey) -> list[tuple[SessionKey, str, list[ImportedMessage]]]:
+    return [(SessionKey(key.project_key, key.session_id, f"subagents/{name}"), name, msgs)
+            for name, msgs in sorted(imp.subagents.items()) if msgs]
+
+
+def _write_new(store: Any, key: SessionKey, imp: ImportedSession, cwd: str, fork_ids: dict[str, str], *,
+               dry_run: bool, header: dict[str, Any] | None = None) -> int:
+    """Create the session ``key`` holding ``imp`` (sub-agent records first, removed again if the
+    session fails: whole or absent); ``header``: fields added to its header. Returns the number of
+    sub-agent records (written, or with ``dry_run`` that would be)."""
+    entries = _entries_for(imp, key, cwd, fork_ids)
+    entries[0].update(header or {})
+    subs = _sub_keys(imp, key)
+    if dry_run:
+        return len(subs)
+    # Sub-agent records first: the main session (what lists) appears only when all is written.
+    written: list[SessionKey] = []
+    try:
+        for sub_key, name, msgs in subs:
+            _write_whole(store, sub_key, _sub_entries(name, msgs, sub_key, cwd, entries[0]["created_at"]))
+            written.append(sub_key)
+        _write_whole(store, key, entries)
+    except BaseException:
+        for sub_key in written:
+            try:
+                store.remove(sub_key)
+            except Exception:  # noqa: BLE001
+                log.exception("could not remove %s", sub_key)
+        raise
+    return len(subs)
+
+
+def _messages_of(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e["message"] for e in entries if e.get("type") == "message" and isinstance(e.get("message"), dict)]
+
+
+def _shared(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> int:
+    n = 0
+    while n < len(a) and n < len(b) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def _write_grown(store: Any, key: SessionKey, stored: list[dict[str, Any]], imp: ImportedSession, cwd: str,
+                 fork_ids: dict[str, str], *, dry_run: bool) -> tuple[str, str, int, int]:
+    """Bring the earlier import ``key`` (its entries ``stored``) up to date with ``imp``.
+
+    Returns ``(outcome, session id, messages added, sub-agent records added)``; outcome
+    ``"same"`` (nothing new: the source's messages are the stored ones, or a prefix of them — the
+    chat was continued here), ``"appended"`` (the stored messages are a prefix of the source's:
+    the rest appended) or ``"version"`` (both went on: the source's history is a version of the
+    conversation, created or itself brought up to date)."""
+    have = _messages_of(stored)
+    source = [m.message for m in imp.messages]
+    shared = _shared(have, source)
+    if shared == len(source):
+        return "same", key.session_id, 0, 0
+    if shared == len(have):
+        added_subs = _grow_subagents(store, key, imp, cwd, stored, dry_run=dry_run)
+        tail = _tail_entries(imp, stored, shared)
+        if not dry_run:
+            store.append(key, tail, expected_count=len(have))
+        return "appended", key.session_id, len(source) - shared, added_subs
+    # Both sides went on from message ``shared``: the source's history is kept beside the chat.
+    # Its id names where they part and the source's message there, so a later re-import of the
+    # grown source finds this version again and brings it up to date.
+    digest = hashlib.sha256(json.dumps(source[shared], sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
+    vkey = SessionKey(key.project_key, import_session_id(imp.source, f"{imp.source_id}@{shared}:{digest}"))
+    if store.exists(vkey):
+        vstored = store.load(vkey)
+        if vstored is not None:
+            outcome, _, added, subs = _write_grown(store, vkey, vstored, imp, cwd, fork_ids, dry_run=dry_run)
+            return ("same" if outcome == "same" else "version"), vkey.session_id, added, subs
+    root = next((e.get("version_of", {}).get("session_id") for e in stored[:1]
+                 if e.get("type") == "header" and isinstance(e.get("version_of"), dict)), None) or key.session_id
+    cut = {"session_id": key.session_id, "message_index": shared - 1}
+    subs = _write_new(store, vkey, imp, cwd, fork_ids, dry_run=dry_run,
+                      header={"forked_from": cut, "version_of": {"session_id": root, "message_index": shared - 1}})
+    return "version", vkey.session_id, len(source), subs
+
+
+def _tail_entries(imp: ImportedSession, stored: list[dict[str, Any]], shared: int) -> list[dict[str, Any]]:
+    """The entries a grown source adds after the ``shared`` messages already stored: its new
+    messages with the compaction entries and notes placed among them, and its title when it
+    changed (a title the user gave here still wins: the fold keeps a ``user`` title)."""
+    out: list[dict[str, Any]] = []
+    # Extras at the very end of what was stored (a note after the last message) are stored already.
+    extras = sorted((pair for pair in imp.extra_entries if pair[0] >= shared and pair[1] not in stored),
+                    key=lambda pair: pair[0])
+    last_ts = next((e.get("ts") for e in reversed(stored) if e.get("type") == "message"), None)
+    for i, m in enumerate(imp.messages[shared:], shared):
+        while extras and extras[0][0] <= i:
+            out.append(extras.pop(0)[1])
+        ts = m.ts if m.ts is not None else last_ts
+        last_ts = ts
+        out.append(message_entry(m.message, ts=ts))
+    out.extend(e for _, e in extras)
+    title = _imported_title(imp.title)
+    state_title = None
+    for e in stored:
+        if e.get("type") == "title" and isinstance(e.get("title"), str):
+            state_title = e["title"]
+    if title and title != state_title:
+        out.append(title_entry(title, "llm", ts=last_ts))
+    return out
+
+
+def _grow_subagents(store: Any, key: SessionKey, imp: ImportedSession, cwd: str, stored: list[dict[str, Any]], *,
+                    dry_run: bool) -> int:
+    """Write the sub-agent records a grown source adds (new ones whole; a stored one whose
+    messages are a prefix of the source's gets the rest appended); return how many were new."""
+    created = stored[0].get("created_at") if stored and stored[0].get("type") == "header" else None
+    new = 0
+    for sub_key, name, msgs in _sub_keys(imp, key):
+        have = store.load(sub_key)
+        if have is None:
+            new += 1
+            if not dry_run:
+                _write_whole(store, sub_key, _sub_entries(name, msgs, sub_key, cwd, created))
+            continue
+        old = _messages_of(have)
+        source = [m.message for m in msgs]
+        if len(source) > len(old) and _shared(old, source) == len(old) and not dry_run:
+            last = next((e.get("ts") for e in reversed(have) if e.get("type") == "message"), created)
+            tail = []
+            for m in msgs[len(old):]:
+                last = m.ts if m.ts is not None else last
+                tail.append(message_entry(m.message, ts=last))
+            store.append(sub_key, tail, expected_count=len(old))
+    return new
 
 
 _DRIVE = re.compile(r"[A-Za-z]:")

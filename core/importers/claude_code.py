@@ -18,6 +18,12 @@ Mapping to OpenAI chat messages (per the chat completions API):
 - ``tool_result`` blocks become ``tool`` messages right after the call they answer; user text
   stays a user message; images become ``[image]``; ``isMeta`` records (caveats the CLI injects)
   are left out.
+- A slash command becomes what the user meant: its record (``<command-name>/review</command-name>
+  <command-args>12</command-args>``) and the prompt it expanded to (the ``isMeta`` record after
+  it) are one user message, ``/review 12`` then the prompt. A command that ran in the terminal
+  only (``/cost``, ``/model``, shell mode's ``!ls``) and what it printed
+  (``<local-command-stdout>``, ``<bash-stdout>``) are a ``note`` entry, not a message: the model
+  never saw them. Terminal colour codes are stripped.
 - A compact summary becomes a ``compaction`` entry at its place (the messages before it stay).
 - ``summary`` records give the title; sidechain records (``isSidechain``) and ``agent-*.jsonl``
   files become sub-agent records (``subagents/<agent id>``); ``cwd`` gives the project.
@@ -233,6 +239,20 @@ def _convert(chain: list[dict[str, Any]]) -> tuple[list[ImportedMessage], list[t
     extras: list[tuple[int, dict[str, Any]]] = []
     last_assistant: tuple[int, str] | None = None  # (index in out, Anthropic message id)
     boundary: dict[str, Any] | None = None
+    command: tuple[str, float | None] | None = None  # a slash command typed, its expansion not seen yet
+
+    def flush(sent: bool) -> None:
+        """The pending command with nothing after it of its own: the model got it as typed
+        (``sent``: a reply follows), else it ran in the terminal only (a note)."""
+        nonlocal command
+        if command is not None:
+            line, when = command
+            if sent:
+                out.append(ImportedMessage({"role": "user", "content": line}, when))
+            else:
+                extras.append((len(out), note_entry(line, "", when, len(out))))
+        command = None
+
     for rec in chain:
         kind = rec.get("type")
         ts = iso_seconds(rec.get("timestamp"))
@@ -240,9 +260,34 @@ def _convert(chain: list[dict[str, Any]]) -> tuple[list[ImportedMessage], list[t
             boundary = rec.get("compactMetadata") if isinstance(rec.get("compactMetadata"), dict) else {}
             continue
         msg = rec.get("message")
-        if kind not in ("user", "assistant") or not isinstance(msg, dict) or rec.get("isMeta"):
+        if kind == "system" and rec.get("subtype") == "local_command" and isinstance(rec.get("content"), str):
+            msg, kind = {"role": "user", "content": rec["content"]}, "user"  # newer Claude Code's form
+        if kind not in ("user", "assistant") or not isinstance(msg, dict):
             continue
         content = msg.get("content")
+        if rec.get("isMeta"):
+            # Caveats the CLI injects are left out; the prompt a slash command expanded to is what
+            # the user meant, so it joins the command as one user message.
+            expanded = strip_terminal(_text_of(content)).strip()
+            if command is not None and expanded and not expanded.startswith("Caveat:"):
+                out.append(ImportedMessage({"role": "user", "content": f"{command[0]}\n\n{expanded}"}, command[1]))
+                command, last_assistant = None, None
+            continue
+        if kind == "user" and (isinstance(content, str) or (
+                isinstance(content, list) and not any(isinstance(b, dict) and b.get("type") == "tool_result"
+                                                      for b in content))):
+            markup = _text_of(content)
+            typed = command_line(markup)
+            if typed is not None:
+                flush(False)
+                command = (typed, ts)
+                continue
+            output = command_output(markup)
+            if output is not None:
+                extras.append((len(out), note_entry(command[0] if command else None, output, ts, len(out))))
+                command = None
+                continue
+        flush(kind == "assistant")
         if kind == "user" and rec.get("isCompactSummary"):
             meta = boundary or {}
             extras.append((len(out), {
@@ -300,4 +345,61 @@ def _convert(chain: list[dict[str, Any]]) -> tuple[list[ImportedMessage], list[t
         if text.strip():
             out.append(ImportedMessage({"role": "user", "content": text}, ts))
             last_assistant = None
+    flush(False)
     return out, extras
+
+
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_COMMAND_TAGS = ("command-name", "command-message", "command-args")
+_OUTPUT_TAGS = ("local-command-stdout", "local-command-stderr", "bash-stdout", "bash-stderr")
+
+
+def strip_terminal(text: str) -> str:
+    """``text`` without terminal control sequences (colours, cursor moves, titles): what a
+    terminal shows, not the codes that drew it."""
+    return _ANSI.sub("", text)
+
+
+def _tag(text: str, name: str) -> str | None:
+    m = re.search(rf"<{name}>(.*?)</{name}>", text, re.DOTALL)
+    return m.group(1) if m else None
+
+
+def command_line(text: str) -> str | None:
+    """The slash command a Claude Code record's markup stands for — ``<command-name>/review
+    </command-name><command-args>123</command-args>`` is ``/review 123``, a shell-mode
+    ``<bash-input>ls</bash-input>`` is ``!ls`` — or None when ``text`` is not a command record."""
+    stripped = text.strip()
+    if not stripped.startswith("<"):
+        return None
+    shell = _tag(stripped, "bash-input")
+    if shell is not None:
+        return "!" + strip_terminal(shell).strip()
+    name = _tag(stripped, "command-name")
+    if name is None and _tag(stripped, "command-message") is None:
+        return None
+    name = strip_terminal(name if name is not None else _tag(stripped, "command-message") or "").strip()
+    if not name:
+        return None
+    args = strip_terminal(_tag(stripped, "command-args") or "").strip()
+    name = name if name.startswith("/") else "/" + name
+    return f"{name} {args}" if args else name
+
+
+def command_output(text: str) -> str | None:
+    """What a local command printed (``<local-command-stdout>``, shell mode's ``<bash-stdout>``
+    / ``<bash-stderr>``), terminal codes stripped, or None when ``text`` is no such record."""
+    stripped = text.strip()
+    if not stripped.startswith("<"):
+        return None
+    parts = [_tag(stripped, name) for name in _OUTPUT_TAGS]
+    if all(p is None for p in parts):
+        return None
+    return "\n".join(strip_terminal(p).strip() for p in parts if p and p.strip())
+
+
+def note_entry(command: str | None, output: str, ts: float | None, at: int) -> dict[str, Any]:
+    """A ``note`` entry after ``at`` messages: a command run in Claude Code's terminal and what it
+    printed (the model never saw either, so neither is a message); the session fold ignores it."""
+    return {"type": "note", "ts": ts, "at": at, "source": SOURCE, "kind": "local_command", "command": command,
+            "text": output}

@@ -244,7 +244,8 @@ def validate_chat_request(body: Any, assistant_keys: frozenset[str] = frozenset(
     array of messages with a known role and only that role's keys; content a string or content
     parts (assistant content may be null only with ``tool_calls``); an assistant message with
     ``tool_calls`` must be followed by tool messages answering every call id before any other
-    message; a tool message must answer a call of the preceding assistant message; no string may
+    message; a tool message must answer a call of the preceding assistant message; no tool call id
+    may appear twice in the request ("Duplicate tool_call id", as strict servers answer); no string may
     hold a lone UTF-16 surrogate; ``tools`` entries are ``{"type": "function", "function": {...}}``.
     ``assistant_keys``: extra keys a thinking-mode server takes on assistant messages
     (``reasoning_content``, ``reasoning``).
@@ -277,6 +278,7 @@ def validate_chat_request(body: Any, assistant_keys: frozenset[str] = frozenset(
 
     pending: set[str] = set()      # call ids of the last assistant message still waiting for a result
     answerable: set[str] = set()   # call ids a tool message may answer right now
+    seen_ids: set[str] = set()     # every tool call id of the request: one id names one call
     for i, msg in enumerate(messages):
         where = f"messages[{i}]"
         if not isinstance(msg, dict):
@@ -309,6 +311,11 @@ def validate_chat_request(body: Any, assistant_keys: frozenset[str] = frozenset(
         if role == "assistant":
             if "tool_calls" in msg and msg["tool_calls"] is not None:
                 ids = _check_tool_calls(msg["tool_calls"], f"{where}.tool_calls")
+                for j, cid in enumerate(ids):
+                    if cid in seen_ids:
+                        raise RequestInvalid(f"Duplicate tool_call id: '{cid}' appears more than once in messages.",
+                                             f"{where}.tool_calls[{j}].id")
+                    seen_ids.add(cid)
                 pending = set(ids)
                 answerable = set(ids)
                 _check_content(msg.get("content"), f"{where}.content", nullable=True)

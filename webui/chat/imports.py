@@ -70,9 +70,10 @@ def import_upload(ctx: WebContext, path: str | os.PathLike[str] | None, default_
             report = import_sessions(ctx.store, reader(path), default_cwd=default_cwd)
         except AnycodeError as err:
             return t("import_stopped", error=err), None
-        if not (report.imported or report.skipped) and any(p.line == 0 for p in report.problems):
+        written = report.imported or report.skipped or report.updated or report.versions
+        if not written and any(p.line == 0 for p in report.problems):
             return t("import_nothing", reason=report.problems[0].reason), report
-        if not (report.imported or report.skipped or report.failed):
+        if not (written or report.failed):
             return t("import_empty"), report
         return import_summary(report), report
     finally:
@@ -90,6 +91,10 @@ def import_summary(report: Any) -> str:
         details.append(tn("import_subagents", report.subagent_records))
     text = t("import_summary", imported=tn("import_imported", len(report.imported)),
              details=t("list_separator").join(details), already=tn("import_already", len(report.skipped)))
+    if report.updated:
+        text = t("sentence_join", first=text, second=tn("import_updated", len(report.updated)))
+    if report.versions:
+        text = t("sentence_join", first=text, second=tn("import_versions", len(report.versions)))
     if report.failed:
         text = t("sentence_join", first=text, second=tn("import_failed", len(report.failed)))
     if report.problems:

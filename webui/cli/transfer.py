@@ -160,7 +160,8 @@ def _import(args: argparse.Namespace) -> int:
             for sid, why in report.failed:
                 print(f"not imported {sid}: {why}", file=sys.stderr)
             print(report.summary())
-        unreadable = not (report.imported or report.skipped) and any(p.line == 0 for p in report.problems)
+        written = report.imported or report.skipped or report.updated or report.versions
+        unreadable = not written and any(p.line == 0 for p in report.problems)
         return 0 if report.ok and not unreadable else 1
 
     return _run("anycode import", args, body)
