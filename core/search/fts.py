@@ -4,14 +4,21 @@ Two tables per prefix, kept in step by :class:`FtsTables` in the same transactio
 external-content pattern of https://sqlite.org/fts5.html#external_content_tables, without
 triggers: one ``INSERT … SELECT`` per record is about three times faster than a row trigger):
 
-- ``<p>docs(id INTEGER PRIMARY KEY, owner, idx, ts, role, text)``: one row per document; ``owner``
-  is the indexed record (a file of the JSONL store, a session row of the SQL store), indexed so a
-  record's documents are dropped in one indexed delete.
-- ``<p>fts``: an FTS5 table over ``text`` with the ``trigram`` tokenizer (SQLite ≥ 3.34):
-  case-insensitive substring matching, so ``数据`` inside a Chinese sentence and ``jsonl_io`` inside
-  ``core.stores.jsonl_io.parse_line`` are found. Terms shorter than three characters cannot use a
-  trigram index; they are matched with ``LIKE`` on the candidates (or on a scan when every term is
-  short), newest first, stopping as soon as enough sessions are found.
+- ``<p>docs(id INTEGER PRIMARY KEY, idx, ts, role, text, fold)``: one row per document (the
+  owner — the indexed record: a file of the JSONL store, a session row of the SQL store — is in
+  the id, below); ``fold`` is the folded text (:func:`core.session.fold.fold`: accents, width and
+  case) when the text is not plain ASCII, NULL otherwise (``LIKE`` and the trigram tokenizer
+  already ignore ASCII case), so what is searched is ``COALESCE(fold, text)``.
+- ``<p>fts``: a contentless FTS5 table over that searched text with the ``trigram`` tokenizer
+  (SQLite ≥ 3.34): substring matching, so ``数据`` inside a Chinese sentence and ``jsonl_io`` inside
+  ``core.stores.jsonl_io.parse_line`` are found, and — the terms folded the same way — ``creme``
+  finds "Crème". Terms shorter than three characters cannot use a trigram index; they are matched
+  with ``LIKE`` on the candidates (or on a scan when every term is short), newest first, stopping
+  as soon as enough sessions are found.
+
+Tables of the layout before ``fold`` (a ``docs`` table without the column) are brought to this one
+in place by :meth:`FtsTables.upgrade`: the column filled from the text already there, the FTS
+table made again from it; no session is read again.
 
 A search walks matches by id, highest owner first, and stops as soon as it has enough owners;
 the owners are numbered in the order they were first indexed (a first build goes oldest file
@@ -24,6 +31,7 @@ import sqlite3
 from typing import Iterable
 
 from core.search.text import MIN_INDEXED_TERM, Document, fts5_phrase, like_pattern
+from core.session.fold import fold, needs_fold
 
 log = logging.getLogger(__name__)
 
@@ -57,12 +65,36 @@ class FtsTables:
 
     def create(self, conn: sqlite3.Connection) -> None:
         """Create the tables when missing."""
-        d, f = self.docs, self.fts
+        d = self.docs
         conn.execute(f"CREATE TABLE IF NOT EXISTS {d}(id INTEGER PRIMARY KEY, idx INTEGER, ts REAL, role TEXT, "
-                     "text TEXT NOT NULL)")
+                     "text TEXT NOT NULL, fold TEXT)")
+        self._create_fts(conn)
+
+    def _create_fts(self, conn: sqlite3.Connection) -> None:
         if self.use_fts:
-            conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {f} USING fts5(text, content='{d}', "
-                         "content_rowid='id', tokenize='trigram')")
+            # Contentless: what it indexes (the folded text) is no column of the documents table.
+            conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {self.fts} USING fts5(text, content='', "
+                         "tokenize='trigram')")
+
+    def has_fold(self, conn: sqlite3.Connection) -> bool:
+        """Whether the documents table has the ``fold`` column (False: the layout before it, or none)."""
+        return "fold" in [r[1] for r in conn.execute(f"PRAGMA table_info({self.docs})")]
+
+    def upgrade(self, conn: sqlite3.Connection) -> None:
+        """Bring tables of the layout before ``fold`` to this one, in the caller's transaction: the
+        column added and filled from each document's text, the FTS table made again over the
+        folded text. Documents stay; no session is read again. Tables that have the column already
+        are left as they are."""
+        if self.has_fold(conn):
+            return
+        conn.create_function("anycode_fold", 1, lambda t: fold(t) if isinstance(t, str) and needs_fold(t) else None,
+                             deterministic=True)
+        conn.execute(f"ALTER TABLE {self.docs} ADD COLUMN fold TEXT")
+        conn.execute(f"UPDATE {self.docs} SET fold = anycode_fold(text)")
+        conn.execute(f"DROP TABLE IF EXISTS {self.fts}")
+        self._create_fts(conn)
+        if self.use_fts:
+            conn.execute(f"INSERT INTO {self.fts}(rowid, text) SELECT id, COALESCE(fold, text) FROM {self.docs}")
 
     def drop(self, conn: sqlite3.Connection) -> None:
         """Remove the tables (for a rebuild)."""
@@ -80,16 +112,17 @@ class FtsTables:
         lo, hi = self._range(owner)
         last = conn.execute(f"SELECT max(id) FROM {self.docs} WHERE id BETWEEN ? AND ?", (lo, hi)).fetchone()[0]
         first = lo if last is None else last + 1
-        rows = [(first + n, d.idx, d.ts, d.role, d.text) for n, d in enumerate(docs)]
+        rows = [(first + n, d.idx, d.ts, d.role, d.text, fold(d.text) if needs_fold(d.text) else None)
+                for n, d in enumerate(docs)]
         if rows and rows[-1][0] > hi:  # over 16 million documents in one session: the rest is not indexed
             log.warning("search: record %d has too many documents; the newest are not indexed", owner)
             rows = [r for r in rows if r[0] <= hi]
         if not rows:
             return 0
-        conn.executemany(f"INSERT INTO {self.docs}(id, idx, ts, role, text) VALUES (?,?,?,?,?)", rows)
+        conn.executemany(f"INSERT INTO {self.docs}(id, idx, ts, role, text, fold) VALUES (?,?,?,?,?,?)", rows)
         if self.use_fts:
             # One INSERT … SELECT, not a row trigger: about three times faster into FTS5.
-            conn.execute(f"INSERT INTO {self.fts}(rowid, text) SELECT id, text FROM {self.docs} "
+            conn.execute(f"INSERT INTO {self.fts}(rowid, text) SELECT id, COALESCE(fold, text) FROM {self.docs} "
                          "WHERE id BETWEEN ? AND ?", (first, hi))
         return len(rows)
 
@@ -97,7 +130,7 @@ class FtsTables:
         """Drop every document of ``owner`` (from the FTS index first: it needs the old text)."""
         lo, hi = self._range(owner)
         if self.use_fts:
-            conn.execute(f"INSERT INTO {self.fts}({self.fts}, rowid, text) SELECT 'delete', id, text "
+            conn.execute(f"INSERT INTO {self.fts}({self.fts}, rowid, text) SELECT 'delete', id, COALESCE(fold, text) "
                          f"FROM {self.docs} WHERE id BETWEEN ? AND ?", (lo, hi))
         conn.execute(f"DELETE FROM {self.docs} WHERE id BETWEEN ? AND ?", (lo, hi))
 
@@ -105,10 +138,13 @@ class FtsTables:
                    limit: int) -> dict[int, int]:
         """``{owner: doc_id}``: for up to ``limit`` owners (of ``allowed``; None: any), the document
         with the highest id that contains every term. Never raises for odd text."""
+        terms = [t for t in dict.fromkeys(fold(t) for t in terms) if t]  # matched folded, as the text is
+        if not terms:
+            return {}
         long = [t for t in terms if len(t) >= MIN_INDEXED_TERM] if self.use_fts else []
         short = [t for t in terms if t not in long]
         likes = [like_pattern(t) for t in short]
-        like_sql = " AND ".join(["d.text LIKE ? ESCAPE '\\'"] * len(likes))
+        like_sql = " AND ".join(["COALESCE(d.fold, d.text) LIKE ? ESCAPE '\\'"] * len(likes))
         found: dict[int, int] = {}
         if not long:
             # Every term is short: a scan of the text, newest first, jumping past an owner as soon

@@ -16,11 +16,14 @@ fast as without search, and every writer (other processes, hand edits) is picked
 Each file's update is one SQLite transaction, so a crash mid-update leaves the file's previous
 state, which the next query sees as out of date and redoes. A damaged or foreign index file is
 deleted and rebuilt; an index written by another schema version is rebuilt, except a version 3
-index (before tags were searched) or 4 (before ctimes were recorded), which is upgraded in place:
+index (before tags were searched), 4 (before ctimes were recorded) or 5 (before text was folded),
+which is upgraded in place:
 its ``tags`` column is filled from the folded state each row already holds, and a row's ctime is
 recorded on the next walk that finds its size and mtime unchanged, so no session file is read again
 (a first build of a large history takes minutes: docs/performance.md). A row whose state cannot be
-read is re-read.
+read is re-read. Any index of versions 3 to 5 gets its documents' folded text (version 6:
+accent-, width- and case-insensitive search) from the text it holds
+(:meth:`core.search.fts.FtsTables.upgrade`), again without reading a session.
 """
 from __future__ import annotations
 
@@ -45,8 +48,8 @@ from core.stores.jsonl_io import SIG_BYTES, parse_line
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 5  # 2: no triggers; 3: owner in the document id; 4: + files.tags; 5: + files.ctime_ns
-# (3 and 4 are upgraded in place)
+SCHEMA_VERSION = 6  # 2: no triggers; 3: owner in the document id; 4: + files.tags; 5: + files.ctime_ns;
+# 6: + docs.fold, the FTS table over folded text (3, 4 and 5 are upgraded in place)
 INDEX_DIR = "search"
 INDEX_NAME = "index.sqlite3"
 FRESH_SECONDS = 1.0  # a project walked this recently is not walked again (unless written through this process)
@@ -170,11 +173,14 @@ class JsonlSearchIndex:
             if version != SCHEMA_VERSION:
                 conn.execute("BEGIN IMMEDIATE")
                 version = conn.execute("PRAGMA user_version").fetchone()[0]
-                if version in (3, 4):
+                if version in (3, 4, 5):
                     if version == 3:
                         self._upgrade_from_3(conn)
-                    # Rows without a ctime get theirs on the next walk that finds them unchanged.
-                    conn.execute("ALTER TABLE files ADD COLUMN ctime_ns INTEGER")
+                    if version in (3, 4):
+                        # Rows without a ctime get theirs on the next walk that finds them unchanged.
+                        conn.execute("ALTER TABLE files ADD COLUMN ctime_ns INTEGER")
+                    log.info("%s: index schema %s, folding the indexed text in place", self.path, version)
+                    self._tables.upgrade(conn)
                     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
                 elif version != SCHEMA_VERSION:
                     if version:

@@ -7,8 +7,14 @@ costs a rebuild):
   each session row (main session or sub-agent record) of ``anycode_sessions`` is indexed.
 - SQLite: ``anycode_search_docs`` + the FTS5 table ``anycode_search_fts`` (trigram tokenizer) of
   :mod:`core.search.fts`. PostgreSQL: ``anycode_search_docs`` with a ``pg_trgm`` GIN index on
-  ``text``, searched with ``ILIKE`` (case-insensitive substrings, Chinese and identifiers
-  included); without the ``pg_trgm`` extension the same query scans.
+  ``COALESCE(fold, text)``, searched with ``ILIKE`` (substrings, Chinese and identifiers
+  included); without the ``pg_trgm`` extension the same query scans. In both, ``fold`` holds the
+  folded text of a document that is not plain ASCII (:func:`core.session.fold.fold`: accents,
+  width and case), and the terms are folded the same way.
+
+Tables from before ``fold`` are brought up to date when first opened: SQLite's in place
+(:meth:`core.search.fts.FtsTables.upgrade`, from the text they hold); PostgreSQL's are dropped and
+built again from the sessions (a cache: the next search re-reads them, under the index lock).
 
 As for the JSONL store the index is brought up to date at query time: rows whose ``entry_count``
 moved past the indexed one have only their new entries indexed; rows that vanished (deleted
@@ -28,6 +34,7 @@ from typing import Any
 
 from core.search.fts import FtsTables, has_trigram
 from core.search.text import Scope, SearchHit, collect_hits, entry_documents, like_pattern, parse_query
+from core.session.fold import fold, needs_fold
 
 log = logging.getLogger(__name__)
 
@@ -67,19 +74,30 @@ class SqlSearchIndex:
                 if "owner" in cols:  # the first layout (owner column, triggers): rebuilt
                     self._tables.drop(raw)
                     raw.execute(f"DROP TABLE IF EXISTS {PREFIX}state")
+                elif cols and "fold" not in cols:  # before folded text: upgraded in place
+                    log.info("%s: folding the search index's text in place", self.store.url)
+                    self._tables.upgrade(raw)
                 raw.execute(f"CREATE TABLE IF NOT EXISTS {PREFIX}state(session_pk INTEGER PRIMARY KEY, "
                             "session_id TEXT NOT NULL, subpath TEXT NOT NULL, entry_count INTEGER NOT NULL, "
                             "message_count INTEGER NOT NULL)")
                 self._tables.create(raw)
             else:
                 conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_LOCK_ID})
+                cols = set(conn.execute(sa.text(
+                    "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() "
+                    "AND table_name = :t"), {"t": f"{PREFIX}docs"}).scalars())
+                if cols and "fold" not in cols:
+                    # Before folded text: dropped, and built again from the sessions by the next update.
+                    log.info("%s: rebuilding the search index with folded text", self.store.url)
+                    conn.execute(sa.text(f"DROP TABLE IF EXISTS {PREFIX}docs"))
+                    conn.execute(sa.text(f"DROP TABLE IF EXISTS {PREFIX}state"))
                 conn.execute(sa.text(
                     f"CREATE TABLE IF NOT EXISTS {PREFIX}state(session_pk INTEGER PRIMARY KEY, "
                     "session_id TEXT NOT NULL, subpath TEXT NOT NULL, entry_count INTEGER NOT NULL, "
                     "message_count INTEGER NOT NULL)"))
                 conn.execute(sa.text(
                     f"CREATE TABLE IF NOT EXISTS {PREFIX}docs(id BIGSERIAL PRIMARY KEY, owner INTEGER NOT NULL, "
-                    "idx INTEGER, ts DOUBLE PRECISION, role TEXT, text TEXT NOT NULL)"))
+                    "idx INTEGER, ts DOUBLE PRECISION, role TEXT, text TEXT NOT NULL, fold TEXT)"))
                 conn.execute(sa.text(f"CREATE INDEX IF NOT EXISTS {PREFIX}docs_owner ON {PREFIX}docs(owner)"))
         if self.dialect == "postgresql":
             self._trgm = self._pg_trgm()
@@ -92,8 +110,8 @@ class SqlSearchIndex:
             with self.store.engine.begin() as conn:
                 conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_LOCK_ID})
                 conn.execute(sa.text("CREATE EXTENSION IF NOT EXISTS pg_trgm"))
-                conn.execute(sa.text(f"CREATE INDEX IF NOT EXISTS {PREFIX}docs_trgm ON {PREFIX}docs "
-                                     "USING gin (text gin_trgm_ops)"))
+                conn.execute(sa.text(f"CREATE INDEX IF NOT EXISTS {PREFIX}docs_fold_trgm ON {PREFIX}docs "
+                                     "USING gin ((COALESCE(fold, text)) gin_trgm_ops)"))
             return True
         except Exception as exc:  # no such extension, or no right to create it: search scans instead
             log.warning("%s: pg_trgm is not available (%s); search scans the text", self.store.url,
@@ -192,9 +210,10 @@ class SqlSearchIndex:
         if self.dialect == "sqlite":
             self._tables.add(conn.connection.driver_connection, pk, docs)
         elif docs:
-            conn.execute(sa.text(f"INSERT INTO {PREFIX}docs(owner, idx, ts, role, text) "
-                                 "VALUES (:o, :i, :ts, :r, :t)"),
-                         [{"o": pk, "i": d.idx, "ts": d.ts, "r": d.role, "t": d.text} for d in docs])
+            conn.execute(sa.text(f"INSERT INTO {PREFIX}docs(owner, idx, ts, role, text, fold) "
+                                 "VALUES (:o, :i, :ts, :r, :t, :f)"),
+                         [{"o": pk, "i": d.idx, "ts": d.ts, "r": d.role, "t": d.text,
+                           "f": fold(d.text) if needs_fold(d.text) else None} for d in docs])
         params = {"pk": pk, "sid": row[0], "sub": row[1], "n": row[2], "m": messages}
         if st is None or start == 0:
             conn.execute(sa.text(f"DELETE FROM {PREFIX}state WHERE session_pk = :pk"), {"pk": pk})
@@ -245,8 +264,8 @@ class SqlSearchIndex:
             return self._tables.candidates(conn.connection.driver_connection, terms, allowed, limit)
         conds = []
         p = dict(params)
-        for i, t in enumerate(terms):
-            conds.append(f"d.text ILIKE :t{i}")
+        for i, t in enumerate(dict.fromkeys(fold(t) for t in terms)):
+            conds.append(f"COALESCE(d.fold, d.text) ILIKE :t{i}")
             p[f"t{i}"] = like_pattern(t)
         sql = (f"SELECT d.owner, max(d.id) AS top FROM {PREFIX}docs d JOIN anycode_sessions s ON s.pk = d.owner "
                f"WHERE {where} AND {' AND '.join(conds)} GROUP BY d.owner ORDER BY top DESC LIMIT {MAX_ROWS}")

@@ -16,9 +16,12 @@
   They are the fold of the session's entries (the last title, the tags the ``tags`` entries left),
   which change in place, while documents are only ever appended.
 
-Matching is a case-insensitive substring match of every term (a trigram index in SQLite FTS5
-and PostgreSQL ``pg_trgm``): it finds words inside Chinese and Japanese text, which has no
-spaces, and parts of identifiers such as ``snake_case`` and ``dotted.names``.
+Matching is a substring match of every term (a trigram index in SQLite FTS5 and PostgreSQL
+``pg_trgm``): it finds words inside Chinese and Japanese text, which has no spaces, and parts of
+identifiers such as ``snake_case`` and ``dotted.names``. Text and terms are folded on both sides
+(:func:`core.session.fold.fold`: case, accents and width for Latin, Greek and Cyrillic, width and
+case only for the other scripts, so ``creme`` finds "Crème" and ``が`` never finds "か"): each index
+keeps a folded copy of every document that is not plain ASCII, and searches that.
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 from core.session.export import message_text
+from core.session.fold import fold, fold_spans
 from core.session.text import clean_text
 
 log = logging.getLogger(__name__)
@@ -156,9 +160,9 @@ def parse_query(query: str) -> list[str]:
     for m in _TOKEN.finditer(clean_text(query or "")):
         term = m.group(1) if m.group(1) is not None else m.group(2)
         term = term.replace("\x00", "").strip()
-        if not term or term.casefold() in seen:
+        if not term or fold(term) in seen:
             continue
-        seen.add(term.casefold())
+        seen.add(fold(term))
         terms.append(term)
     return terms[:MAX_TERMS]
 
@@ -174,29 +178,37 @@ def like_pattern(term: str) -> str:
 
 
 def _pattern(terms: list[str]) -> re.Pattern[str] | None:
-    if not terms:
+    """The folded terms as one pattern over folded text (None without a term that folds to text)."""
+    folded = {fold(t) for t in terms} - {""}
+    if not folded:
         return None
     # Longest first, so "parse_line" is marked whole rather than its "parse" part.
-    alts = sorted((re.escape(t) for t in terms), key=len, reverse=True)
-    return re.compile("|".join(alts), re.IGNORECASE)
+    return re.compile("|".join(sorted((re.escape(t) for t in folded), key=len, reverse=True)))
 
 
 def make_snippet(text: str, terms: list[str], width: int = SNIPPET_CHARS) -> tuple[str, list[tuple[int, int]]]:
     """``(snippet, marks)``: about ``width`` characters of ``text`` around its first match
     (whitespace runs collapsed, ``…`` where cut) and the ``[start, end)`` ranges of every term
-    occurrence inside it. With no match the start of the text is returned, unmarked."""
+    occurrence inside it, matched folded (``creme`` marks "Crème" whole). With no match the start
+    of the text is returned, unmarked."""
     flat = " ".join(text.split())
     pat = _pattern(terms)
-    first = pat.search(flat) if pat else None
-    if first is None:
+    if pat is None:
+        found = []
+    elif flat.isascii():  # the common case: folding is lower-casing, positions stay
+        found = [m.span() for m in pat.finditer(flat.lower())]
+    else:
+        folded, starts, ends = fold_spans(flat)
+        found = [(starts[m.start()], ends[m.end() - 1]) for m in pat.finditer(folded)]
+    if not found:
         cut = flat[:width]
         return cut + ("…" if len(flat) > width else ""), []
-    start = max(0, first.start() - width // 3)
+    start = max(0, found[0][0] - width // 3)
     end = min(len(flat), start + width)
     start = max(0, min(start, end - width))
     prefix = "…" if start > 0 else ""
     piece = flat[start:end]
-    marks = [(m.start() + len(prefix), m.end() + len(prefix)) for m in pat.finditer(piece)]
+    marks = [(a - start + len(prefix), b - start + len(prefix)) for a, b in found if a >= start and b <= end]
     return prefix + piece + ("…" if end < len(flat) else ""), marks
 
 
@@ -234,7 +246,7 @@ class Scope:
         for r in self.mains.values():
             tags = _tags(r[8])
             if r[5] or tags:
-                self.labels.append(((r[5] or "").casefold(), tags, ["#" + t.casefold() for t in tags], r))
+                self.labels.append((fold(r[5] or ""), tags, ["#" + fold(t) for t in tags], r))
         self.by_session: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
         for r in self.rows.values():
             self.by_session.setdefault((r[1], r[2]), []).append(r)
@@ -251,7 +263,7 @@ def collect_hits(scope: Scope, found: dict[int, int], docs: dict[int, tuple[int,
     most ``limit`` hits."""
     rows, mains = scope.rows, scope.mains
     hits: dict[tuple[str, str], SearchHit] = {}
-    folded = [t.casefold() for t in terms]
+    folded = [fold(t) for t in terms]
     labelled: list[tuple[str, tuple[Any, ...], tuple[str, ...]]] = []
     for title, tags, low_tags, r in scope.labels:
         if all(t in title for t in folded):

@@ -5,8 +5,10 @@ when no session id or id prefix matches (Codex and Claude Code resume by name: o
 #22526, anthropics/claude-code #42971). The rule, kept here so the launcher and every
 ``sessions`` command agree:
 
-- Text is compared after Unicode NFKC normalisation and case folding, with runs of whitespace
-  as one space (``"Fix  LOGIN"`` finds "Fix login").
+- Text is compared folded (:func:`core.session.fold.fold`: accents, width and case folded on both
+  sides — ``"creme brulee"`` finds "Crème brûlée", ``ＡＰＩ`` finds "API" — but never the marks of
+  Chinese, Japanese or Korean text: ``が`` is not ``か``), with runs of whitespace as one space
+  (``"Fix  LOGIN"`` finds "Fix login").
 - A title matches when every word of the query is part of it, in any order (``"bug login"``
   finds "Fix the login bug"); Chinese and Japanese titles have no spaces, so a word is matched
   as a substring, never by word boundaries.
@@ -24,10 +26,10 @@ from __future__ import annotations
 
 import logging
 import re
-import unicodedata
 from typing import Iterable
 
 from core.session.entries import clean_tag
+from core.session.fold import fold
 from core.session.models import SessionMeta
 
 log = logging.getLogger(__name__)
@@ -60,8 +62,9 @@ def has_tags(tags: Iterable[str], wanted: Iterable[str]) -> bool:
 
 
 def fold_title(text: str) -> str:
-    """``text`` as titles are compared: NFKC, case-folded, whitespace runs as one space, stripped."""
-    return _SPACE.sub(" ", unicodedata.normalize("NFKC", text or "").casefold()).strip()
+    """``text`` as titles are compared: folded (:func:`core.session.fold.fold`), whitespace runs as
+    one space, stripped."""
+    return _SPACE.sub(" ", fold(text or "")).strip()
 
 
 def title_matches(metas: Iterable[SessionMeta], query: str) -> list[SessionMeta]:

@@ -15,6 +15,7 @@ from typing import Any
 from core.session.compaction import shown_sizes
 from core.session.entries import reasoning_of
 from core.session.export import message_text
+from core.session.fold import fold
 from core.session.lookup import has_tags, split_tags
 from webui.text import chat_text
 from webui.render.tool_steps import tool_step
@@ -283,13 +284,14 @@ SIDEBAR_PAGE = 100  # rows the session list renders at first; more as the user s
 def _filter(query: str) -> Any:
     """The sidebar's filter for ``query``: ``tag:NAME`` terms keep conversations with every such
     tag (:func:`core.session.lookup.split_tags`), the rest of the text filters by the shown label,
-    case-insensitively. Returns a predicate over metas, None when the query filters nothing."""
+    folded as title lookup and search fold it (:func:`core.session.fold.fold`: case, accents and
+    width). Returns a predicate over metas, None when the query filters nothing."""
     tags, text = split_tags(query)
-    needle = text.casefold()
+    needle = fold(text)
     if not tags and not needle:
         return None
     return lambda m: (has_tags(getattr(m, "tags", ()), tags) and (
-        not needle or needle in session_label(m.title, m.created_at, m.title_source).casefold()))
+        not needle or needle in fold(session_label(m.title, m.created_at, m.title_source))))
 
 
 def page_sessions(metas: list[Any], *, query: str = "", limit: int | None = SIDEBAR_PAGE) -> tuple[list[Any], int]:

@@ -14,6 +14,7 @@ import pytest
 
 from core import LocalSessionStore, SessionKey, SessionManager, message_entry
 from core.search import open_search
+from core.search.jsonl_index import SCHEMA_VERSION
 from core.search.text import make_snippet, parse_query
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -441,7 +442,7 @@ class TestJsonlIndexFile:
         conn.close()
         assert old.update() == 1  # that file alone, read again in full
         assert _ids(old.search("gazebo", project_keys=[s.key.project_key])) == [other.id]
-        assert old._open().execute("PRAGMA user_version").fetchone()[0] == 5
+        assert old._open().execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert old._open().execute("SELECT count(*) FROM docs").fetchone()[0] == 2  # nothing doubled
 
     @pytest.mark.slow

@@ -36,6 +36,35 @@ class TestTitleMatches:
         assert fold_title(" Ａ\tB ") == "a b"
 
 
+class TestAccentsAndWidth:
+    """Guards against `--resume "creme brulee"` finding nothing because the title was stored with
+    its accents (or full-width, or decomposed), and against folding Japanese marks away."""
+
+    def test_accents_are_folded_on_both_sides(self):
+        rows = [meta("a", "Crème brûlée for Zoë"), meta("b", "Straße names"), meta("c", "Ελληνικά notes"),
+                meta("d", "cafe\u0301 menu")]
+        assert [m.id for m in title_matches(rows, "creme brulee")] == ["a"]
+        assert [m.id for m in title_matches(rows, "CRÈME zoe")] == ["a"]
+        assert [m.id for m in title_matches(rows, "strasse")] == ["b"]
+        assert [m.id for m in title_matches(rows, "ελληνικα")] == ["c"]
+        assert [m.id for m in title_matches(rows, "café")] == ["d"]  # stored decomposed, typed composed
+
+    def test_japanese_marks_stay_distinct(self):
+        rows = [meta("a", "がっこうの宿題"), meta("b", "かっこう良い"), meta("c", "ｶﾞｯｺｳ")]
+        assert [m.id for m in title_matches(rows, "が")] == ["a"]  # not "かっこう"
+        assert [m.id for m in title_matches(rows, "かっこう")] == ["b"]
+        assert [m.id for m in title_matches(rows, "か\u3099っこう")] == ["a"]  # typed decomposed: still が
+        assert [m.id for m in title_matches(rows, "ガッコウ")] == ["c"]  # half-width ｶﾞ is ガ, not カ
+        assert title_matches(rows, "カッコウ") == []
+
+    def test_resume_by_a_title_typed_without_accents(self, tmp_path):
+        mgr = SessionManager(LocalSessionStore(tmp_path / "data"))
+        (tmp_path / "p").mkdir()
+        s = mgr.create(tmp_path / "p", title="Crème brûlée")
+        mgr.create(tmp_path / "p", title="Creamy soup")
+        assert mgr.find_title(s.project_key, "creme brulee") == s.key
+
+
 class TestFindTitle:
     """Guards against `--resume "words"` opening a chat of another project while this project has
     one, or listing versions of one conversation as several matches."""
