@@ -119,7 +119,8 @@ class ImportReport:
     ``versions``: imported earlier and continued here while the source grew too: the source's
     history was written as a version of the conversation (the version's id); ``failed``: could not
     be written (nothing of them is left in the store); ``problems``: unreadable records of the
-    source files (skipped); ``messages``: messages written (or, with ``dry_run``, that would be)."""
+    source files (skipped); ``messages``: messages written (or, with ``dry_run``, that would be),
+    ``appended`` of them to conversations imported earlier (``updated`` and ``versions``)."""
 
     dry_run: bool = False
     imported: list[str] = field(default_factory=list)
@@ -129,6 +130,7 @@ class ImportReport:
     failed: list[tuple[str, str]] = field(default_factory=list)
     problems: list[ImportProblem] = field(default_factory=list)
     messages: int = 0
+    appended: int = 0
     subagent_records: int = 0
 
     @property
@@ -141,20 +143,24 @@ class ImportReport:
         return {"dry_run": self.dry_run, "imported": self.imported, "skipped": self.skipped,
                 "updated": self.updated, "versions": self.versions,
                 "failed": [list(f) for f in self.failed], "problems": [str(p) for p in self.problems],
-                "messages": self.messages, "subagent_records": self.subagent_records, "ok": self.ok}
+                "messages": self.messages, "appended": self.appended, "subagent_records": self.subagent_records,
+                "ok": self.ok}
 
     def summary(self) -> str:
         """One or two sentences for people (the CLI and the web UI print this)."""
         verb = "Would import" if self.dry_run else "Imported"
-        text = (f"{verb} {counted(len(self.imported), 'conversation')} ({counted(self.messages, 'message')}"
+        text = (f"{verb} {counted(len(self.imported), 'conversation')} ({counted(self.messages - self.appended, 'message')}"
                 + (f", {counted(self.subagent_records, 'sub-agent record')}" if self.subagent_records else "")
                 + f"); {len(self.skipped):,} already imported.")
+        grown = []
         if self.updated:
-            text += (f" {counted(len(self.updated), 'conversation')} that had grown "
-                     f"{'was' if len(self.updated) == 1 else 'were'} brought up to date.")
+            grown.append(f"{counted(len(self.updated), 'conversation')} that had grown "
+                         f"{'was' if len(self.updated) == 1 else 'were'} brought up to date")
         if self.versions:
-            text += (f" {counted(len(self.versions), 'conversation')} continued both here and in the source: "
-                     f"the source's history {'was' if len(self.versions) == 1 else 'were'} kept as a version.")
+            grown.append(f"{counted(len(self.versions), 'conversation')} went on both here and in the source: "
+                         f"the source's history {'was' if len(self.versions) == 1 else 'were'} kept as a version")
+        if grown:
+            text += " " + ". ".join(grown) + f" ({counted(self.appended, 'new message')})."
         if self.failed:
             text += f" {len(self.failed):,} could not be imported."
         if self.problems:
@@ -273,6 +279,7 @@ def import_sessions(
             continue
         {"same": report.skipped, "appended": report.updated, "version": report.versions}[outcome].append(where)
         report.messages += added
+        report.appended += added
         report.subagent_records += subs
     return report
 

@@ -86,7 +86,7 @@ def import_upload(ctx: WebContext, path: str | os.PathLike[str] | None, default_
 def import_summary(report: Any) -> str:
     """``core.importers`` ``ImportReport.summary()`` in the request's language, with plurals:
     "Imported 1 conversation (3 messages); 0 already imported." """
-    details = [tn("import_messages", report.messages)]
+    details = [tn("import_messages", report.messages - report.appended)]
     if report.subagent_records:
         details.append(tn("import_subagents", report.subagent_records))
     text = t("import_summary", imported=tn("import_imported", len(report.imported)),

@@ -63,7 +63,7 @@ def test_a_stored_history_with_repeated_ids_is_sent_valid(tmp_path, fake_openai)
     mgr.add_messages(session.key, HISTORY)
     fake_openai.push({"text": "Carrying on."})
     result = run_session(session.key, store, "and d?", client=fake_openai.client(), model="gpt-test",
-                         wait_for_title=0)
+                         wait_for_title=0, wait_for_memory=10)
     assert result.messages[-1] == {"role": "assistant", "content": "Carrying on."}
     assert fake_openai.rejected() == []
     sent = fake_openai.chat_requests()[-1]["messages"]

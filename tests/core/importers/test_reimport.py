@@ -95,7 +95,8 @@ class TestGrownSourceReimport:
         store = LocalSessionStore(tmp_path / "home")
         key = SessionKey(project_key(project), import_sessions(store, claude_code.read_sessions(root)).imported[0])
         fake_openai.push({"text": "continued here"})
-        run_session(key, store, "my own question", client=fake_openai.client(), model="gpt-test", wait_for_title=0)
+        run_session(key, store, "my own question", client=fake_openai.client(), model="gpt-test", wait_for_title=0,
+                    wait_for_memory=10)
         mine = _contents(store, key)
         _append(path, _turn(2, "a1", project, 10))
         report = import_sessions(store, claude_code.read_sessions(root))
@@ -186,7 +187,8 @@ class TestRepeatedToolCallIds:
         results = [(m["tool_call_id"], m["content"]) for m in msgs if m["role"] == "tool"]
         assert calls == ["toolu_1", "toolu_1~2"] and results == [("toolu_1", "A"), ("toolu_1~2", "B")]
         fake_openai.push({"text": "Carrying on."})
-        run_session(key, store, "and c?", client=fake_openai.client(), model="gpt-test", wait_for_title=0)
+        run_session(key, store, "and c?", client=fake_openai.client(), model="gpt-test", wait_for_title=0,
+                    wait_for_memory=10)
         assert fake_openai.rejected() == []
         # Importing again changes nothing: the renaming is the same every time.
         assert import_sessions(store, claude_code.read_sessions(root)).skipped == [key.session_id]
