@@ -350,7 +350,6 @@ def _convert(chain: list[dict[str, Any]]) -> tuple[list[ImportedMessage], list[t
 
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
-_COMMAND_TAGS = ("command-name", "command-message", "command-args")
 _OUTPUT_TAGS = ("local-command-stdout", "local-command-stderr", "bash-stdout", "bash-stderr")
 
 
