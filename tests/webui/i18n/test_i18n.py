@@ -277,7 +277,8 @@ class TestServerRenderedTextInChinese:
                 "mirror busy": text_of(handlers.mirror_status_html({"state": "catching_up", "pending_entries": 1}, now)),
                 "progress": shown(compaction_ui.progress_row(1200, 2, 3)),
                 "import": import_panel.import_summary(SimpleNamespace(
-                    imported=[1], messages=1, subagent_records=2, skipped=[], failed=[1], problems=[1, 2])),
+                    imported=[1], messages=3, appended=2, subagent_records=2, skipped=[], updated=[1], versions=[1],
+                    failed=[1], problems=[1, 2])),
                 "memory toast": memory_panel.toast_markdown([SimpleNamespace(text="用 pytest")]),
                 "sidebar": text_of(render.sidebar_html([("今天", [render.SidebarRow("a", "标题", "刚刚", archived=True)])],
                                                        empty_text="", more=3)),
