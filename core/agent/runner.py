@@ -95,7 +95,7 @@ class _Turn:
     options: TurnOptions
     session: Session
     messages: list[dict]
-    entries: list[dict]  # the session's entries as loaded at the start
+    entries: list[dict]  # the session's entries as loaded at the start (until the opening read them)
     workspace: Workspace | None = None
     workspace_problem: str | None = None
     memory: SessionMemory | None = None
@@ -111,6 +111,7 @@ class _Turn:
 
     @property
     def agent_name(self) -> str | None:
+        """The defined agent answering (``@name``), marked on its replies; None for the chat's own."""
         return self.speaker.name if self.speaker is not None else None
 
 
@@ -219,6 +220,7 @@ def _opening(turn: _Turn, user_input: str | None) -> tuple[Round, bool]:
         context = (turn.memory.context(root) if turn.memory else session_context([], root)).text
         prefix.append({"role": "system", "content": system_prompt(root) + (f"\n\n{context}" if context else "")})
     state = approvals.ApprovalState.from_entries(turn.entries)
+    turn.entries = []  # read once: a long session's entries are not held for the whole turn
     turn.waiting = {p.call_id for p in state.pending()}
     closing = closing_results(messages)
     answers: tuple[dict, ...] = ()
