@@ -43,7 +43,7 @@ def run_rounds(rounds: int, window: int, home: Path) -> dict:
     os.environ["ANYCODE_HOME"] = str(home / "data")
     from core import LocalSessionStore, SessionManager
     from core.agent import context as ctx
-    from core.agent.compaction import CompactionFinished, CompactionStarted
+    from core.agent.events import CompactionFinished, CompactionStarted
     from core.agent.runner import run_session_stream
     from tests.support.fake_openai import FakeOpenAI, count_tokens
 

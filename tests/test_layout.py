@@ -370,3 +370,103 @@ class TestNoImportCircles:
     def test_the_circle_finder_finds_one(self):
         assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
         assert _circles({"a": {"b"}, "b": set()}) == []
+
+
+# --- one writer, typed events ------------------------------------------------------------------
+
+# Where entries may be appended to a store: the session manager (the one writer of sessions), the
+# stores themselves (a mirror writing its primary, migrate/backup/restore/pull) and importers
+# writing whole sessions.
+APPEND_ALLOWED = ("core/session/manager.py", "core/stores/", "core/importers/")
+
+
+def _class_name_of(node: ast.AST) -> bool:
+    """``type(x).__name__`` or ``x.__class__.__name__``: a class recognised by its name."""
+    if not (isinstance(node, ast.Attribute) and node.attr == "__name__"):
+        return False
+    value = node.value
+    return (isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "type"
+            or isinstance(value, ast.Attribute) and value.attr == "__class__")
+
+
+def _class_name_checks(tree: ast.AST) -> list[ast.AST]:
+    """Comparisons of a class name (``==``, ``!=``, ``in``…), and class names kept in a variable or
+    matched on (to be compared later); a class name written into a message is none of these."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and any(map(_class_name_of, [node.left, *node.comparators])):
+            found.append(node)
+        elif isinstance(node, ast.Match) and _class_name_of(node.subject):
+            found.append(node)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and _class_name_of(node.value):
+            found.append(node)
+    return found
+
+
+def _store_appends(tree: ast.AST) -> list[ast.Call]:
+    """Calls of ``.append`` on something named a store (``store``, ``self.store``, ``ctx.store``,
+    ``manager.store``, ``primary_store``…)."""
+    def named_store(node: ast.AST) -> bool:
+        name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+        return name.lower().endswith("store")
+
+    return [node for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "append" and named_store(node.func.value)]
+
+
+class TestOneWriterAndTypedEvents:
+    """Guards against a second writer of sessions (a round stored in parts, each with its own lock,
+    fsync and mirror copy, by code that knows one rule and misses the others) and against events
+    recognised by their class name (renaming one silently stopped the page's streaming)."""
+
+    def test_no_class_name_comparison(self):
+        bad = [f"{path.relative_to(ROOT)}:{node.lineno} {ast.unparse(node)[:100]}"
+               for path in _modules("core", "webui").values()
+               for node in _class_name_checks(ast.parse(path.read_text(encoding="utf-8")))]
+        assert not bad, "match the class (isinstance, `case TextDelta(...)`), not its name:\n" + "\n".join(bad)
+
+    def test_only_the_manager_appends_to_a_store(self):
+        bad = []
+        for path in _modules("core", "webui").values():
+            rel = str(path.relative_to(ROOT))
+            if not rel.startswith(APPEND_ALLOWED):
+                bad += [f"{rel}:{node.lineno} {ast.unparse(node.func)}(…)"
+                        for node in _store_appends(ast.parse(path.read_text(encoding="utf-8")))]
+        assert not bad, "append through core.session.manager.SessionManager:\n" + "\n".join(bad)
+
+    def test_the_checks_find_what_they_guard_against(self):
+        sample = ast.parse(
+            "if type(event).__name__ == 'TextDelta': pass\n"
+            "if type(event).__name__ in ('A', 'B'): pass\n"
+            "kind = event.__class__.__name__\n"
+            "log.warning(f'{type(err).__name__}: {err}')\n"
+            "entry = reply_error_entry(type(err).__name__, str(err))\n")
+        assert sorted(n.lineno for n in _class_name_checks(sample)) == [1, 2, 3]
+        sample = ast.parse("ctx.store.append(k, e)\nmanager.store.append(k, e)\nstore.append(k, e)\n"
+                           "rows.append(r)\nself.log.append(s, e)\n")
+        assert sorted(n.lineno for n in _store_appends(sample)) == [1, 2, 3]
+
+    def test_no_function_in_the_runner_over_80_lines(self):
+        path = ROOT / "core" / "agent" / "runner.py"
+        long = [f"{node.name}: {node.end_lineno - node.lineno + 1} lines"
+                for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 80]
+        assert not long, "split the turn into named phases: " + ", ".join(long)
+
+    def test_the_events_import_without_openai(self):
+        code = (
+            "import sys\n"
+            "class NoOpenAI:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'openai' or name.startswith('openai.'):\n"
+            "            raise ImportError('openai is blocked in this test')\n"
+            "sys.meta_path.insert(0, NoOpenAI())\n"
+            "import typing\n"
+            "from core.agent import events\n"
+            "names = {t.__name__ for t in typing.get_args(events.TurnEvent)}\n"
+            "assert {'TextDelta', 'RoundCompleted', 'SubagentEvent', 'CompactionFinished', 'TitleStarted'} <= names\n"
+            "assert 'openai' not in sys.modules\n"
+            "print('ok')\n"
+        )
+        out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]

@@ -38,6 +38,7 @@ from typing import Any, Iterable
 
 from core.agent.tools import (DEFAULT_TOOLS, ToolError, ToolRegistry, Workspace, apply_arguments, cap_output,
                               parse_arguments)
+from core.session.rounds import Round
 
 log = logging.getLogger(__name__)
 
@@ -119,14 +120,6 @@ class PendingApproval:
     def entry(self) -> dict:
         """The request entry for this approval."""
         return request_entry(self.call_id, self.tool, self.arguments, self.preview, ts=self.ts or None)
-
-
-@dataclass
-class ApprovalRequested:
-    """Agent event (see core.agent.loop): the loop paused on ``pending``, a call that needs the
-    user's approval. The round so far is completed with it (``RoundCompleted.pending``)."""
-
-    pending: PendingApproval
 
 
 @dataclass
@@ -278,22 +271,22 @@ def preview_of(registry: ToolRegistry, name: str, raw_arguments: str | None, wor
 # --- answers recorded for a session ----------------------------------------------------------
 
 
-def closing_denials(messages: list[dict], state: ApprovalState, reason: str,
-                    interrupted: Iterable[dict]) -> list[dict]:
-    """Entries that end a turn paused on approvals without running anything: a deny decision for
-    each pending request, then the tail's closing tool results in call order (``interrupted``:
-    :func:`core.agent.repair.closing_results` of ``messages``), a denied text for pending calls."""
-    from core.session.entries import message_entry
-
+def closing_round(state: ApprovalState, reason: str, interrupted: Iterable[dict]) -> Round:
+    """What ends a turn paused on approvals without running anything, stored in one append
+    (:meth:`core.session.manager.SessionManager.store_round`): a deny decision for each pending
+    request (the round's ``answers``), then the tail's closing tool results in call order
+    (``interrupted``: :func:`core.agent.repair.closing_results` of the session's messages), a
+    denied text for pending calls."""
     pending = {p.call_id: p for p in state.pending()}
     now = time.time()
-    entries = [decision_entry(cid, False, reason=reason, ts=now) for cid in pending]
+    answers = tuple(decision_entry(cid, False, reason=reason, ts=now) for cid in pending)
+    results = []
     for result in interrupted:
         cid = result.get("tool_call_id")
         if cid in pending:
             result = {"role": "tool", "tool_call_id": cid, "content": denied_result(pending[cid].tool, reason)}
-        entries.append(message_entry(result, ts=now))
-    return entries
+        results.append(result)
+    return Round(results, answers=answers)
 
 
 class Grants:

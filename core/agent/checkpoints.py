@@ -4,8 +4,9 @@
 **Recording.** The runner attaches a :class:`Recorder` to the turn's :class:`Workspace`
 (:func:`attach`); ``write_file`` reports every change to it with the old file still open
 (:meth:`Recorder.wrote`): the old and new bytes go into the blob store
-(:mod:`core.stores.blobs`) before the rename, and after each stored round the runner appends one
-``checkpoint`` entry (:meth:`Recorder.flush`)::
+(:mod:`core.stores.blobs`) before the rename, and each stored round carries one ``checkpoint``
+entry of what it changed (:meth:`Recorder.drain`, stored with the round's messages in one append:
+:meth:`core.session.manager.SessionManager.store_round`)::
 
     {"type": "checkpoint", "ts": float, "at": <message count after the round>,
      "files": [{"path": <relative to the workspace>, "before": sha256 hex | null (absent),
@@ -133,17 +134,20 @@ class Recorder:
             files, self._pending = list(self._pending.values()), {}
         return [f for f in files if f["before"] != f["after"] or f["mode_before"] != f["mode_after"]]
 
-    def flush(self, store: Any, key: SessionKey, at: int | None = None) -> dict[str, Any] | None:
-        """Append the pending changes to ``key`` as one checkpoint entry at message count ``at``
-        (default: the stored count) and return it; None when nothing changed. Raises the store's errors."""
-        files = self.drain()
-        if not files:
-            return None
-        if at is None:
-            at = sum(1 for e in store.load(key) or [] if e.get("type") == "message")
-        entry = checkpoint_entry(at, files)
-        store.append(key, [entry])
-        return entry
+    def give_back(self, files: list[dict[str, Any]]) -> None:
+        """Return ``files`` (from :meth:`drain`) that could not be stored with their round, so
+        the next drain has them again: a path changed since keeps its first ``before`` (theirs)
+        and its last ``after`` (the newer one)."""
+        with self._lock:
+            merged = {f["path"]: dict(f) for f in files}
+            for path, newer in self._pending.items():
+                if path in merged:
+                    merged[path].update(after=newer["after"], mode_after=newer["mode_after"])
+                    if newer.get("kept") is False:
+                        merged[path]["kept"] = False
+                else:
+                    merged[path] = newer
+            self._pending = merged
 
 
 def attach(workspace: Workspace | None, store: Any) -> Recorder | None:
@@ -452,7 +456,7 @@ def rewind(manager: Any, key: SessionKey, message_index: int, ws: Workspace | No
             extra["version"] = target_key.session_id
         # Recorded in both the version and the session it was cut from: the files changed for both.
         for k in dict.fromkeys([target_key, key]):
-            manager.store.append(k, [checkpoint_entry(_session_count(manager, k), _record(fresh), **extra)])
+            manager.add_checkpoint(k, checkpoint_entry(_session_count(manager, k), _record(fresh), **extra))
     if ws is not None:
         _apply(ws, changes)
     log.info("rewound %s to message %d (%s): %d files", key.session_id, plan.keep - 1, mode, len(changes))
@@ -541,8 +545,8 @@ def undo(manager: Any, key: SessionKey, ws: Workspace | None, *, chosen: Iterabl
     rid = secrets.token_hex(8)
     for k in sessions:
         try:
-            manager.store.append(k, [checkpoint_entry(_session_count(manager, k), _record(fresh), rewind=True,
-                                                      id=rid, undoes=cp.get("id"))])
+            manager.add_checkpoint(k, checkpoint_entry(_session_count(manager, k), _record(fresh), rewind=True,
+                                                       id=rid, undoes=cp.get("id")))
         except Exception as err:  # noqa: BLE001 -- the other session may be deleted; the files matter
             if k == key:
                 raise

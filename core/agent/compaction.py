@@ -33,8 +33,10 @@ from typing import Any
 
 from core import settings
 from core.agent import context as ctx
+from core.agent.events import (CompactionEvent, CompactionFinished, CompactionProgress, CompactionStarted,
+                               RoundCompleted, TextDelta)
 from core.agent.language import Language, conversation_language, language_instruction
-from core.errors import CompactionFailed, ModelContextExceeded, ModelEmptyReply, ModelError
+from core.errors import CompactionFailed, ModelContextExceeded, ModelEmptyReply, ModelError, ModelServerError
 from core.session.compaction import compaction_entry, latest_compaction, model_view, view_start
 from core.session.export import message_text
 
@@ -62,35 +64,6 @@ SUMMARY_PROMPT = (
     "longer matters. Do not address the user and do not continue the conversation. "
     "Use at most {words} words."
 )
-
-
-@dataclass
-class CompactionStarted:
-    """Compaction began: ``messages`` older messages are being summarised (``trigger`` auto,
-    manual or overflow); ``tokens_before`` the request size that triggered it."""
-
-    trigger: str
-    messages: int
-    tokens_before: int
-
-
-@dataclass
-class CompactionProgress:
-    """The summary is arriving: ``chars`` written so far (piece ``piece`` of ``pieces``)."""
-
-    chars: int
-    piece: int = 1
-    pieces: int = 1
-
-
-@dataclass
-class CompactionFinished:
-    """The compaction entry was appended (``entry``: as stored, see core.session.compaction)."""
-
-    entry: dict
-
-
-CompactionEvent = CompactionStarted | CompactionProgress | CompactionFinished
 
 
 # --- where to cut ---------------------------------------------------------------------------------
@@ -266,7 +239,7 @@ def summarize(messages: list[dict], previous: str | None, *, client: Any, model:
     :class:`CompactionProgress` while it streams and, last, the summary text. Yields no text when
     cancelled. ``language``: the conversation's (None: detected from ``messages``), named in the
     prompt. Raises :class:`CompactionFailed` (one sentence, with the server's reason)."""
-    from core.agent.loop import AgentRun, RoundCompleted, TextDelta  # loop imports nothing of ours
+    from core.agent.loop import AgentRun  # loop imports nothing of ours
 
     words = summary_words(window)
     if language is None:
@@ -503,17 +476,18 @@ def overflow_of(err: ModelError, guard: ContextGuard) -> ModelContextExceeded | 
     if over is not None:
         return over
     broke = isinstance(err, ModelEmptyReply) and err.end == "no_end" or (
-        type(err).__name__ == "ModelServerError" and "broke in the middle" in str(err))
+        isinstance(err, ModelServerError) and "broke in the middle" in str(err))
     if broke and guard.last_request_tokens >= 1024:
         return True
     return None
 
 
-def compact_session(key: Any, store: Any, *, client: Any, model: str, cancel: threading.Event | None = None,
+def compact_session(key: Any, sessions: Any, *, client: Any, model: str, cancel: threading.Event | None = None,
                     trigger: str = "manual") -> Iterator[CompactionEvent]:
     """Compact a stored session now (the Compact button, ``/compact``, ``anycode sessions
     compact``): summarise everything before the most recent turns, append the entry, yield the
-    events. Checked against the message count it was computed on (``SessionConflict`` if the
+    events. ``sessions``: the caller's SessionManager (the writer), or a store (one is made).
+    Checked against the message count it was computed on (``SessionConflict`` if the
     session grew meanwhile). Raises ``SessionNotFound``, :class:`CompactionFailed` (also "nothing
     to compact yet" when only the last turn is there), ``ModelNotConfigured`` without a client."""
     from core.agent.config import NOT_CONFIGURED_MESSAGE
@@ -523,7 +497,7 @@ def compact_session(key: Any, store: Any, *, client: Any, model: str, cancel: th
 
     if client is None:
         raise ModelNotConfigured(NOT_CONFIGURED_MESSAGE)
-    manager = SessionManager(store)
+    manager = SessionManager.of(sessions)
     session = manager.get(key)
     guard = make_guard(session, client=client, model=model, tools=TOOL_SPECS, cancel=cancel,
                        append=lambda entry, count: manager.add_compaction(key, entry, count))

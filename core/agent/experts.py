@@ -51,19 +51,19 @@ def _lock_of(key: SessionKey) -> threading.Lock:
         return _LOCKS.setdefault(str(key), threading.Lock())
 
 
-def create_expert_session(store: Any, project_key: str, agent: AgentDefinition, cwd: str | None,
+def create_expert_session(manager: SessionManager, project_key: str, agent: AgentDefinition, cwd: str | None,
                           system: str) -> SessionKey:
-    """The key of ``agent``'s expert session in ``project_key``, created whole (header, title,
-    ``system`` message) when missing. Raises the store's errors."""
+    """The key of ``agent``'s expert session in ``project_key``, created whole through ``manager``
+    (header, title, ``system`` message) when missing. Raises the store's errors."""
     key = expert_key(project_key, agent.name)
-    if store.exists(key):
+    if manager.store.exists(key):
         return key
     now = time.time()
     header = header_entry(key.session_id, project_key, cwd or None, created_at=now)
     header[HEADER_KEY] = {"name": agent.name, "source": agent.source}
     try:
-        store.create_whole(key, [header, title_entry(agent.name, "user", ts=now),
-                                 message_entry({"role": "system", "content": system}, ts=now)])
+        manager.create_whole(key, [header, title_entry(agent.name, "user", ts=now),
+                                   message_entry({"role": "system", "content": system}, ts=now)])
     except SessionExists:
         pass  # another consultation created it meanwhile
     return key
@@ -90,14 +90,16 @@ class Consultation:
     _lease: HeldLease | None = None
 
     @classmethod
-    def open(cls, store: Any, project_key: str, agent: AgentDefinition, cwd: str | None,
+    def open(cls, sessions: SessionManager | Any, project_key: str, agent: AgentDefinition, cwd: str | None,
              system: str, *, cancel: Any = None, wait_seconds: float | None = None) -> "Consultation":
         """The consultation of ``agent`` in ``project_key`` (its session created if missing);
-        its turn not yet taken. ``wait_seconds``: how long entering waits for the turn (default
+        its turn not yet taken. ``sessions``: the :class:`SessionManager` that writes it (a store
+        gets one of its own). ``wait_seconds``: how long entering waits for the turn (default
         :data:`WAIT_SECONDS`); ``cancel``: stops the wait when set."""
-        key = create_expert_session(store, project_key, agent, cwd, system)
+        manager = SessionManager.of(sessions)
+        key = create_expert_session(manager, project_key, agent, cwd, system)
         wait = WAIT_SECONDS if wait_seconds is None else wait_seconds
-        return cls(store, key, SessionManager(store), name=agent.name, cancel=cancel, wait_seconds=wait,
+        return cls(manager.store, key, manager, name=agent.name, cancel=cancel, wait_seconds=wait,
                    _lock=_lock_of(key))
 
     def __enter__(self) -> "Consultation":

@@ -11,7 +11,6 @@ import logging
 import queue
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import openai
@@ -21,7 +20,9 @@ from core.agent.config import BROKEN_REPLY
 from core.errors import ModelEmptyReply, ModelError
 from core.agent.repair import interrupted_result, prepare_request, sanitize_text
 from core.agent.stream import END_COMPLETE, END_FILTER, END_LENGTH, END_MISSING, Reply, ReplyReader, open_reply
-from core.agent.approval import ApprovalGate, ApprovalRequested, PendingApproval
+from core.agent.approval import ApprovalGate, PendingApproval
+from core.agent.events import (AgentEvent, ApprovalRequested, ReasoningDelta, ReplyRestarted, RoundCompleted, TextDelta,
+                               ToolCallFinished, ToolCallStarted)
 from core.agent.tools import ToolRegistry, Workspace, run_tool
 
 log = logging.getLogger(__name__)
@@ -29,68 +30,6 @@ log = logging.getLogger(__name__)
 # How often a silent model call checks the cancel flag (seconds).
 _POLL_SECONDS = 0.1
 _END = object()
-
-
-@dataclass
-class TextDelta:
-    """A piece of the assistant's reply text, in order."""
-
-    text: str
-
-
-@dataclass
-class ToolCallStarted:
-    """The loop is about to run a tool; ``arguments`` is the model's raw JSON string."""
-
-    call_id: str
-    name: str
-    arguments: str
-
-
-@dataclass
-class ToolCallFinished:
-    """A tool returned (``is_error`` when it failed or was interrupted); ``result`` is the text
-    stored in the tool message (capped)."""
-
-    call_id: str
-    name: str
-    result: str
-    is_error: bool
-
-
-@dataclass
-class RoundCompleted:
-    """One round is over: its new messages (the assistant message, then one tool message per
-    tool call), ready to be persisted together."""
-
-    messages: list[dict]
-    # How the round's assistant reply ended when the model did not finish it: "length",
-    # "content_filter" or "no_end" (see core.agent.stream.Reply.end); None when it finished.
-    end: str | None = None
-    # The round paused on this approval (core.agent.approval): store it with the messages; the
-    # loop has ended and resumes from the stored session once the user answers.
-    pending: PendingApproval | None = None
-
-
-@dataclass
-class ReasoningDelta:
-    """A piece of the model's thinking (``reasoning_content`` / ``reasoning`` of a thinking-mode
-    server), shown apart from the answer; stored on the assistant message (not its text)."""
-
-    text: str
-
-
-@dataclass
-class ReplyRestarted:
-    """The reply being streamed broke because a background request reached a server that serves
-    one request at a time (core.agent.slots); it is asked again once. The text shown so far for
-    this round is void: the new reply's TextDeltas follow."""
-
-    reason: str
-
-
-AgentEvent = (TextDelta | ReasoningDelta | ToolCallStarted | ToolCallFinished | RoundCompleted | ApprovalRequested
-              | ReplyRestarted)
 
 
 class AgentRun:
@@ -139,6 +78,9 @@ class AgentRun:
         self._assistant: dict | None = None
         self._results: list[dict] = []
         self._end: str | None = None
+        # The reply of the round in flight read whole, while no stored round carries its usage:
+        # each request's tokens go with exactly one round (RoundCompleted.requested).
+        self._request: Reply | None = None
 
     def _is_cancelled(self) -> bool:
         if self.cancel is not None and self.cancel.is_set():
@@ -165,11 +107,26 @@ class AgentRun:
         """The tool result of call ``cid`` stopped before it returned (sub-agents say more)."""
         return interrupted_result(cid)["content"]
 
+    def unstored_request(self) -> tuple[bool, dict | None]:
+        """``(requested, usage)`` of the round in flight: whether it holds the reply of a model
+        request that no completed round carried yet (see :attr:`RoundCompleted.requested`), and
+        that request's ``usage`` as the server sent it. A reply cut before its end has none."""
+        if self._request is None:
+            return False, None
+        return True, self._request.usage
+
+    def _take_request(self) -> tuple[bool, dict | None]:
+        """:meth:`unstored_request`, handed over to the round being completed (once)."""
+        requested = self.unstored_request()
+        self._request = None
+        return requested
+
     def _finish_round(self, new: list[dict], pending: PendingApproval | None = None) -> RoundCompleted:
         end = self._end
+        requested, usage = self._take_request()
         self.messages.extend(new)
         self._reset_round()  # before yielding: a caller closing us now must not persist it twice
-        return RoundCompleted(messages=new, end=end, pending=pending)
+        return RoundCompleted(messages=new, end=end, pending=pending, requested=requested, usage=usage)
 
     def _direct_chunks(self, params: dict) -> Iterator:
         opened = open_reply(self.client, params)
@@ -285,6 +242,7 @@ class AgentRun:
         self.last_reply = reply
         if reply.empty:
             raise empty_reply_error(reply)
+        self._request = reply
         if reply.tool_calls:
             # Content "" rather than null: LM Studio and older llama.cpp refuse a null content
             # (lmstudio-bug-tracker#261); the API takes both.

@@ -21,6 +21,7 @@ from typing import Any
 
 from core.errors import SessionConflict, StoreUnavailable
 from core.session.keys import SessionKey
+from core.session.rounds import Round
 
 log = logging.getLogger(__name__)
 
@@ -31,24 +32,36 @@ RETRY_FIRST_DELAY = 0.25  # seconds; doubled after each failed attempt, up to 2 
 def store_messages(manager: Any, key: SessionKey, messages: list[dict[str, Any]], *, saved_count: int,
                    expected_count: int | None = None, end: str | None = None,
                    retry_seconds: float | None = None, agent: str | None = None) -> int:
-    """Append ``messages`` (OpenAI chat messages) after the session's ``saved_count`` messages;
-    return the new message count.
+    """:func:`store_round` of a round of just ``messages`` (OpenAI chat messages), ``end`` and
+    ``agent`` (see :class:`~core.session.rounds.Round`); same checks, retries and errors."""
+    return store_round(manager, key, Round(list(messages), end=end, agent=agent), saved_count=saved_count,
+                       expected_count=expected_count, retry_seconds=retry_seconds)
+
+
+def store_round(manager: Any, key: SessionKey, round: Round, *, saved_count: int,
+                expected_count: int | None = None, retry_seconds: float | None = None) -> int:
+    """Store ``round`` (its messages, usage, checkpoint and approval in one append:
+    :meth:`SessionManager.store_round`) after the session's ``saved_count`` messages; return the
+    new message count.
 
     ``expected_count``: passed to the first attempt (the caller's conflict check; None: none).
-    ``end``: how an unfinished reply ended, ``agent``: the defined agent that wrote the reply
-    (both ``SessionManager.add_messages``).
+    A failed attempt is checked before it is repeated: the round's messages at the session's end
+    mean it landed (the append is all or nothing, so its other entries did too). A round of no
+    messages cannot be checked that way and is tried once.
     Raises :class:`SessionConflict` (someone else appended), and — after retrying for
     ``retry_seconds`` (default :data:`RETRY_SECONDS`) — the store's ``StoreUnavailable``, or at
-    once its ``OSError``, with ``err.unsaved = messages`` and ``err.saved_count = saved_count``."""
+    once its ``OSError``, with ``err.unsaved`` (the round's messages) and ``err.saved_count =
+    saved_count``."""
+    messages = round.messages
     deadline = time.monotonic() + (RETRY_SECONDS if retry_seconds is None else retry_seconds)
     delay = RETRY_FIRST_DELAY
     expected = expected_count
     while True:
         try:
-            if agent:
-                return manager.add_messages(key, messages, expected_count=expected, end=end, agent=agent)
-            return manager.add_messages(key, messages, expected_count=expected, end=end)
+            return manager.store_round(key, round, expected_count=expected)
         except StoreUnavailable as err:
+            if not messages:
+                raise _with_unsaved(err, messages, saved_count)
             last: BaseException = err
             log.warning("saving %d messages of %s failed: %s", len(messages), key.session_id, err)
         except OSError as err:

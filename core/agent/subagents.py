@@ -40,7 +40,8 @@ from typing import Any
 
 from core.agent.definitions import AgentDefinition, Definitions, agent_system_prompt, agents_listing
 from core.agent.experts import Consultation
-from core.agent.loop import AgentEvent, AgentRun, RoundCompleted
+from core.agent.events import AgentEvent, RoundCompleted, SubagentEvent, SubagentFinished, SubagentStarted
+from core.agent.loop import AgentRun
 from core.agent.persist import store_messages
 from core.agent.prompts import subagent_system_prompt
 from core.agent.repair import interrupted_result, sanitize_text
@@ -140,38 +141,6 @@ def default_tools(config: SubagentConfig | None = None, depth: int = 0,
     return [*TOOL_SPECS, task_tool_spec(agents)] if depth < config.max_depth else list(TOOL_SPECS)
 
 
-@dataclass
-class SubagentStarted:
-    """A sub-agent began (or was queued) for task call ``call_id``; its record is at ``subpath``.
-    ``parent``: the subpath of the record whose call started it (None: the main conversation)."""
-
-    call_id: str
-    subpath: str
-    description: str
-    parent: str | None = None
-
-
-@dataclass
-class SubagentEvent:
-    """Something the sub-agent of task call ``call_id`` did: ``event`` is its own loop event
-    (TextDelta, ToolCallStarted, ToolCallFinished, RoundCompleted, or a nested SubagentStarted /
-    SubagentEvent / SubagentFinished of its own sub-agents)."""
-
-    call_id: str
-    subpath: str
-    event: Any
-
-
-@dataclass
-class SubagentFinished:
-    """The sub-agent of ``call_id`` ended; ``result`` is what its parent receives."""
-
-    call_id: str
-    subpath: str
-    result: str
-    is_error: bool
-
-
 class _AnySet:
     """Looks like a ``threading.Event`` to the loop: set when any of ``events`` is."""
 
@@ -234,20 +203,21 @@ def parse_task_call(raw: str | None, agents: Definitions | None = None
 class TaskAgentRun(AgentRun):
     """An :class:`AgentRun` whose ``task`` calls run sub-agents recorded under session ``key``.
 
-    Extra arguments: ``key`` (the main session's key), ``store``, ``config``
+    Extra arguments: ``key`` (the main session's key), ``manager`` (the
+    :class:`~core.session.manager.SessionManager` that writes the records: the turn's), ``config``
     (:class:`SubagentConfig`; default from the environment), ``depth`` (0 for the main
     conversation), ``parent_subpath`` (the record this run writes, for a nested sub-agent) and
     ``agents`` (the defined agents a task call may name, :mod:`core.agent.definitions`).
     Everything else is :class:`AgentRun`'s; ``task`` calls are run only when ``tools`` offers it.
     """
 
-    def __init__(self, messages: list[dict], *, key: SessionKey, store: Any,
+    def __init__(self, messages: list[dict], *, key: SessionKey, manager: SessionManager,
                  config: SubagentConfig | None = None, depth: int = 0,
                  parent_subpath: str | None = None, agents: Definitions | None = None, **kwargs: Any):
         super().__init__(messages, **kwargs)
         self.agents = agents
         self.key = key.parent
-        self.store = store
+        self.manager = manager
         self.config = config or SubagentConfig.from_env()
         self.depth = depth
         self.parent_subpath = parent_subpath
@@ -301,7 +271,7 @@ class TaskAgentRun(AgentRun):
 
     def _stopped_report(self, job: _Job) -> str:
         try:
-            record = SessionManager(self.store).get(self._record_key(job.subpath))
+            record = self.manager.get(self._record_key(job.subpath))
         except (AnycodeError, OSError) as err:
             log.warning("cannot read the record of stopped sub-agent %s: %s", job.subpath, err)
             return interrupted_result(job.call_id)["content"]
@@ -347,7 +317,8 @@ class TaskAgentRun(AgentRun):
             self._head = assistant
             self.messages.append(assistant)
             end, self._end = self._end, None
-            yield RoundCompleted(messages=[assistant], end=end)
+            requested, usage = self._take_request()  # the request's tokens go with its reply
+            yield RoundCompleted(messages=[assistant], end=end, requested=requested, usage=usage)
         for call in assistant.get("tool_calls") or []:
             fn = call.get("function") or {}
             cid = call.get("id")
@@ -395,8 +366,8 @@ class TaskAgentRun(AgentRun):
                 if job.agent.expert:
                     header["subagent"]["expert"] = expert_session_id(job.agent.name)
             try:
-                self.store.create_whole(self._record_key(subpath),
-                                        [header, *(message_entry(m, ts=now) for m in messages)])
+                self.manager.create_whole(self._record_key(subpath),
+                                          [header, *(message_entry(m, ts=now) for m in messages)])
             except SessionExists:
                 continue
             job.subpath = subpath
@@ -451,7 +422,7 @@ class TaskAgentRun(AgentRun):
         An expert agent's run is a consultation in its own session (:mod:`core.agent.experts`)."""
         if job.agent is not None and job.agent.expert:
             root = self.workspace.root if self.workspace is not None else ""
-            consultation = Consultation.open(self.store, self.key.project_key, job.agent, root or None,
+            consultation = Consultation.open(self.manager, self.key.project_key, job.agent, root or None,
                                              self._system_prompt(job), cancel=_AnySet(self.cancel, self._stop))
             try:
                 with consultation:  # waits its turn (raises ExpertBusy only while waiting)
@@ -462,7 +433,7 @@ class TaskAgentRun(AgentRun):
 
     def _run_loop(self, job: _Job, expert: Consultation | None) -> tuple[str, bool]:
         key = self._record_key(job.subpath)
-        manager = SessionManager(self.store)
+        manager = self.manager
         cancel = _AnySet(self.cancel, self._stop)
         if cancel.is_set():
             return interrupted_result(job.call_id)["content"], True
@@ -493,7 +464,7 @@ class TaskAgentRun(AgentRun):
             guard = self._guard(key, manager, tools, cancel, model)
         kwargs["context"] = guard
         if depth < self.config.max_depth and any((t.get("function") or {}).get("name") == TASK_TOOL for t in tools):
-            run: AgentRun = TaskAgentRun(messages, key=self.key, store=self.store, config=self.config,
+            run: AgentRun = TaskAgentRun(messages, key=self.key, manager=self.manager, config=self.config,
                                          depth=depth, parent_subpath=job.subpath, agents=self.agents, **kwargs)
         else:
             run = AgentRun(messages, **kwargs)

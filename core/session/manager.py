@@ -16,7 +16,7 @@ from typing import Any, Iterable
 from core import settings
 from core.settings import inside_data_dir
 from core.session.compaction import compactions_of
-from core.session.entries import (MAX_TAGS, SessionState, archive_entry, clean_tag, header_entry, message_entry,
+from core.session.entries import (MAX_TAGS, SessionState, archive_entry, clean_tag, header_entry,
                                   messages_of, pin_entry, reply_agents_of, reply_ends_of, reply_error_of, tags_entry,
                                   title_entry, version_entry)
 from core.errors import (AmbiguousSessionId, AmbiguousTitle, ForbiddenProjectFolder, InvalidTag, InvalidTitle,
@@ -28,6 +28,7 @@ from core.session.keys import SessionKey, new_session_id, normalize_path, projec
 from core.session.lookup import title_matches
 from core.session.usage import usage_totals
 from core.session.models import ProjectInfo, Session, SessionMeta
+from core.session.rounds import Round
 from core.session.store import SessionStore
 from core.session.subagents import records_for_calls, subagent_records, tool_call_ids
 from core.session.text import is_blank
@@ -141,6 +142,13 @@ class SessionManager:
         self.store = store
         # An open chat is folded once while its file is unchanged, not once per reader (issue 32)
         self._folds = FoldMemo()
+
+    @classmethod
+    def of(cls, sessions: "SessionManager | SessionStore") -> "SessionManager":
+        """``sessions`` itself when it is a manager (its fold memo shared with its other
+        readers), else a new manager over the store ``sessions`` — for entry points scripts call
+        with a bare store (:func:`core.agent.runner.run_session_stream`)."""
+        return sessions if isinstance(sessions, SessionManager) else cls(sessions)
 
     # --- create and read -------------------------------------------------------------------
 
@@ -303,15 +311,26 @@ class SessionManager:
         ``expected_count``: the count the caller loaded; :class:`~core.errors.SessionConflict`
         if someone appended since. ``end``: the first message is an assistant reply the model did
         not finish, ended this way (see :func:`~core.session.entries.message_entry`). ``agent``:
-        the defined agent that wrote the assistant messages (issue 30), marked on each of them.
+        the defined agent that wrote the assistant messages, marked on each of them.
         Raises :class:`SessionNotFound` for a missing main session,
         ``ValueError`` for a message without a role."""
-        now = time.time()
-        entries = [message_entry(m, ts=now, end=end if i == 0 else None,
-                                 agent=agent if m.get("role") == "assistant" else None) for i, m in enumerate(messages)]
+        return self.store_round(key, Round(list(messages), end=end, agent=agent), expected_count=expected_count)
+
+    def store_round(self, key: SessionKey, round: Round, *, expected_count: int | None = None) -> int:
+        """Store ``round`` (:class:`~core.session.rounds.Round`: its messages with their usage,
+        checkpoint and pending approval, or a turn's opening with the approval answers it
+        carries) in ONE append — one lock, one fsync, one outbox item on a mirrored store — so
+        a crash keeps all of it or none; return the message count after it.
+
+        ``expected_count``: the message count the round continues;
+        :class:`~core.errors.SessionConflict` and nothing written if someone appended since (the
+        caller keeps the round as a version instead: :meth:`keep_as_version`). Raises
+        :class:`SessionNotFound` (a main session deleted meanwhile is never brought back),
+        ``ValueError`` (a message without a role, an entry of the wrong type) and the store's
+        failures (``OSError``, :class:`~core.errors.StoreUnavailable`)."""
         # The store refuses, under its lock, to start a main session without a header, so a
         # session deleted meanwhile raises SessionNotFound here instead of coming back.
-        return self.store.append(key, entries, expected_count=expected_count)
+        return self.store.append(key, round.entries(ts=time.time()), expected_count=expected_count)
 
     def add_compaction(self, key: SessionKey, entry: dict[str, Any], expected_count: int | None = None) -> int:
         """Append one compaction entry (:func:`core.session.compaction.compaction_entry`); return
@@ -320,8 +339,33 @@ class SessionManager:
         ``expected_count``: the message count the compaction was computed on;
         :class:`~core.errors.SessionConflict` if someone appended since. Raises
         :class:`SessionNotFound`, ``ValueError`` for an entry that is not a compaction."""
-        if not isinstance(entry, dict) or entry.get("type") != "compaction":
-            raise ValueError("not a compaction entry")
+        return self._append_one(key, entry, "compaction", expected_count)
+
+    def add_checkpoint(self, key: SessionKey, entry: dict[str, Any], expected_count: int | None = None) -> int:
+        """Append one checkpoint entry (:func:`core.agent.checkpoints.checkpoint_entry`: a rewind,
+        an undo, or the files of a round whose messages were stored without it); return the
+        message count. A round's own checkpoint goes with it (:meth:`store_round`).
+        ``expected_count`` as in :meth:`add_compaction`. Raises :class:`SessionNotFound`,
+        ``ValueError`` for an entry that is not a checkpoint."""
+        return self._append_one(key, entry, "checkpoint", expected_count)
+
+    def add_approval(self, key: SessionKey, entry: dict[str, Any]) -> int:
+        """Append the user's answer to a pending approval (a decision entry,
+        :func:`core.agent.approval.decision_entry`); return the message count. Unchecked: an
+        answer refers to its call by id and is valid after anyone else's entries. Raises
+        :class:`SessionNotFound`, ``ValueError`` for an entry that is not an approval."""
+        return self._append_one(key, entry, "approval")
+
+    def add_reply_error(self, key: SessionKey, entry: dict[str, Any]) -> int:
+        """Append a ``reply_error`` entry (:func:`core.session.entries.reply_error_entry`: why a
+        turn stored no reply); return the message count. Raises :class:`SessionNotFound`,
+        ``ValueError`` for another kind of entry."""
+        return self._append_one(key, entry, "reply_error")
+
+    def _append_one(self, key: SessionKey, entry: dict[str, Any], kind: str,
+                    expected_count: int | None = None) -> int:
+        if not isinstance(entry, dict) or entry.get("type") != kind:
+            raise ValueError(f"not a {kind} entry")
         return self.store.append(key, [entry], expected_count=expected_count)
 
     def rename(self, key: SessionKey, title: str, *, expected_title: str | None | object = ...) -> str:
@@ -521,19 +565,20 @@ class SessionManager:
             self.store.append(SessionKey(key.project_key, root), [version_entry(new_key.session_id, ts=now)])
         return session_from_entries(new_key, new_entries)
 
-    def keep_as_version(self, key: SessionKey, shared: int, messages: list[dict[str, Any]], *,
-                        end: str | None = None, agent: str | None = None) -> Session:
-        """Store a reply that could not land in ``key`` — someone else (another tab, process or
+    def keep_as_version(self, key: SessionKey, shared: int, round: Round) -> Session:
+        """Store a round that could not land in ``key`` — someone else (another tab, process or
         machine) appended since its writer's last stored message — as a new version of the
-        conversation (issue 25: a racing reply is never dropped), and return that version.
+        conversation (a racing reply is never dropped), and return that version.
 
-        ``shared``: how many of ``key``'s messages the reply follows (the writer's stored
-        history, ending with the message the reply answers); ``messages``: the reply's round
-        (OpenAI chat messages); ``end`` and ``agent`` as in :meth:`add_messages`. The version is a
-        :meth:`fork` with ``version_of`` cut at message ``shared - 1`` holding the reply, created
-        whole (``create_whole``: a kill leaves it whole or absent), and becomes the version in
-        use. Raises :class:`SessionNotFound` (``key`` was deleted meanwhile), ``IndexError``
-        (``shared`` outside the stored messages) and the store's errors, with no version made."""
+        ``shared``: how many of ``key``'s messages the round follows (the writer's stored
+        history, ending with the message the reply answers); ``round``: the reply's
+        :class:`~core.session.rounds.Round` (its usage, checkpoint and approval go along; their
+        ``at`` counts hold in the version too, which shares those ``shared`` messages). The
+        version is a :meth:`fork` with ``version_of`` cut at message ``shared - 1`` holding the
+        round, created whole (``create_whole``: a kill leaves it whole or absent), and becomes
+        the version in use. Raises :class:`SessionNotFound` (``key`` was deleted meanwhile),
+        ``IndexError`` (``shared`` outside the stored messages), ``ValueError`` (a bad round)
+        and the store's errors, with no version made."""
         stored = self.store.load(key)
         if stored is None:
             raise SessionNotFound(key.session_id)
@@ -544,11 +589,7 @@ class SessionManager:
         # round's head is stored on its own) would be moved before it by valid_cut: the version
         # then starts at that boundary and carries the head itself, so no result is orphaned.
         cut = valid_cut([e["message"] for e in message_entries], shared - 1)
-        now = time.time()
-        entries = message_entries[cut + 1:shared]
-        entries += [message_entry(m, ts=now, end=end if i == 0 else None,
-                                  agent=agent if m.get("role") == "assistant" else None)
-                    for i, m in enumerate(messages)]
+        entries = message_entries[cut + 1:shared] + round.entries(ts=time.time())
         version = self.fork(key, cut, version=True, extra=entries)
         log.warning("session %s changed while a reply was written; the reply was kept as version %s",
                     key.session_id, version.id)

@@ -1,6 +1,8 @@
 """Tokens used per reply and per chat (issue 31, item 17).
 
-After each stored round the runner appends one ``usage`` entry::
+Each model request of a chat has one ``usage`` entry, stored in the same append as the round
+holding its reply (:meth:`core.session.manager.SessionManager.store_round`); a round that made no
+request (the rest of a task round, a round resumed after an approval) has none::
 
     {"type": "usage", "ts": float, "at": int, "model": str, "prompt_tokens": int,
      "completion_tokens": int, "estimated": bool}

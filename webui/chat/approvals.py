@@ -115,7 +115,7 @@ def decide(ctx: WebContext, state: dict[str, Any], call_id: str | None, *, allow
     if call_id not in waiting:
         return ANSWERED_NOTICE
     reason = ap.clean_reason(reason) if not allow else None
-    ctx.store.append(key, [ap.decision_entry(call_id, allow, scope=scope, reason=reason)])
+    ctx.manager.add_approval(key, ap.decision_entry(call_id, allow, scope=scope, reason=reason))
     grants(ctx).decide(str(key), call_id, ap.Decision(allow, reason, scope))
     log.info("approval of %s in %s: %s (%s)", call_id, key.session_id, "allow" if allow else "deny", scope)
     return None
@@ -133,8 +133,8 @@ def stop_pending(ctx: WebContext, state: dict[str, Any]) -> bool:
     if not approvals.pending():
         return False
     messages = messages_of(entries)
-    closing = ap.closing_denials(messages, approvals, ap.STOP_REASON, closing_results(messages))
-    ctx.store.append(key, closing, expected_count=len(messages))
+    closing = ap.closing_round(approvals, ap.STOP_REASON, closing_results(messages))
+    ctx.manager.store_round(key, closing, expected_count=len(messages))
     log.info("Stop denied the pending approval in %s", key.session_id)
     return True
 

@@ -11,6 +11,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Iterator
 
 from core import settings
+from core.agent.events import CompactionEvent, CompactionFinished, CompactionProgress, CompactionStarted
 from core.errors import AnycodeError, ModelError
 from core.session.keys import SessionKey
 from webui.render import rows as render
@@ -105,29 +106,25 @@ def progress_row(chars: int = 0, piece: int = 1, pieces: int = 1) -> dict[str, A
             "metadata": {"title": t(PROGRESS_TITLE), "status": "pending", "id": "compaction-progress"}}
 
 
-def apply_event(rows: list[dict[str, Any]], event: Any) -> bool:
+def apply_event(rows: list[dict[str, Any]], event: CompactionEvent) -> bool:
     """Fold a compaction event (core.agent.compaction) into live chat ``rows``; True when shown
     rows changed. Started → a progress row; progress → its count; finished → the divider."""
-    kind = type(event).__name__
     at = next((i for i, r in enumerate(rows) if (r.get("metadata") or {}).get("id") == "compaction-progress"), None)
-    if kind == "CompactionStarted":
-        rows.append(progress_row())
-        return True
-    if kind == "CompactionProgress":
-        row = progress_row(event.chars, event.piece, event.pieces)
-        if at is None:
-            rows.append(row)
-        else:
-            rows[at] = row
-        return True
-    if kind == "CompactionFinished":
-        row = render.summary_divider(event.entry)
-        if at is None:
-            rows.append(row)
-        else:
-            rows[at] = row
-        return True
-    return False
+    match event:
+        case CompactionStarted():
+            rows.append(progress_row())
+            return True
+        case CompactionProgress(chars=chars, piece=piece, pieces=pieces):
+            row = progress_row(chars, piece, pieces)
+        case CompactionFinished(entry=entry):
+            row = render.summary_divider(entry)
+        case _:
+            return False
+    if at is None:
+        rows.append(row)
+    else:
+        rows[at] = row
+    return True
 
 
 # --- /compact and the Compact button --------------------------------------------------------------
@@ -173,7 +170,7 @@ def compact_updates(ctx: WebContext, state: dict[str, Any], model: str | None, r
     error = None
     client = ctx.client()
     try:
-        for event in compact_session(SessionKey(state["project"], state["session"]), ctx.store, client=client,
+        for event in compact_session(SessionKey(state["project"], state["session"]), ctx.manager, client=client,
                                      model=model or ctx.model_config().model, cancel=run.cancel):
             if apply_event(rows, event):
                 yield SendUpdate(current.state, [dict(r) for r in rows], current.title, label=current.label)

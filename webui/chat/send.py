@@ -14,6 +14,10 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from core.agent.events import (AgentAnswering, CompactionFinished, CompactionProgress, CompactionStarted,
+                               ReasoningDelta, ReplyKeptAsVersion, ReplyRestarted, RoundCompleted, SubagentEvent,
+                               SubagentFinished, SubagentStarted, TextDelta, TitleStarted, ToolCallFinished,
+                               ToolCallStarted, TurnEvent, UserMessageSaved)
 from core.errors import AnycodeError, ModelError, SessionConflict, SessionNotFound, StoreUnavailable
 from core.session.keys import SessionKey
 from core.session.text import clean_text, is_blank
@@ -89,76 +93,95 @@ class _LiveRows:
         self._stale.clear()
         return self._rows
 
-    def apply(self, event: Any) -> bool:
-        """Fold one agent event in; return True when it changed what is shown."""
-        kind = type(event).__name__
-        if kind == "AgentAnswering":  # "@name": that agent answers (core.agent.runner)
-            self._label = render.agent_label(event.name)
-            return False
-        if kind.startswith("Compaction"):  # summarising before the request (issue 9)
-            return compaction_ui.apply_event(self.rows, event)
-        if kind.startswith("Subagent"):  # a task step's sub-agent at work (webui.chat.subagents)
-            return self._subagents.apply(self.rows, self._steps, event)
-        if kind == "ReasoningDelta":  # a thinking-mode model's reasoning: a Thinking step, not the answer
-            if not event.text:
+    def apply(self, event: TurnEvent) -> bool:
+        """Fold one turn event in; return True when it changed what is shown."""
+        match event:
+            case AgentAnswering(name=name):  # "@name": that agent answers (core.agent.runner)
+                self._label = render.agent_label(name)
                 return False
-            if self._reply_start is None:
-                self._reply_start = len(self._rows)
-            if self._thinking is None:
-                self._thinking, self._thought = len(self._rows), ""
-                self._rows.append({})
-            self._thought += event.text
-            self._rows[self._thinking] = render.thinking_step(self._thought, self._thinking, done=False)
-            return True
-        if kind == "ReplyRestarted":  # the reply broke and is asked again: what it showed is void
-            if self._reply_start is not None:
-                del self._rows[self._reply_start:]
-                for index in [i for i in self._text if i >= self._reply_start]:
-                    self._text.pop(index)
-                    self._shown.pop(index, None)
-                    self._stale.discard(index)
-            self._reply_start = self._thinking = None
-            return True
-        if kind in ("RoundCompleted", "ToolCallStarted"):  # the reply is over: its Thinking step too
-            self._reply_start = None
-            if self._thinking is not None:
-                self._rows[self._thinking] = render.thinking_step(self._thought, self._thinking)
-                self._thinking = None
-                if kind == "RoundCompleted":
-                    return True
-            if kind == "RoundCompleted":
-                return False
-        if kind == "TextDelta":
-            if not event.text:
-                return False
-            if self._reply_start is None:
-                self._reply_start = len(self._rows)
-            last = self._rows[-1] if self._rows else None
-            if last is None or last.get("metadata"):
-                self._rows.append({"role": "assistant", "content": ""})
-                self._text[len(self._rows) - 1] = ""
-            self._text[len(self._rows) - 1] += event.text
-            # shown as the stored reply will be: HTML as text, remote images as links
-            self._stale.add(len(self._rows) - 1)
-            return True
-        if kind == "ToolCallStarted":
-            self._args[event.call_id] = event.arguments
-            row = render.tool_step(event.call_id, event.name, event.arguments)
-            if event.call_id in self._steps:  # a task step its sub-agent's start already showed
-                self.rows[self._steps[event.call_id]] = row
-            else:
-                self._steps[event.call_id] = len(self.rows)
-                self.rows.append(row)
-            return True
-        if kind == "ToolCallFinished":
-            row = render.tool_step(event.call_id, event.name, self._args.get(event.call_id, ""),
-                                   event.result, event.is_error)
-            if event.call_id in self._steps:
-                self.rows[self._steps[event.call_id]] = row
-            else:
-                self.rows.append(row)
-            return True
+            case CompactionStarted() | CompactionProgress() | CompactionFinished():  # summarising first
+                return compaction_ui.apply_event(self.rows, event)
+            case SubagentStarted() | SubagentEvent() | SubagentFinished():  # a task step's sub-agent at work
+                return self._subagents.apply(self.rows, self._steps, event)
+            case ReasoningDelta(text=text):  # a thinking-mode model's reasoning: a Thinking step
+                return self._reasoning(text)
+            case ReplyRestarted():  # the reply broke and is asked again: what it showed is void
+                self._restart()
+                return True
+            case RoundCompleted():  # the reply is over: its Thinking step too
+                self._reply_start = None
+                return self._end_thinking()
+            case TextDelta(text=text):
+                return self._add_text(text)
+            case ToolCallStarted():
+                self._reply_start = None
+                self._end_thinking()
+                self._tool_started(event)
+                return True
+            case ToolCallFinished():
+                self._tool_finished(event)
+                return True
         return False
+
+    def _reasoning(self, text: str) -> bool:
+        if not text:
+            return False
+        if self._reply_start is None:
+            self._reply_start = len(self._rows)
+        if self._thinking is None:
+            self._thinking, self._thought = len(self._rows), ""
+            self._rows.append({})
+        self._thought += text
+        self._rows[self._thinking] = render.thinking_step(self._thought, self._thinking, done=False)
+        return True
+
+    def _restart(self) -> None:
+        if self._reply_start is not None:
+            del self._rows[self._reply_start:]
+            for index in [i for i in self._text if i >= self._reply_start]:
+                self._text.pop(index)
+                self._shown.pop(index, None)
+                self._stale.discard(index)
+        self._reply_start = self._thinking = None
+
+    def _end_thinking(self) -> bool:
+        """Close the Thinking step of the reply that just ended; True when there was one."""
+        if self._thinking is None:
+            return False
+        self._rows[self._thinking] = render.thinking_step(self._thought, self._thinking)
+        self._thinking = None
+        return True
+
+    def _add_text(self, text: str) -> bool:
+        if not text:
+            return False
+        if self._reply_start is None:
+            self._reply_start = len(self._rows)
+        last = self._rows[-1] if self._rows else None
+        if last is None or last.get("metadata"):
+            self._rows.append({"role": "assistant", "content": ""})
+            self._text[len(self._rows) - 1] = ""
+        self._text[len(self._rows) - 1] += text
+        # shown as the stored reply will be: HTML as text, remote images as links
+        self._stale.add(len(self._rows) - 1)
+        return True
+
+    def _tool_started(self, event: ToolCallStarted) -> None:
+        self._args[event.call_id] = event.arguments
+        row = render.tool_step(event.call_id, event.name, event.arguments)
+        if event.call_id in self._steps:  # a task step its sub-agent's start already showed
+            self.rows[self._steps[event.call_id]] = row
+        else:
+            self._steps[event.call_id] = len(self.rows)
+            self.rows.append(row)
+
+    def _tool_finished(self, event: ToolCallFinished) -> None:
+        row = render.tool_step(event.call_id, event.name, self._args.get(event.call_id, ""),
+                               event.result, event.is_error)
+        if event.call_id in self._steps:
+            self.rows[self._steps[event.call_id]] = row
+        else:
+            self.rows.append(row)
 
 
 def too_long_notice(ctx: WebContext, text: str, model: str | None) -> str | None:
@@ -494,7 +517,7 @@ def _stream_reply(ctx: WebContext, turn: _Turn, text: str | None, model: str, co
 
     stream = None
     try:
-        stream = run_session_stream(turn.key, ctx.store, text, **_runner_kwargs(
+        stream = run_session_stream(turn.key, ctx.manager, text, **_runner_kwargs(
             ctx, turn.state, client, model, config, run.cancel))
         last_yield, last_look = 0.0, time.monotonic()
         for event in stream:
@@ -509,7 +532,7 @@ def _stream_reply(ctx: WebContext, turn: _Turn, text: str | None, model: str, co
                     run.cancel.set()
             if turn.live.apply(event):
                 t = time.monotonic()
-                if type(event).__name__ != "TextDelta" or t - last_yield >= STREAM_MIN_INTERVAL:
+                if not isinstance(event, TextDelta) or t - last_yield >= STREAM_MIN_INTERVAL:
                     last_yield = t
                     yield SendUpdate(turn.state, turn.shown + [dict(r) for r in turn.live.rows], turn.title,
                                      label=turn.label)
@@ -550,28 +573,28 @@ def _deleted_elsewhere(ctx: WebContext, key: SessionKey) -> bool:
         return False
 
 
-def _note_event(ctx: WebContext, turn: _Turn, event: Any) -> None:
-    """What an agent event tells the send beyond the rows: the message is stored, the reply was
+def _note_event(ctx: WebContext, turn: _Turn, event: TurnEvent) -> None:
+    """What a turn event tells the send beyond the rows: the message is stored, the reply was
     kept as a version, how many messages are stored, a title is being generated."""
-    kind = type(event).__name__
-    if kind == "UserMessageSaved":
-        turn.saved, turn.count = True, event.message_count
-        turn.info = archived_chat.unarchive_for_send(ctx, turn.key, turn.session)
-    elif kind == "ReplyKeptAsVersion":
-        # Another tab or process wrote here meanwhile: the reply is a version (issue 25);
-        # this tab follows it there and says so.
-        turn.key = event.key
-        turn.state["session"] = turn.key.session_id
-        try:
-            turn.count, turn.counted = len(ctx.manager.get(turn.key).messages), True  # the round is in it
-        except (AnycodeError, OSError) as err:  # only the fallback count (see _settle)
-            log.warning("cannot read the version %s: %s", turn.key.session_id, err)
-        turn.notice = i18n.t("reply_kept_as_version", n=event.number, m=event.count)
-    elif kind == "RoundCompleted":
-        turn.count += 0 if turn.counted else len(event.messages)
-        turn.counted = False
-    elif kind == "TitleStarted":  # pushed to the page once stored (webui.chat.titles)
-        ctx.titles.started(turn.key.session_id, event.thread)
+    match event:
+        case UserMessageSaved(message_count=count):
+            turn.saved, turn.count = True, count
+            turn.info = archived_chat.unarchive_for_send(ctx, turn.key, turn.session)
+        case ReplyKeptAsVersion():
+            # Another tab or process wrote here meanwhile: the reply is a version; this tab
+            # follows it there and says so.
+            turn.key = event.key
+            turn.state["session"] = turn.key.session_id
+            try:
+                turn.count, turn.counted = len(ctx.manager.get(turn.key).messages), True  # the round is in it
+            except (AnycodeError, OSError) as err:  # only the fallback count (see _settle)
+                log.warning("cannot read the version %s: %s", turn.key.session_id, err)
+            turn.notice = i18n.t("reply_kept_as_version", n=event.number, m=event.count)
+        case RoundCompleted(messages=messages):
+            turn.count += 0 if turn.counted else len(messages)
+            turn.counted = False
+        case TitleStarted(thread=thread):  # pushed to the page once stored (webui.chat.titles)
+            ctx.titles.started(turn.key.session_id, thread)
 
 
 def _ended(ctx: WebContext, turn: _Turn, client: Any, now: float | None) -> SendUpdate:

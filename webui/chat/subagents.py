@@ -16,6 +16,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from core.agent.events import SubagentEvent, SubagentStarted, ToolCallFinished, ToolCallStarted, TurnEvent
 from core.errors import AnycodeError
 from webui import i18n
 from core.session.entries import messages_of
@@ -66,48 +67,54 @@ class LiveSubagents:
         meta["title"] = base + PROGRESS_SEPARATOR + note
         rows[steps[task_id]] = {**row, "metadata": meta}
 
-    def apply(self, rows: list[dict[str, Any]], steps: dict[str, int], event: Any, prefix: str = "") -> bool:
+    def apply(self, rows: list[dict[str, Any]], steps: dict[str, int], event: TurnEvent, prefix: str = "") -> bool:
         """Fold one sub-agent event into ``rows``; ``prefix`` names the enclosing task steps of a
         nested sub-agent (``"<task id>/"``). True when something shown changed."""
-        kind = type(event).__name__
-        if kind == "SubagentStarted":
-            task_id = prefix + event.call_id
-            if task_id in steps:
-                return False
-            args = json.dumps({"description": event.description}, ensure_ascii=False)
-            steps[task_id] = len(rows)
-            parent = prefix[:-1] if prefix else None  # a nested sub-agent: under its parent's step
-            rows.append(_step(task_id, parent, task_step_title(args), transcript_link(event.call_id), False))
-            return True
-        if kind != "SubagentEvent":
-            return False
-        inner = event.event
-        task_id = prefix + event.call_id
-        inner_kind = type(inner).__name__
-        if inner_kind in ("SubagentStarted", "SubagentEvent"):
-            return self.apply(rows, steps, inner, prefix=task_id + "/")
-        if inner_kind == "ToolCallStarted":
-            step_id = f"{task_id}/{inner.call_id}"
-            self._args[step_id] = inner.arguments
-            steps[step_id] = len(rows)
-            rows.append(_step(step_id, task_id, f"{TOOL_ICON} {_inline(inner.name)}",
-                              tool_step_content(inner.arguments, None, False), False))
-            self._progress[task_id] = (self._progress.get(task_id, (0, None))[0] + 1, inner.name)
-            self._retitle(rows, steps, task_id)
-            return True
-        if inner_kind == "ToolCallFinished":
-            step_id = f"{task_id}/{inner.call_id}"
-            title = f"{TOOL_ICON} " + (i18n.t("tool_failed", name=_inline(inner.name)) if inner.is_error else _inline(inner.name))
-            row = _step(step_id, task_id, title, tool_step_content(self._args.get(step_id, ""), inner.result,
-                                                           inner.is_error), True)
-            if step_id in steps:
-                rows[steps[step_id]] = row
-            else:
-                rows.append(row)
-            self._progress[task_id] = (self._progress.get(task_id, (1, None))[0], None)
-            self._retitle(rows, steps, task_id)
-            return True
+        match event:
+            case SubagentStarted():
+                return self._started(rows, steps, event, prefix)
+            case SubagentEvent(event=SubagentStarted() | SubagentEvent() as inner):
+                return self.apply(rows, steps, inner, prefix=prefix + event.call_id + "/")
+            case SubagentEvent(event=ToolCallStarted() as inner):
+                self._tool_started(rows, steps, prefix + event.call_id, inner)
+                return True
+            case SubagentEvent(event=ToolCallFinished() as inner):
+                self._tool_finished(rows, steps, prefix + event.call_id, inner)
+                return True
         return False
+
+    def _started(self, rows: list[dict[str, Any]], steps: dict[str, int], event: SubagentStarted, prefix: str) -> bool:
+        task_id = prefix + event.call_id
+        if task_id in steps:
+            return False
+        args = json.dumps({"description": event.description}, ensure_ascii=False)
+        steps[task_id] = len(rows)
+        parent = prefix[:-1] if prefix else None  # a nested sub-agent: under its parent's step
+        rows.append(_step(task_id, parent, task_step_title(args), transcript_link(event.call_id), False))
+        return True
+
+    def _tool_started(self, rows: list[dict[str, Any]], steps: dict[str, int], task_id: str,
+                      inner: ToolCallStarted) -> None:
+        step_id = f"{task_id}/{inner.call_id}"
+        self._args[step_id] = inner.arguments
+        steps[step_id] = len(rows)
+        rows.append(_step(step_id, task_id, f"{TOOL_ICON} {_inline(inner.name)}",
+                          tool_step_content(inner.arguments, None, False), False))
+        self._progress[task_id] = (self._progress.get(task_id, (0, None))[0] + 1, inner.name)
+        self._retitle(rows, steps, task_id)
+
+    def _tool_finished(self, rows: list[dict[str, Any]], steps: dict[str, int], task_id: str,
+                       inner: ToolCallFinished) -> None:
+        step_id = f"{task_id}/{inner.call_id}"
+        title = f"{TOOL_ICON} " + (i18n.t("tool_failed", name=_inline(inner.name)) if inner.is_error else _inline(inner.name))
+        row = _step(step_id, task_id, title, tool_step_content(self._args.get(step_id, ""), inner.result,
+                                                           inner.is_error), True)
+        if step_id in steps:
+            rows[steps[step_id]] = row
+        else:
+            rows.append(row)
+        self._progress[task_id] = (self._progress.get(task_id, (1, None))[0], None)
+        self._retitle(rows, steps, task_id)
 
 
 @dataclass

@@ -419,13 +419,14 @@ def _name_output(err: OSError, output: str) -> str:
 
 def _cmd_compact(mgr: SessionManager, args: argparse.Namespace) -> int:
     """Summarise with the configured model (OPENAI_BASE_URL, ANYCODE_MODEL), printing progress."""
-    from core.agent.compaction import CompactionFinished, CompactionStarted, compact_session
+    from core.agent.compaction import compact_session
+    from core.agent.events import CompactionFinished, CompactionStarted
     from core.agent.config import ModelConfig, make_client
 
     key = _resolve(mgr, args)
     config = ModelConfig.from_env()
     client = make_client(config)
-    for event in compact_session(key, mgr.store, client=client, model=config.model):
+    for event in compact_session(key, mgr, client=client, model=config.model):
         if isinstance(event, CompactionStarted):
             print(f"Summarising {event.messages} earlier messages with {config.model}…", file=sys.stderr)
         elif isinstance(event, CompactionFinished):

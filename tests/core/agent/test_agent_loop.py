@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from core.agent.loop import (RoundCompleted, TextDelta, ToolCallFinished, ToolCallStarted, agent_loop,
-                        agent_loop_stream)
+from core.agent.loop import agent_loop, agent_loop_stream
+from core.agent.events import RoundCompleted, TextDelta, ToolCallFinished, ToolCallStarted
 from core.errors import ModelServerError
 from core.agent.repair import INTERRUPTED_RESULT
 from core.agent.tools import TOOL_SPECS, Workspace

@@ -8,8 +8,8 @@ import pytest
 
 from core import LocalSessionStore, SessionManager
 from core.agent import approval as ap
-from core.agent.loop import RoundCompleted
-from core.agent.runner import TitleStarted, run_session_stream
+from core.agent.events import ApprovalRequested, RoundCompleted, TitleStarted
+from core.agent.runner import run_session_stream
 from core.agent.tools import Tool, ToolRegistry, Workspace
 from tests.support.stores import make_project, session, store  # noqa: F401  (fixtures)
 
@@ -118,7 +118,7 @@ class TestPausesBeforeSideEffects:
         fake_openai.push({"tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}},
                                          {"name": "list_files", "arguments": {}}]}, {"text": "Read it."})
         events = run(store, session.key, "read the notes", fake_openai.client())
-        assert not any(isinstance(e, ap.ApprovalRequested) for e in events)
+        assert not any(isinstance(e, ApprovalRequested) for e in events)
         assert SessionManager(store).get(session.key).messages[-1] == {"role": "assistant", "content": "Read it."}
 
     @pytest.mark.parametrize("path", ["../outside.txt", "/etc/anycode-test.txt", ""])
@@ -128,7 +128,7 @@ class TestPausesBeforeSideEffects:
         bad = {"name": "write_file", "arguments": {"path": path, "content": "x"}, "id": "call_out"}
         fake_openai.push({"tool_calls": [bad]}, {"text": "I cannot write there."})
         events = run(store, session.key, "write outside", fake_openai.client())
-        assert not any(isinstance(e, ap.ApprovalRequested) for e in events)
+        assert not any(isinstance(e, ApprovalRequested) for e in events)
         assert pending_of(store, session.key) == []
         messages = SessionManager(store).get(session.key).messages
         result = next(m for m in messages if m.get("role") == "tool")

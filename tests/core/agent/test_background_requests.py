@@ -15,8 +15,8 @@ import pytest
 from core import LocalSessionStore, SessionManager
 from core.agent import context as ctx
 from core.agent import slots
-from core.agent.loop import ReplyRestarted, RoundCompleted
-from core.agent.runner import MemoryStarted, TitleStarted, run_session_stream
+from core.agent.events import MemoryStarted, ReplyRestarted, RoundCompleted, TitleStarted
+from core.agent.runner import run_session_stream
 from core.agent.stream import forget_compat
 from core.errors import ModelError
 

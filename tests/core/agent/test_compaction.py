@@ -16,7 +16,8 @@ import pytest
 
 from core import LocalSessionStore, SessionManager
 from core.agent import context as ctx
-from core.agent.compaction import (CompactionFinished, CompactionStarted, cut_text, plan_cut)
+from core.agent.compaction import cut_text, plan_cut
+from core.agent.events import CompactionFinished, CompactionStarted
 from core.agent.runner import run_session, run_session_stream
 from core.errors import CompactionFailed, ModelContextExceeded
 from core.session.compaction import compactions_of, model_view

@@ -11,7 +11,8 @@ from core.agent.config import (DEFAULT_MODEL, ModelConfig, describe_api_error, l
                          pick_model, probe_server)
 from core.errors import (ModelAuthError, ModelBadRequest, ModelError, ModelNotConfigured, ModelRateLimited,
                          ModelServerError, ModelTimeout, ModelUnreachable)
-from core.agent.runner import TitleStarted, run_session_stream
+from core.agent.runner import run_session_stream
+from core.agent.events import TitleStarted
 
 
 def closed_port_url() -> str:

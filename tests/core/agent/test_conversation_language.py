@@ -12,7 +12,8 @@ from core.agent import context as ctx
 from core.agent.compaction import compact_session
 from core.agent.language import conversation_language, detect_language
 from core.agent.memory_job import extract_memories
-from core.agent.runner import TitleStarted, run_session, run_session_stream
+from core.agent.runner import run_session, run_session_stream
+from core.agent.events import TitleStarted
 from core.agent.titles import MAX_REQUEST_CHARS, title_request_messages
 from core.memory.store import MemoryStore
 from core.session.compaction import compaction_entry

@@ -13,8 +13,9 @@ import pytest
 
 from core import LocalSessionStore, SessionManager
 from core.agent import context as ctx
-from core.agent.compaction import CompactionFinished, summary_cap
-from core.agent.runner import MemoryStarted, TitleStarted, run_session, run_session_stream
+from core.agent.compaction import summary_cap
+from core.agent.events import CompactionFinished, MemoryStarted, TitleStarted
+from core.agent.runner import run_session, run_session_stream
 from core.agent.stream import forget_compat
 from core.session.compaction import compaction_entry, model_view, shown_sizes
 

@@ -120,7 +120,8 @@ class TestWrittenAtPersistence:
         assert any(s.id in r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING)
 
     def test_the_chat_never_waits_for_the_job(self, fake_openai, env):
-        from core.agent.runner import MemoryStarted, run_session_stream
+        from core.agent.runner import run_session_stream
+        from core.agent.events import MemoryStarted
 
         store, manager, ws, memories = env
         s = manager.create(ws)

@@ -22,13 +22,12 @@ import openai
 import pytest
 
 from core import LocalSessionStore, SessionManager
-from core.agent.loop import TextDelta, ToolCallFinished
+from core.agent.events import CompactionFinished, MemoryStarted, TextDelta, TitleStarted, ToolCallFinished
 from core.agent import context as ctx
 from core.agent.repair import prepare_request
 from core.session.compaction import model_view
 from core.agent import slots
-from core.agent.compaction import CompactionFinished
-from core.agent.runner import MemoryStarted, TitleStarted, run_session_stream
+from core.agent.runner import run_session_stream
 from core.agent.stream import forget_compat
 from core.errors import ModelError, ModelUnreachable
 from tests.support.llama_server import missing

@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from core import LocalSessionStore, SessionManager
-from core.agent.loop import RoundCompleted, TextDelta, ToolCallStarted
+from core.agent.events import RoundCompleted, TextDelta, TitleStarted, ToolCallStarted, UserMessageSaved
 from core.session.entries import message_entry
 from core.errors import ModelAuthError, ModelNotConfigured, ModelServerError, SessionConflict
 from core.agent.repair import INTERRUPTED_RESULT, closing_results, prepare_request
-from core.agent.runner import TitleStarted, UserMessageSaved, run_session, run_session_stream
+from core.agent.runner import run_session, run_session_stream
 from tests.support.stores import make_project, session  # noqa: F401  (fixture)
 
 REPO = Path(__file__).resolve().parents[3]

@@ -12,7 +12,8 @@ import threading
 import pytest
 
 from core import LocalSessionStore, SessionManager
-from core.agent.loop import RoundCompleted, TextDelta, agent_loop, agent_loop_stream
+from core.agent.loop import agent_loop, agent_loop_stream
+from core.agent.events import RoundCompleted, TextDelta
 from core.agent.runner import run_session_stream
 from core.agent.stream import forget_compat
 from core.agent.titles import generate_title

@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 
 from core import SessionManager
-from core.agent.loop import RoundCompleted
+from core.agent.events import RoundCompleted, SubagentEvent, SubagentStarted, TitleStarted
 from core.agent.repair import INTERRUPTED_RESULT
-from core.agent.runner import TitleStarted, run_session, run_session_stream
-from core.agent.subagents import SubagentEvent, SubagentStarted
+from core.agent.runner import run_session, run_session_stream
 from core.session.keys import SessionKey
 from core.session.subagents import find_record, record_subpath, subagent_info, subagent_records
 from tests.core.agent.test_runner import drain

@@ -171,7 +171,7 @@ class TestAddressedInTheChat:
     prompt, its model), an agent's reply stored without its name, or a retry losing the agent."""
 
     def test_reviewer_answers_with_its_prompt_and_model(self, fake_openai, store, workspace):
-        from core.agent.runner import AgentAnswering
+        from core.agent.events import AgentAnswering
         from core.session.export import session_to_markdown
 
         manager = SessionManager(store)

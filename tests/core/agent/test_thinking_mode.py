@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from core import LocalSessionStore, SessionManager
-from core.agent.loop import ReasoningDelta, TextDelta
+from core.agent.events import ReasoningDelta, TextDelta
 from core.agent.runner import run_session_stream
 from core.agent.stream import forget_compat
 
@@ -94,7 +94,7 @@ def test_a_server_without_reasoning_gets_no_reasoning_key(fake_openai, chat):
 def test_the_chat_shows_reasoning_as_a_collapsed_thinking_step(fake_openai, chat):
     """Stored and live: a "Thinking" step (collapsed, done once the reply is) above the answer,
     never the answer itself."""
-    from core.agent.loop import ReplyRestarted, RoundCompleted
+    from core.agent.events import ReplyRestarted, RoundCompleted
     from webui.chat.send import _LiveRows
     from webui.render.rows import chat_rows
 

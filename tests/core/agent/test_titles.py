@@ -10,7 +10,8 @@ from hypothesis import given, settings, strategies as st
 
 from core import SessionManager
 from core.agent.prompts import TITLE_PROMPT
-from core.agent.runner import TitleStarted, run_session_stream
+from core.agent.runner import run_session_stream
+from core.agent.events import TitleStarted
 from core.agent.titles import (clean_title, fallback_title, generate_title, start_title_generation,
                          title_request_messages)
 

@@ -203,7 +203,8 @@ class TestFilesThatAreNotFiles:
 
     def test_fifo_in_the_agent_loop_stopped(self, world, fake_openai, monkeypatch):
         """The whole turn: the model reads a FIFO; the turn ends within seconds of Stop."""
-        from core.agent.loop import AgentRun, ToolCallFinished
+        from core.agent.loop import AgentRun
+        from core.agent.events import ToolCallFinished
 
         ws, ws_dir, _ = world
         os.mkfifo(ws_dir / "pipe")

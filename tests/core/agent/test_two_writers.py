@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from core import SessionKey, SessionManager
-from core.agent.loop import RoundCompleted
-from core.agent.runner import ReplyKeptAsVersion, TitleStarted, UserMessageSaved, run_session, run_session_stream
+from core.agent.events import ReplyKeptAsVersion, RoundCompleted, TitleStarted, UserMessageSaved
+from core.agent.runner import run_session, run_session_stream
 from core.errors import SessionConflict
 from tests.core.agent.test_runner import drain
 from tests.support.fake_openai import validate_chat_request

@@ -7,7 +7,8 @@ import os
 import pytest
 
 from core import LocalSessionStore, SessionManager
-from core.agent.runner import TitleStarted, run_session_stream
+from core.agent.runner import run_session_stream
+from core.agent.events import TitleStarted
 from core.agent.tools import Workspace
 from core.agent.workspace import check_workspace
 from core.session.entries import header_entry

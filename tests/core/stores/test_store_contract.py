@@ -982,6 +982,61 @@ class TestApprovalEntries:
         assert store.load(key)[-1]["reason"] == "not now"
 
 
+class TestStoreRound:
+    """Guards against a round stored in part: a round's messages, its usage, its checkpoint and
+    the approval it paused on are one append, all of it or none, in every store — a rewind then
+    always finds the files a stored reply changed, and a paused turn always finds its request."""
+
+    def _round(self):
+        from core.agent.approval import request_entry
+        from core.agent.checkpoints import checkpoint_entry
+        from core.session.rounds import Round
+        from core.session.usage import usage_entry
+
+        call = {"id": "call_w", "type": "function", "function": {"name": "write_file", "arguments": "{}"}}
+        return Round([{"role": "assistant", "content": "", "tool_calls": [call]}], agent="architect",
+                     usage=usage_entry(2, "m", 120, 7, estimated=False),
+                     checkpoint=checkpoint_entry(2, [{"path": "a.txt", "before": None, "after": "ab" * 32,
+                                                      "mode_before": None, "mode_after": 0o644}]),
+                     approval=request_entry("call_w", "write_file", "{}", "+A"))
+
+    def test_a_round_is_stored_whole(self, manager, store, cwd):
+        from core.agent.approval import ApprovalState
+        from core.agent.checkpoints import checkpoints_of
+
+        s = manager.create(cwd)
+        manager.add_messages(s.key, [user("write a.txt")])
+        assert manager.store_round(s.key, self._round(), expected_count=1) == 2
+        entries = store.load(s.key)
+        assert [e["type"] for e in entries[-4:]] == ["message", "usage", "checkpoint", "approval"]
+        assert entries[-4]["agent"] == "architect"
+        got = manager.get(s.key)
+        assert got.usage.replies == 1 and got.usage.prompt == 120
+        assert [cp["at"] for cp in checkpoints_of(entries)] == [2]
+        assert [p.call_id for p in ApprovalState.from_entries(entries).pending()] == ["call_w"]
+
+    def test_a_refused_round_stores_nothing(self, manager, store, cwd):
+        from dataclasses import replace
+
+        s = manager.create(cwd)
+        manager.add_messages(s.key, [user("write a.txt")])
+        before = store.load(s.key)
+        with pytest.raises(SessionConflict):
+            manager.store_round(s.key, self._round(), expected_count=0)
+        with pytest.raises(ValueError):  # a decision where the round's request goes
+            manager.store_round(s.key, replace(self._round(), approval={"type": "approval", "action": "allow"}))
+        assert store.load(s.key) == before
+
+    def test_a_round_kept_as_a_version_keeps_its_entries(self, manager, store, cwd):
+        s = manager.create(cwd)
+        manager.add_messages(s.key, [user("write a.txt")])
+        manager.add_messages(s.key, [assistant("another tab answered")])
+        version = manager.keep_as_version(s.key, 1, self._round())
+        entries = store.load(version.key)
+        assert [e["type"] for e in entries[-4:]] == ["message", "usage", "checkpoint", "approval"]
+        assert [m["role"] for m in manager.get(version.key).messages] == ["user", "assistant"]
+
+
 class TestCompactionEntries:
     """A compaction is one appended entry: a store that drops it, rewrites messages around it, or
     counts it as a message would lose the summary or shift every message index (issue 9)."""

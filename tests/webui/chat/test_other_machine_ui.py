@@ -11,6 +11,7 @@ import os
 import pytest
 
 from core import LocalSessionStore, SessionManager
+from core.session.rounds import Round
 from core.stores.pull import pull_sessions
 from tests.support.chat_ctx import make_ctx
 from tests.support.machines import checkout, mirrored, shop_checkouts
@@ -139,7 +140,7 @@ class TestChatsOnlyInTheMirror:
             chat = SessionManager(a).create(a_dir, title="Refund flow")
             SessionManager(a).add_messages(chat.key, [{"role": "user", "content": "how do refunds work?"},
                                                       {"role": "assistant", "content": "through the ledger"}])
-            version = SessionManager(a).keep_as_version(chat.key, 1, [{"role": "assistant", "content": "ask ops"}])
+            version = SessionManager(a).keep_as_version(chat.key, 1, Round([{"role": "assistant", "content": "ask ops"}]))
             assert a.flush(15), a.status()
 
             monkeypatch.setenv("ANYCODE_HOME", str(tmp_path / "b-data"))
