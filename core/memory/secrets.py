@@ -276,6 +276,8 @@ def _detected(text: str) -> Iterator[tuple[int, int, str]]:
     global _PLUGINS
     try:
         from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+        from detect_secrets.plugins.ip_public import IPPublicDetector
+        from detect_secrets.plugins.keyword import KeywordDetector
         from detect_secrets.settings import default_settings
     except ImportError:  # pragma: no cover - a dependency of anycode
         log.warning("detect-secrets is not installed; only anycode's own secret rules apply")
@@ -286,12 +288,12 @@ def _detected(text: str) -> Iterator[tuple[int, int, str]]:
         if _PLUGINS is None:
             # Every plugin but the public-IP one: an address is a fact ("the server is 203.0.113.5").
             _PLUGINS = [cls() for cls in get_mapping_from_secret_type_to_class().values()
-                        if cls.__name__ != "IPPublicDetector"]
+                        if not issubclass(cls, IPPublicDetector)]
         for line in text.split("\n"):
             formats, keyword = bool(_DETECTOR_HINT.search(line)), bool(_KEYWORD_HINT.search(line))
             if formats or keyword:
                 for plugin in _PLUGINS:
-                    if not (keyword if type(plugin).__name__ == "KeywordDetector" else formats):
+                    if not (keyword if isinstance(plugin, KeywordDetector) else formats):
                         continue
                     for secret in plugin.analyze_line(filename="memory.yaml", line=line, line_number=1) or ():
                         value = getattr(secret, "secret_value", None) or ""
