@@ -30,13 +30,14 @@ RETRY_FIRST_DELAY = 0.25  # seconds; doubled after each failed attempt, up to 2 
 
 def store_messages(manager: Any, key: SessionKey, messages: list[dict[str, Any]], *, saved_count: int,
                    expected_count: int | None = None, end: str | None = None,
-                   retry_seconds: float | None = None, agent: str | None = None) -> int:
+                   retry_seconds: float | None = None, agent: str | None = None,
+                   mcp: dict[str, dict[str, str]] | None = None) -> int:
     """Append ``messages`` (OpenAI chat messages) after the session's ``saved_count`` messages;
     return the new message count.
 
     ``expected_count``: passed to the first attempt (the caller's conflict check; None: none).
-    ``end``: how an unfinished reply ended, ``agent``: the defined agent that wrote the reply
-    (both ``SessionManager.add_messages``).
+    ``end``: how an unfinished reply ended, ``agent``: the defined agent that wrote the reply,
+    ``mcp``: the MCP server and tool of each call that went to one (all ``SessionManager.add_messages``).
     Raises :class:`SessionConflict` (someone else appended), and — after retrying for
     ``retry_seconds`` (default :data:`RETRY_SECONDS`) — the store's ``StoreUnavailable``, or at
     once its ``OSError``, with ``err.unsaved = messages`` and ``err.saved_count = saved_count``."""
@@ -45,9 +46,8 @@ def store_messages(manager: Any, key: SessionKey, messages: list[dict[str, Any]]
     expected = expected_count
     while True:
         try:
-            if agent:
-                return manager.add_messages(key, messages, expected_count=expected, end=end, agent=agent)
-            return manager.add_messages(key, messages, expected_count=expected, end=end)
+            marks = {**({"agent": agent} if agent else {}), **({"mcp": mcp} if mcp else {})}
+            return manager.add_messages(key, messages, expected_count=expected, end=end, **marks)
         except StoreUnavailable as err:
             last: BaseException = err
             log.warning("saving %d messages of %s failed: %s", len(messages), key.session_id, err)

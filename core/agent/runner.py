@@ -136,6 +136,7 @@ def _run_session_stream(
     approval: approvals.ApprovalPolicy | None = None,
     confirm_memories: bool = False,
     agents: Definitions | None = None,
+    extra_tools: Callable[..., Any] | None = None,
 ) -> Iterator[RunnerEvent]:
     """Run one user turn on the stored session ``key``, yielding events as they happen.
 
@@ -165,6 +166,10 @@ def _run_session_stream(
     :func:`core.agent.workspace.check_workspace` accepts it (else the tools are off and say why).
     ``agents``: the agent definitions the ``task`` tool names (default: those of the workspace
     and the user, :func:`core.agent.definitions.load_definitions`; issue 30).
+    ``extra_tools``: tools from outside anycode for this turn — ``extra_tools(workspace, messages,
+    cancel)`` returns an offer (:class:`core.agent.mcp.turn.McpTurn`: the MCP servers' tools, their
+    handlers, the servers' instructions, the approval check of their calls and the record of which
+    server each call went to) or None; it never raises.
     ``approval`` (default ``ApprovalPolicy.from_env()``): side-effect tools pause the turn on an
     approval request stored with the round (see :mod:`core.agent.approval`). A new message while
     an approval waits denies it.
@@ -246,6 +251,11 @@ def _run_session_stream(
     # Issue 30: the project's and the user's agent definitions, named by the task tool.
     agents = _agents_of(workspace) if agents is None else agents
     tools = default_tools(agents=agents) if tools is None else tools
+    # Tools of the project's MCP servers (core.agent.mcp), offered beside anycode's own.
+    extra = extra_tools(workspace, messages, cancel) if extra_tools is not None else None
+    calls_in = extra.calls_in if extra is not None else _no_calls
+    if extra is not None:
+        tools = [*tools, *extra.specs]
     # "@name ..." at the start of the message this turn answers: that agent answers, with its own
     # system prompt, model and tools, on the same messages (a retry or Regenerate of it too).
     speaker = addressed_agent(_last_user_text(messages), agents)
@@ -258,6 +268,8 @@ def _run_session_stream(
     if memory is not None and key.subpath is None and (speaker is None or speaker.allows("remember")):
         # (an agent whose definition lists its tools gets `remember` only when it lists it)
         tools, handlers = [*tools, REMEMBER_SPEC], memory.tool_handlers()
+    if extra is not None:
+        handlers = {**(handlers or {}), **extra.handlers}
     # Issue 9: keeps every request inside the model's window (compacts first when needed).
     guard = make_guard(session, client=client, model=model, tools=tools, cancel=cancel,
                        append=lambda entry, count: manager.add_compaction(key, entry, count))
@@ -268,6 +280,9 @@ def _run_session_stream(
     if speaker is not None:
         refresh = guard.system_refresh
         guard.system_refresh = lambda text: agent_system_prompt(speaker, refresh(text))
+    if extra is not None:  # the MCP servers' instructions, at request time (never stored)
+        before_extra = guard.system_refresh
+        guard.system_refresh = lambda text: extra.system_refresh(before_extra(text))
     speaker_name = speaker.name if speaker is not None else None
     rounds = 0
     recovered = False
@@ -278,7 +293,7 @@ def _run_session_stream(
         run = TaskAgentRun(messages, key=key, store=store, client=client, model=model, tools=tools,
                            max_iterations=max_iterations - rounds, cancel=cancel, workspace=workspace,
                            tool_handlers=handlers, context=guard, agents=agents,
-                           gate=approvals.ApprovalGate(approval), workspace_problem=workspace_problem)
+                           gate=approvals.ApprovalGate(approval, extra=extra), workspace_problem=workspace_problem)
         try:
             for event in run.events():
                 if isinstance(event, RoundCompleted):
@@ -288,7 +303,7 @@ def _run_session_stream(
                     # gives up, the error carries the unsaved round (core.agent.persist).
                     if event.messages:
                         kept = _store_round(manager, key, event.messages, saved=len(messages), end=event.end,
-                                            agent=speaker_name)
+                                            agent=speaker_name, mcp=calls_in(event.messages))
                         if kept is not None:
                             key = kept.key  # the rest of the turn (and its title) goes there
                             run.key = key  # sub-agent records of later task calls too
@@ -313,7 +328,7 @@ def _run_session_stream(
             overflow = None if recovered or run.interrupted_round() else overflow_of(err, guard)
             if overflow is False or overflow is None:
                 partial = run.interrupted_round()
-                _keep_partial(run, manager, key, messages, err, speaker_name)
+                _keep_partial(run, manager, key, messages, err, speaker_name, calls_in)
                 _flush_quietly(recorder, store, getattr(getattr(err, "kept_as", None), "key", key))
                 if not partial:  # no reply at all: the session keeps why (a reload says so)
                     _note_failure(store, key, err, len(messages))
@@ -330,7 +345,7 @@ def _run_session_stream(
                 raise
         except BaseException as original:
             # Generator closed (Stop), KeyboardInterrupt, a store failure: keep what the user saw.
-            _keep_partial(run, manager, key, messages, original, speaker_name)
+            _keep_partial(run, manager, key, messages, original, speaker_name, calls_in)
             _flush_quietly(recorder, store, getattr(getattr(original, "kept_as", None), "key", key))
             raise
 
@@ -361,18 +376,25 @@ def _agents_of(workspace: Workspace | None) -> Definitions:
     return load_definitions(workspace.root if workspace is not None else None)
 
 
+def _no_calls(messages: list[dict]) -> None:
+    """No MCP calls to record (a turn without extra tools)."""
+    return None
+
+
 def _store_round(manager: SessionManager, key: SessionKey, new: list[dict], *, saved: int,
-                 end: str | None = None, agent: str | None = None) -> ReplyKeptAsVersion | None:
+                 end: str | None = None, agent: str | None = None,
+                 mcp: dict[str, dict[str, str]] | None = None) -> ReplyKeptAsVersion | None:
     """Append a finished round after the ``saved`` messages it continues (its replies marked
-    with ``agent``, the defined agent answering, issue 30); when someone else appended since
+    with ``agent``, the defined agent answering, issue 30; its MCP calls with ``mcp``,
+    :mod:`core.session.mcp_calls`); when someone else appended since
     (:class:`SessionConflict`), keep it as a version instead and say so (the event). Raises the
     store's errors (with ``unsaved``, :func:`store_messages`)."""
     try:
-        store_messages(manager, key, new, saved_count=saved, expected_count=saved, end=end, agent=agent)
+        store_messages(manager, key, new, saved_count=saved, expected_count=saved, end=end, agent=agent, mcp=mcp)
         return None
     except SessionConflict as err:
         log.warning("session %s: %s; keeping the reply as a version", key.session_id, err)
-    version = manager.keep_as_version(key, saved, new, end=end, agent=agent)
+    version = manager.keep_as_version(key, saved, new, end=end, agent=agent, mcp=mcp)
     number, count, _ = manager.version_number(version.key)
     return ReplyKeptAsVersion(version.key, key, number, count)
 
@@ -421,7 +443,8 @@ def _note_failure(store: SessionStore, key: SessionKey, err: ModelError, at: int
 
 
 def _keep_partial(run: TaskAgentRun, manager: SessionManager, key: SessionKey, messages: list[dict],
-                  original: BaseException, agent: str | None = None) -> None:
+                  original: BaseException, agent: str | None = None,
+                  calls_in: Callable[[list[dict]], Any] = _no_calls) -> None:
     """Store the round in flight (the partial text the user saw, closed tool calls) after ``original``
     stopped the run — as a version when someone else wrote meanwhile (then attached to
     ``original`` as ``kept_as``); a failure to store is attached to ``original``
@@ -430,7 +453,7 @@ def _keep_partial(run: TaskAgentRun, manager: SessionManager, key: SessionKey, m
     if not partial:
         return
     try:
-        kept = _store_round(manager, key, partial, saved=len(messages), agent=agent)
+        kept = _store_round(manager, key, partial, saved=len(messages), agent=agent, mcp=calls_in(partial))
         if kept is not None:
             original.kept_as = kept  # type: ignore[attr-defined]
         log.info("stored the interrupted round of %s (%d messages)", key.session_id, len(partial))

@@ -26,6 +26,7 @@ from core.session.experts import is_expert_id, without_experts
 from core.session.folds import FoldMemo
 from core.session.keys import SessionKey, new_session_id, normalize_path, project_key
 from core.session.lookup import title_matches
+from core.session.mcp_calls import mcp_calls_in, mcp_calls_of
 from core.session.usage import usage_totals
 from core.session.models import ProjectInfo, Session, SessionMeta
 from core.session.store import SessionStore
@@ -112,6 +113,7 @@ def session_from_entries(key: SessionKey, entries: list[dict[str, Any]], *, arch
         archived=archived,
         reply_ends=reply_ends_of(entries),
         reply_agents=reply_agents_of(entries),
+        mcp_calls=mcp_calls_of(entries),
         reply_error=reply_error_of(entries),
         compactions=compactions_of(entries),
         version_of=state.version_of,
@@ -195,6 +197,7 @@ class SessionManager:
         # A copy: the caller's to change (the memo's stays as folded)
         session = replace(folded, messages=list(folded.messages), reply_ends=dict(folded.reply_ends),
                           reply_agents=dict(folded.reply_agents), compactions=list(folded.compactions),
+                          mcp_calls=dict(folded.mcp_calls),
                           archived=archived)
         if session.version_of and key.subpath is None:
             root = self._root_meta(key.project_key, session.family, archived_metas)
@@ -296,7 +299,7 @@ class SessionManager:
 
     def add_messages(
         self, key: SessionKey, messages: Iterable[dict[str, Any]], expected_count: int | None = None,
-        *, end: str | None = None, agent: str | None = None,
+        *, end: str | None = None, agent: str | None = None, mcp: dict[str, dict[str, str]] | None = None,
     ) -> int:
         """Append OpenAI chat messages in one append; return the new message count.
 
@@ -304,11 +307,14 @@ class SessionManager:
         if someone appended since. ``end``: the first message is an assistant reply the model did
         not finish, ended this way (see :func:`~core.session.entries.message_entry`). ``agent``:
         the defined agent that wrote the assistant messages (issue 30), marked on each of them.
+        ``mcp``: ``{call id: {"server", "tool"}}`` of the calls that went to MCP servers
+        (:mod:`core.session.mcp_calls`), recorded on the assistant message holding each call.
         Raises :class:`SessionNotFound` for a missing main session,
         ``ValueError`` for a message without a role."""
         now = time.time()
         entries = [message_entry(m, ts=now, end=end if i == 0 else None,
-                                 agent=agent if m.get("role") == "assistant" else None) for i, m in enumerate(messages)]
+                                 agent=agent if m.get("role") == "assistant" else None,
+                                 mcp=mcp_calls_in(m, mcp)) for i, m in enumerate(messages)]
         # The store refuses, under its lock, to start a main session without a header, so a
         # session deleted meanwhile raises SessionNotFound here instead of coming back.
         return self.store.append(key, entries, expected_count=expected_count)
@@ -522,14 +528,15 @@ class SessionManager:
         return session_from_entries(new_key, new_entries)
 
     def keep_as_version(self, key: SessionKey, shared: int, messages: list[dict[str, Any]], *,
-                        end: str | None = None, agent: str | None = None) -> Session:
+                        end: str | None = None, agent: str | None = None,
+                        mcp: dict[str, dict[str, str]] | None = None) -> Session:
         """Store a reply that could not land in ``key`` — someone else (another tab, process or
         machine) appended since its writer's last stored message — as a new version of the
         conversation (issue 25: a racing reply is never dropped), and return that version.
 
         ``shared``: how many of ``key``'s messages the reply follows (the writer's stored
         history, ending with the message the reply answers); ``messages``: the reply's round
-        (OpenAI chat messages); ``end`` and ``agent`` as in :meth:`add_messages`. The version is a
+        (OpenAI chat messages); ``end``, ``agent`` and ``mcp`` as in :meth:`add_messages`. The version is a
         :meth:`fork` with ``version_of`` cut at message ``shared - 1`` holding the reply, created
         whole (``create_whole``: a kill leaves it whole or absent), and becomes the version in
         use. Raises :class:`SessionNotFound` (``key`` was deleted meanwhile), ``IndexError``
@@ -547,7 +554,7 @@ class SessionManager:
         now = time.time()
         entries = message_entries[cut + 1:shared]
         entries += [message_entry(m, ts=now, end=end if i == 0 else None,
-                                  agent=agent if m.get("role") == "assistant" else None)
+                                  agent=agent if m.get("role") == "assistant" else None, mcp=mcp_calls_in(m, mcp))
                     for i, m in enumerate(messages)]
         version = self.fork(key, cut, version=True, extra=entries)
         log.warning("session %s changed while a reply was written; the reply was kept as version %s",

@@ -1,0 +1,159 @@
+"""A real MCP server for the tests, written with the official ``mcp`` SDK (``MCPServer``).
+
+Run over stdio (what a ``.mcp.json`` ``command`` starts)::
+
+    python -m tests.support.mcp_server stdio [--variant v2] [--name NAME]
+
+or over streamable HTTP on 127.0.0.1 (prints ``READY http://127.0.0.1:<port>/mcp`` once it
+listens; with ``--token T`` every request must carry ``Authorization: Bearer T``, else 401)::
+
+    python -m tests.support.mcp_server http --port 0 [--token T]
+
+Tools (``v1``, the default):
+``echo(text)``        ``"echo: <text>"``; also writes ``echo called`` and the value of ``$MCP_SECRET``
+                      (when set) to stderr, so a test can see that stderr reaches the log, hidden.
+``add(a, b)``         the sum (structured content); annotated ``readOnlyHint``.
+``picture()``         a 2 KB PNG image block.
+``report()``          structured content only (no text block): ``{"status": "green", "count": 3}``.
+``big(size)``         ``size`` characters of text (a 10 MB result: ``size=10_000_000``).
+``hang(seconds)``     sleeps (a call that outlives its time limit).
+``slow(seconds)``     writes this process's pid to ``$MCP_PID_FILE``, then sleeps (a test kills it
+                      mid-call).
+``die()``             writes a line that is not JSON-RPC to stdout, then exits at once (a server
+                      dying mid-call after writing garbage).
+``garbage()``         writes a line that is not JSON-RPC to stdout, then answers normally.
+``show_env(name)``    the value of environment variable ``name`` in the server (a server echoing
+                      a secret it was configured with).
+``--variant v2``: ``echo`` is gone, ``shout(text)`` (``"SHOUT: <TEXT>"``) is new — a server whose
+tools changed. Instructions: ``"Use echo to repeat text."`` (v2: ``"Use shout to shout."``).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import os
+import socket
+import sys
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.utilities.types import Image
+from mcp.types import ToolAnnotations
+
+# A valid 1x1 PNG followed by padding (a 2 KB "image" a result carries as base64).
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
+PNG_2K = PNG + b"\0" * (2048 - len(PNG))
+# The protocol's stdout, kept before the SDK moves print()s and fd 1 away from it (it protects its
+# wire): writing here puts a line that is not JSON-RPC on the wire itself, as a broken server does.
+WIRE = os.dup(1)
+
+
+def build(variant: str = "v1", name: str = "testmcp") -> MCPServer:
+    """The test server (see the module docstring)."""
+    instructions = "Use echo to repeat text." if variant == "v1" else "Use shout to shout."
+    app = MCPServer(name, instructions=instructions, log_level="WARNING")
+
+    if variant == "v1":
+        @app.tool(description="Repeat the text back.")
+        def echo(text: str) -> str:
+            secret = os.environ.get("MCP_SECRET")
+            print("echo called" + (f" with secret {secret}" if secret else ""), file=sys.stderr, flush=True)
+            return f"echo: {text}"
+    else:
+        @app.tool(description="Shout the text back.")
+        def shout(text: str) -> str:
+            return f"SHOUT: {text.upper()}"
+
+    @app.tool(description="Add two numbers.", annotations=ToolAnnotations(readOnlyHint=True))
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    @app.tool(description="A small picture.")
+    def picture() -> Image:
+        return Image(data=PNG_2K, format="png")
+
+    @app.tool(description="A status report as structured content only.")
+    def report() -> dict:
+        from mcp.types import CallToolResult
+
+        return CallToolResult(content=[], structured_content={"status": "green", "count": 3})  # type: ignore[return-value]
+
+    @app.tool(description="A long text.")
+    def big(size: int) -> str:
+        return "x" * size
+
+    @app.tool(description="Sleep, then answer.")
+    async def hang(seconds: float) -> str:
+        await asyncio.sleep(seconds)
+        return "woke up"
+
+    @app.tool(description="Write the pid, then sleep.")
+    async def slow(seconds: float) -> str:
+        path = os.environ.get("MCP_PID_FILE")
+        if path:
+            with open(path, "w") as f:
+                f.write(str(os.getpid()))
+        await asyncio.sleep(seconds)
+        return "slow done"
+
+    @app.tool(description="Write garbage, then exit.")
+    def die() -> str:
+        os.write(WIRE, b"this is not JSON-RPC\n")
+        os._exit(3)
+
+    @app.tool(description="Write garbage, then answer.")
+    def garbage() -> str:
+        os.write(WIRE, b"this is not JSON-RPC either\n")
+        return "answered after garbage"
+
+    @app.tool(description="The value of an environment variable.")
+    def show_env(name: str) -> str:
+        return os.environ.get(name, "(unset)")
+
+    return app
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serve_http(app: MCPServer, port: int, token: str | None) -> None:
+    """Serve ``app`` over streamable HTTP on 127.0.0.1:``port``, requiring ``token`` if given."""
+    import uvicorn
+    from starlette.responses import JSONResponse
+
+    inner = app.streamable_http_app()
+
+    async def guarded(scope, receive, send):
+        if scope["type"] == "http" and token is not None:
+            headers = dict(scope.get("headers") or [])
+            if headers.get(b"authorization", b"").decode() != f"Bearer {token}":
+                await JSONResponse({"error": "unauthorized"}, status_code=401)(scope, receive, send)
+                return
+        await inner(scope, receive, send)
+
+    config = uvicorn.Config(guarded, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    print(f"READY http://127.0.0.1:{port}/mcp", flush=True)
+    server.run()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="An MCP server for anycode's tests.")
+    parser.add_argument("transport", choices=("stdio", "http"))
+    parser.add_argument("--variant", default="v1", choices=("v1", "v2"))
+    parser.add_argument("--name", default="testmcp")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--token")
+    args = parser.parse_args(argv)
+    app = build(args.variant, args.name)
+    if args.transport == "stdio":
+        app.run()
+    else:
+        serve_http(app, args.port or _free_port(), args.token)
+
+
+if __name__ == "__main__":
+    main()
