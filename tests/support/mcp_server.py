@@ -24,6 +24,10 @@ Tools (``v1``, the default):
 ``garbage()``         writes a line that is not JSON-RPC to stdout, then answers normally.
 ``show_env(name)``    the value of environment variable ``name`` in the server (a server echoing
                       a secret it was configured with).
+``$MCP_STARTED_FILE``: the server appends its pid there when it starts (a test asks whether it
+was started at all). Helpers for the tests: :func:`stdio_entry`, :func:`write_config`,
+:class:`HttpServer`.
+
 ``--variant v2``: ``echo`` is gone, ``shout(text)`` (``"SHOUT: <TEXT>"``) is new — a server whose
 tools changed. Instructions: ``"Use echo to repeat text."`` (v2: ``"Use shout to shout."``).
 """
@@ -140,6 +144,62 @@ def serve_http(app: MCPServer, port: int, token: str | None) -> None:
     server.run()
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def stdio_entry(variant: str = "v1", **env: str) -> dict:
+    """A ``.mcp.json`` entry starting this server over stdio from any folder (``env`` added)."""
+    args = ["-m", "tests.support.mcp_server", "stdio"] + (["--variant", variant] if variant != "v1" else [])
+    return {"command": sys.executable, "args": args, "env": {"PYTHONPATH": ROOT, **env}}
+
+
+def write_config(folder, servers: dict, file: str = ".mcp.json") -> None:
+    """Write ``{"mcpServers": servers}`` to ``folder/file`` (a folder ``.anycode`` is made)."""
+    import json
+    from pathlib import Path
+
+    path = Path(folder) / file
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"mcpServers": servers}, indent=2))
+
+
+class HttpServer:
+    """This server over streamable HTTP in a child process on 127.0.0.1 (``with HttpServer(token=T)
+    as srv: srv.url``); stopped (killed) on exit."""
+
+    def __init__(self, token: str | None = None, variant: str = "v1"):
+        self.token, self.variant = token, variant
+        self.proc = None
+        self.url = ""
+
+    def __enter__(self) -> "HttpServer":
+        import subprocess
+        import time
+
+        port = _free_port()
+        cmd = [sys.executable, "-m", "tests.support.mcp_server", "http", "--port", str(port), "--variant", self.variant]
+        if self.token:
+            cmd += ["--token", self.token]
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                     env={**os.environ, "PYTHONPATH": ROOT})
+        line = self.proc.stdout.readline()
+        assert line.startswith("READY "), line
+        self.url = line.split()[1]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # READY is printed just before uvicorn binds
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                return self
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("the HTTP MCP server did not listen")
+
+    def __exit__(self, *exc) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="An MCP server for anycode's tests.")
     parser.add_argument("transport", choices=("stdio", "http"))
@@ -149,6 +209,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--token")
     args = parser.parse_args(argv)
     app = build(args.variant, args.name)
+    started = os.environ.get("MCP_STARTED_FILE")
+    if started:  # a test asks whether anycode started this server at all
+        with open(started, "a") as f:
+            f.write(f"{os.getpid()}\n")
     if args.transport == "stdio":
         app.run()
     else:

@@ -116,12 +116,16 @@ def _when(ts: float) -> str:
     return _dt.datetime.fromtimestamp(ts).astimezone().strftime("%Y-%m-%d %H:%M %z")
 
 
-def _tool_details(name: str, arguments: str, result: str | None) -> str:
+def _tool_details(name: str, arguments: str, result: str | None, source: dict[str, str] | None = None) -> str:
+    """One tool call as ``<details>``; ``source``: the MCP server and tool it went to
+    (``Session.mcp_calls``), named in its summary."""
     try:
         arguments = json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
     except (TypeError, ValueError):
         pass
-    out = [f"<details><summary>Tool call <code>{html.escape(name)}</code></summary>",
+    via = (f" — MCP server <code>{html.escape(source['server'])}</code>, tool <code>{html.escape(source['tool'])}</code>"
+           if source else "")
+    out = [f"<details><summary>Tool call <code>{html.escape(name)}</code>{via}</summary>",
            f"<pre><code>{html.escape(arguments or '')}</code></pre>"]
     if result is not None:
         out.append(f"<div class=\"who\">Result</div><pre><code>{html.escape(result)}</code></pre>")
@@ -159,8 +163,9 @@ def session_to_html(session: Any, *, version: tuple[int, int, bool] | None = Non
             parts = [reply_html(text)] if text.strip() else []
             for call in msg.get("tool_calls") or []:
                 fn = (call or {}).get("function") or {}
+                call_id = str((call or {}).get("id", ""))
                 parts.append(_tool_details(str(fn.get("name", "tool")), str(fn.get("arguments", "")),
-                                           results.get(str((call or {}).get("id", "")))))
+                                           results.get(call_id), getattr(session, "mcp_calls", {}).get(call_id)))
             if parts:
                 body.append(f'<section class="msg assistant"><div class="who">{_ROLES["assistant"]}</div>'
                             f'<div class="body">{"".join(parts)}</div></section>')

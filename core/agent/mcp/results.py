@@ -80,11 +80,13 @@ def hide(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
-def cut(text: str, limit: int = MAX_RESULT_CHARS) -> str:
-    """``text`` cut to ``limit`` characters with a note giving its whole length; as is when it fits."""
-    if len(text) <= limit:
+def cut(text: str, limit: int = MAX_RESULT_CHARS, total: int | None = None) -> str:
+    """``text`` cut to ``limit`` characters with a note giving its whole length (``total``, default
+    ``len(text)``); as is when it fits."""
+    total = len(text) if total is None else total
+    if total <= limit and len(text) <= limit:
         return text
-    return (text[:limit] + f"\n\n[The result was cut here: it was {len(text):,} characters long; the first "
+    return (text[:limit] + f"\n\n[The result was cut here: it was {total:,} characters long; the first "
             f"{limit:,} are kept.]")
 
 
@@ -104,4 +106,9 @@ def result_text(result: Any, secrets: Iterable[str] = (), limit: int = MAX_RESUL
     is_error = bool(_field(result, "is_error", "isError"))
     if is_error and not text.startswith("Error"):
         text = f"Error: {text}"
-    return cut(hide(text, list(secrets)), limit), is_error
+    secrets = list(secrets)
+    total = len(text)
+    # Hidden before the cut (a secret astride the cut is hidden whole), on the part that is kept:
+    # a 10 MB result is not searched through for each secret.
+    margin = max((len(s) for s in secrets), default=0) * 2
+    return cut(hide(text[: limit + margin], secrets), limit, total), is_error
