@@ -137,13 +137,18 @@ class TestATurnWithMcpTools:
         session = chat.manager.get(chat.key)
         assert SECRET not in session_to_jsonl(chat.entries()).decode() and SECRET not in session_to_markdown(session)
 
-    def test_a_secret_the_server_echoes_is_hidden_in_the_result(self, store, project, hub, fake_openai):
-        write_config(project, {"tests": stdio_entry(MCP_SECRET=SECRET)})
+    def test_results_of_every_kind_under_a_cleaned_name(self, store, project, hub, fake_openai):
+        # a server name the API would refuse in a tool name: offered cleaned (the strict fake fails the
+        # test on a refused name), recorded as configured
+        write_config(project, {"tests.prod v2": stdio_entry(MCP_SECRET=SECRET)})
         hub.approve(str(project))
         chat = Chat(store, project, hub, fake_openai)
-        chat.turn("show it", {"tool_calls": [call("mcp__tests__show_env", "c1", name="MCP_SECRET"),
-                                             call("mcp__tests__picture", "c2"), call("mcp__tests__report", "c3")]},
+        chat.turn("show it", {"tool_calls": [call("mcp__tests_prod_v2__show_env", "c1", name="MCP_SECRET"),
+                                             call("mcp__tests_prod_v2__picture", "c2"),
+                                             call("mcp__tests_prod_v2__report", "c3")]},
                   {"text": "done"}, mode="auto")
+        assert "mcp__tests_prod_v2__echo" in tool_names(fake_openai.chat_requests()[0])
+        assert chat.manager.get(chat.key).mcp_calls["c2"] == {"server": "tests.prod v2", "tool": "picture"}
         results = chat.results()
         assert results["c1"] == "[hidden]"
         assert results["c2"] == "[image: image/png, 2.0 KB]"
@@ -292,6 +297,28 @@ class TestLimits:
         chat.turn("again", {"tool_calls": [call("mcp__tests__echo", "c2", text="back")]}, {"text": "ok"}, mode="auto")
         assert chat.results()["c2"] == "echo: back"
         assert len(started.read_text().split()) == 2  # started again
+
+    def test_stop_ends_a_running_call_at_once(self, store, project, hub, fake_openai, tmp_path):
+        pid_file = tmp_path / "pid"
+        write_config(project, {"tests": stdio_entry(MCP_PID_FILE=str(pid_file))})
+        hub.approve(str(project))
+        chat = Chat(store, project, hub, fake_openai)
+        stop = threading.Event()
+
+        def press_stop() -> None:
+            deadline = time.monotonic() + 30
+            while not pid_file.exists() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            stop.set()
+
+        presser = threading.Thread(target=press_stop)
+        presser.start()
+        chat.turn("slow", {"tool_calls": [call("mcp__tests__slow", "c1", seconds=60)]}, mode="auto", cancel=stop)
+        presser.join()
+        assert chat.results()["c1"] == "Error: the tool call was stopped by the user before it finished."
+        chat.turn("still there?", {"tool_calls": [call("mcp__tests__echo", "c2", text="yes")]}, {"text": "ok"},
+                  mode="auto")
+        assert chat.results()["c2"] == "echo: yes"  # the server was not harmed
 
     def test_garbage_then_exit_costs_that_call_only(self, store, project, hub, fake_openai):
         write_config(project, {"tests": stdio_entry()})
