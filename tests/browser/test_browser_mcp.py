@@ -1,10 +1,12 @@
 """MCP servers in a real Chromium: the Tools panel (a project's configuration waiting for approval,
 Approve, Test, the server's tools) and an MCP call asked for on the approval card, allowed once,
 its step row naming the server — with the app, the fake OpenAI server and a stdio MCP server
-(tests/support/mcp_server.py) as real processes."""
+(tests/support/mcp_server.py) as real processes; the server stops with the app."""
 from __future__ import annotations
 
+import os
 import sys
+import time
 
 import pytest
 
@@ -19,7 +21,7 @@ def world(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("mcp")
     proj, data = tmp / "proj", tmp / "data"
     proj.mkdir()
-    write_config(proj, {"tests": stdio_entry(MCP_STARTED_FILE=str(tmp / "started"))})
+    write_config(proj, {"tests": stdio_entry(MCP_STARTED_FILE=str(tmp / "started"), MCP_LINGER="1")})
     fake = Proc([sys.executable, "-m", "tests.support.fake_openai", "--port", "0"], _env(tmp / "home"), REPO)
     base_url = fake.wait_for("READY").split()[-1]
     port = _free_port()
@@ -29,7 +31,8 @@ def world(tmp_path_factory):
                     ANYCODE_MEMORY="off", ANYCODE_CONFIG_DIR=str(tmp / "config")), tmp)
     try:
         app.wait_for("anycode is running at")
-        yield {"url": f"http://127.0.0.1:{port}/", "fake": base_url.removesuffix("/v1"), "started": tmp / "started"}
+        yield {"url": f"http://127.0.0.1:{port}/", "fake": base_url.removesuffix("/v1"), "started": tmp / "started",
+               "app": app}
     finally:
         app.stop()
         fake.stop()
@@ -84,4 +87,20 @@ class TestToolsFromMcpServers:
         expect(step.first).to_be_visible()
         step.first.click()
         expect(page.locator("#ac-chat")).to_contain_text("echo: from the page")
-        assert len(world["started"].read_text().split()) == 1  # the Test's server served the turn
+        pids = world["started"].read_text().split()
+        assert len(pids) == 1  # the Test's server served the turn
+
+        # stopped with the app (SIGTERM, its clean stop), even a server that outlives its closed stdin
+        assert world["app"].stop() == 0
+        deadline = time.monotonic() + 15
+        while _alive(int(pids[0])) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(int(pids[0]))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

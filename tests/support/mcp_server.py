@@ -25,7 +25,8 @@ Tools (``v1``, the default):
 ``show_env(name)``    the value of environment variable ``name`` in the server (a server echoing
                       a secret it was configured with).
 ``$MCP_STARTED_FILE``: the server appends its pid there when it starts (a test asks whether it
-was started at all). Helpers for the tests: :func:`stdio_entry`, :func:`write_config`,
+was started at all). ``$MCP_LINGER``: the process outlives its closed stdin (a server that only
+stops when terminated, as the app must do on its way out). Helpers for the tests: :func:`stdio_entry`, :func:`write_config`,
 :class:`HttpServer`.
 
 ``--variant v2``: ``echo`` is gone, ``shout(text)`` (``"SHOUT: <TEXT>"``) is new — a server whose
@@ -213,6 +214,11 @@ def main(argv: list[str] | None = None) -> None:
     if started:  # a test asks whether anycode started this server at all
         with open(started, "a") as f:
             f.write(f"{os.getpid()}\n")
+    if os.environ.get("MCP_LINGER"):  # outlives its closed stdin: only a terminate ends it
+        import threading
+        import time
+
+        threading.Thread(target=time.sleep, args=(3600,), daemon=False).start()
     if args.transport == "stdio":
         app.run()
     else:
