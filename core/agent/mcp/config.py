@@ -44,7 +44,7 @@ import json
 import logging
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -106,14 +106,17 @@ class ServerConfig:
     path: str
     transport: str = STDIO
     command: str | None = None
-    args: tuple[str, ...] = ()
-    env: tuple[tuple[str, str], ...] = ()
-    url: str | None = None
-    headers: tuple[tuple[str, str], ...] = ()
+    # Never in a repr (a log line naming the server must not carry them).
+    args: tuple[str, ...] = field(default=(), repr=False)
+    env: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    url: str | None = field(default=None, repr=False)
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     read_only: bool | frozenset[str] = False
     timeout: float | None = None
     digest: str = ""
     problem: str | None = None
+    # What each ${VAR} expanded to (a token in a URL or an argument is a secret too).
+    expanded: tuple[str, ...] = field(default=(), repr=False)
 
     @property
     def trusted_source(self) -> bool:
@@ -126,8 +129,8 @@ class ServerConfig:
 
     def secret_values(self) -> tuple[str, ...]:
         """The values of ``env`` and ``headers`` (and each word of a header such as ``Bearer
-        <token>``) long enough to hide in text, longest first."""
-        found: set[str] = set()
+        <token>``) and of every ``${VAR}`` expansion, long enough to hide in text, longest first."""
+        found: set[str] = {v for v in self.expanded if len(v) >= _SECRET_MIN_CHARS}
         for _, value in (*self.env, *self.headers):
             for part in (value, *value.split()):
                 if len(part) >= _SECRET_MIN_CHARS and part.lower() not in ("bearer", "token", "basic"):
@@ -174,13 +177,16 @@ class McpConfig:
         return [s for s in self.servers.values() if not s.trusted_source]
 
 
-def expand(text: str, environ: Mapping[str, str], missing: set[str]) -> str:
+def expand(text: str, environ: Mapping[str, str], missing: set[str], values: set[str] | None = None) -> str:
     """``text`` with ``${VAR}`` and ``${VAR:-default}`` replaced from ``environ``; the names of
-    unset variables without a default are added to ``missing`` (their text is left as is)."""
+    unset variables without a default are added to ``missing`` (their text is left as is), the
+    values put in to ``values`` (when given)."""
     def one(match: re.Match[str]) -> str:
         name, default = match.group(1), match.group(2)
         value = environ.get(name)
         if value is not None and (value != "" or default is None):
+            if values is not None:
+                values.add(value)
             return value
         if default is not None:
             return default
@@ -261,6 +267,7 @@ def parse_server(name: Any, entry: Any, scope: str, path: str,
                                     or not 0 < timeout <= 24 * 3600):
             raise ValueError("\"timeout\" must be a number of seconds above 0")
         missing: set[str] = set()
+        values: set[str] = set()
         if kind == "sse":
             raise ValueError("the old HTTP+SSE transport (\"type\": \"sse\") is not supported; a server "
                              "speaking streamable HTTP uses \"type\": \"http\"")
@@ -268,10 +275,10 @@ def parse_server(name: Any, entry: Any, scope: str, path: str,
             url = entry.get("url")
             if not isinstance(url, str) or not url.strip():
                 raise ValueError("an HTTP server needs a \"url\"")
-            url = expand(url.strip(), environ, missing)
+            url = expand(url.strip(), environ, missing, values)
             if not url.lower().startswith(("http://", "https://")):
                 raise ValueError("its \"url\" must start with http:// or https://")
-            headers = tuple((k, expand(v, environ, missing)) for k, v in _mapping(entry.get("headers"), "headers"))
+            headers = tuple((k, expand(v, environ, missing, values)) for k, v in _mapping(entry.get("headers"), "headers"))
             server = ServerConfig(**base, transport=HTTP, url=url, headers=headers, read_only=read_only,
                                   timeout=float(timeout) if timeout else None)
         elif kind in (None, "stdio"):
@@ -279,19 +286,20 @@ def parse_server(name: Any, entry: Any, scope: str, path: str,
             if not isinstance(command, str) or not command.strip():
                 raise ValueError("a stdio server needs a \"command\"")
             server = ServerConfig(
-                **base, transport=STDIO, command=expand(command.strip(), environ, missing),
-                args=tuple(expand(a, environ, missing) for a in _strings(entry.get("args"), "args")),
-                env=tuple((k, expand(v, environ, missing)) for k, v in _mapping(entry.get("env"), "env")),
+                **base, transport=STDIO, command=expand(command.strip(), environ, missing, values),
+                args=tuple(expand(a, environ, missing, values) for a in _strings(entry.get("args"), "args")),
+                env=tuple((k, expand(v, environ, missing, values)) for k, v in _mapping(entry.get("env"), "env")),
                 read_only=read_only, timeout=float(timeout) if timeout else None)
         else:
             raise ValueError(f"its type {kind!r} is not stdio or http")
     except ValueError as err:
         return ServerConfig(**base, problem=f"The server {name!r} in {path} cannot run: {err}.")
+    server = replace(server, expanded=tuple(sorted(values)))
     if missing:
         names = ", ".join(sorted(missing))
-        return ServerConfig(**{**server.__dict__, "problem": (
+        return replace(server, problem=(
             f"The server {name!r} in {path} needs the environment variable{'s' if len(missing) > 1 else ''} "
-            f"{names}, which {'are' if len(missing) > 1 else 'is'} not set (use ${{VAR:-default}} for a default).")})
+            f"{names}, which {'are' if len(missing) > 1 else 'is'} not set (use ${{VAR:-default}} for a default)."))
     return server
 
 
