@@ -617,7 +617,8 @@ class McpHub:
         runnable = {s.name for s in self.runnable(config)}
         servers = []
         for server in config.servers.values():
-            conn = self._conns.get((config.root or "", server.name))
+            with self._lock:
+                conn = self._conns.get((config.root or "", server.name))
             if conn is not None and conn.config != server:
                 conn = None
             if server.problem:
