@@ -12,8 +12,9 @@ Lifecycle of a server (:class:`_Connection`):
   server name; a changed definition — the file, or a ``${VAR}`` it expands — restarts it);
 - restarted when it dies: a call that finds it gone (the process exited, the HTTP server went
   away) fails with a sentence, and the next call or turn starts it again; one that failed to
-  start is tried again at most every :data:`RETRY_AFTER_FAILURE` seconds by turns (the Tools
-  panel's Test always tries);
+  start is tried again by turns after :data:`RETRY_AFTER_FAILURE` seconds, then twice as long
+  after each further failure, up to :data:`MAX_RETRY_AFTER` (a server that cannot be reached
+  must not make every turn wait; the Tools panel's Test always tries);
 - stopped with the app (:meth:`McpHub.close`, from the launcher's shutdown path; the SDK closes a
   stdio server's stdin, then terminates its process group).
 
@@ -47,7 +48,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_CALL_TIMEOUT = 60.0  # seconds one tool call may take ($ANYCODE_MCP_TIMEOUT, a server's "timeout")
 START_TIMEOUT = 30.0  # seconds a server gets to start and list its tools
-RETRY_AFTER_FAILURE = 15.0  # a server that failed to start is retried by turns at most this often
+RETRY_AFTER_FAILURE = 15.0  # a server that failed to start is retried by turns after this long, then
+MAX_RETRY_AFTER = 600.0  # twice as long after each further failure, up to this
 STOP_WAIT = 8.0  # seconds a server gets to stop (the SDK's own escalation takes up to ~4.5 s)
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # one streamable-HTTP event (the SDK's default is 1 MiB)
 MAX_TOOLS_PAGES = 100  # a tools/list paginator that never ends cannot hang a turn
@@ -185,6 +187,7 @@ class _Connection:
         self.server_name = ""
         self.tools: list[ToolInfo] = []
         self.failed_at = 0.0
+        self.failures = 0  # failed starts in a row
         self._task: asyncio.Task | None = None
         self._stop: asyncio.Event | None = None
         self._lock: asyncio.Lock | None = None
@@ -261,7 +264,7 @@ class _Connection:
             await asyncio.wait_for(asyncio.shield(ready), timeout)
         except BaseException as err:
             await self._abandon()
-            self.state, self.failed_at = FAILED, time.monotonic()
+            self._failed()
             if isinstance(err, asyncio.CancelledError):
                 self.error = "its start was interrupted"
                 raise
@@ -271,6 +274,14 @@ class _Connection:
             raise McpServerError(f"The MCP server {self.config.name!r} is not running: {self.error}.") from None
         self.state = RUNNING
         log.info("MCP server %s started (%s)", self.config.name, self.server_name or self.config.transport)
+
+    def _failed(self) -> None:
+        self.state, self.failed_at, self.failures = FAILED, time.monotonic(), self.failures + 1
+
+    @property
+    def retry_after(self) -> float:
+        """Seconds after a failed start before a turn tries again (doubling, capped)."""
+        return min(RETRY_AFTER_FAILURE * 2 ** max(0, self.failures - 1), MAX_RETRY_AFTER)
 
     async def _abandon(self) -> None:
         task, self._task = self._task, None
@@ -329,16 +340,17 @@ class _Connection:
 
     async def prepare(self, *, force: bool = False) -> None:
         """Make the server ready for a turn: started (a failed one only after
-        :data:`RETRY_AFTER_FAILURE`, unless ``force``) and its tools listed; a dead one restarted
+        :attr:`retry_after`, unless ``force``) and its tools listed; a dead one restarted
         once. Raises :class:`McpServerError` when it cannot be used now."""
         async with self.lock:
             if (self.state == FAILED and not force and self.client is None
-                    and time.monotonic() - self.failed_at < RETRY_AFTER_FAILURE):
+                    and time.monotonic() - self.failed_at < self.retry_after):
                 raise McpServerError(f"The MCP server {self.config.name!r} is not running: {self.error}.")
             for attempt in (1, 2):
                 await self.start(START_TIMEOUT)
                 try:
                     await asyncio.wait_for(self.list_tools(), START_TIMEOUT)
+                    self.failures = 0
                     return
                 except BaseException as err:
                     if isinstance(err, asyncio.CancelledError):
@@ -347,7 +359,8 @@ class _Connection:
                     if attempt == 1 and _is_dead(err):
                         await self.died(f"it had exited ({why})")
                         continue
-                    self.state, self.error, self.failed_at = FAILED, f"it did not list its tools ({why})", time.monotonic()
+                    self.error = f"it did not list its tools ({why})"
+                    self._failed()
                     await self.stop()
                     self.state = FAILED
                     raise McpServerError(f"The MCP server {self.config.name!r} is not usable: {self.error}.") from None

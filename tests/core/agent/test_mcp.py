@@ -332,6 +332,22 @@ class TestLimits:
         assert results["c2"].startswith("Error: the MCP server 'tests' stopped while answering die")
         assert results["c3"] == "echo: after"
 
+    def test_a_server_that_cannot_start_is_left_out_and_not_retried_at_once(self, store, project, hub,
+                                                                           fake_openai, caplog):
+        caplog.set_level(logging.WARNING, logger="core.agent.mcp.hub")
+        write_config(project, {"broken": {"command": str(project / "no-such-server")}, "tests": stdio_entry()})
+        hub.approve(str(project))
+        chat = Chat(store, project, hub, fake_openai)
+        chat.turn("one", {"text": "1"})
+        chat.turn("two", {"text": "2"})
+        names = tool_names(fake_openai.chat_requests()[-1])
+        assert "mcp__tests__echo" in names and not any(n.startswith("mcp__broken__") for n in names)
+        assert caplog.text.count("MCP server broken: it did not start") == 1  # the second turn did not wait for it
+        status = {s.name: s for s in hub.status(str(project)).servers}
+        assert status["broken"].state == "failed" and "was not found" in status["broken"].error
+        assert not hub.test(str(project), "broken").ok  # Test always tries
+        assert caplog.text.count("MCP server broken: it did not start") == 2
+
     def test_a_ten_megabyte_result_is_cut_with_a_note(self, store, project, hub, fake_openai, monkeypatch):
         monkeypatch.setenv("ANYCODE_CONTEXT_WINDOW", "200000")  # the cut result fits the request whole
         write_config(project, {"tests": stdio_entry()})
