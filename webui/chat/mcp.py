@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from core.agent.workspace import check_workspace
 from core.errors import AnycodeError, SessionNotFound
 from core.session.keys import SessionKey, new_session_id, project_key
-from core.session.mcp_calls import split_mcp_name
+from core.session.mcp_calls import mcp_tool_name, split_mcp_name
 from webui.chat.views import project_cwd
 from webui.i18n import t, tn
 from webui.text.chat_text import visible_bidi
@@ -96,8 +96,6 @@ def allow_always(ctx: WebContext, state: dict[str, Any], tool: str) -> bool:
     root = project_root(ctx, state)
     config = ctx.mcp.config(root)
     parts = split_mcp_name(tool)
-    from core.session.mcp_calls import mcp_tool_name
-
     server = next((s for s in config.servers.values()
                    if parts is not None and split_mcp_name(mcp_tool_name(s.name, "x"))[0] == parts[0]), None)
     if server is None or not config.root:

@@ -24,6 +24,7 @@ import hashlib
 import json
 import logging
 import time
+from dataclasses import replace
 from typing import Any, Callable
 
 from core.agent.approval import RUN, PendingApproval, Verdict, denied_result
@@ -80,8 +81,6 @@ class McpTurn:
                 name = _unique(info.offered, taken)
                 taken.add(name)
                 if name != info.offered:
-                    from dataclasses import replace
-
                     info = replace(info, offered=name)
                 self.offered[name] = (conn, info)
                 self.specs.append(info.spec())
