@@ -265,3 +265,18 @@ class ExpertBusy(AnycodeError):
         self.name, self.waited = name, waited
         super().__init__(f"The expert {name!r} is answering another consultation (in another chat or "
                          f"window); it did not come free within {waited:.0f} s. Ask again when it is done.")
+
+
+# --- MCP servers (core.agent.mcp) -------------------------------------------------------------
+
+
+class McpConfigError(AnycodeError, ValueError):
+    """An MCP configuration file cannot be read or changed as asked (broken JSON, an unknown
+    scope, a server name already used or not found, a bad field); ``str(err)`` says which and
+    what to do."""
+
+
+class McpServerError(AnycodeError):
+    """An MCP server could not be used: it is not configured, its project's configuration is not
+    approved, it did not start, or it failed while answering; ``str(err)`` says which (never a
+    secret of its configuration)."""

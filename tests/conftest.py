@@ -79,9 +79,14 @@ MIRROR_STORE_FACTORIES: dict[str, Callable[[Path], Any]] = {
 
 @pytest.fixture(autouse=True)
 def anycode_home(tmp_path, monkeypatch):
-    """Never touch the real data dir: ANYCODE_HOME points into tmp_path; env defaults reset."""
+    """Never touch the real data dir: ANYCODE_HOME points into tmp_path; env defaults reset. The
+    user's config folder too (ANYCODE_CONFIG_DIR): a developer's own MCP servers (mcp.json) would
+    otherwise start in every test's turn."""
     home = tmp_path / "anycode-home"
     monkeypatch.setenv("ANYCODE_HOME", str(home))
+    monkeypatch.setenv("ANYCODE_CONFIG_DIR", str(tmp_path / "anycode-config"))
+    monkeypatch.delenv("ANYCODE_MCP_TIMEOUT", raising=False)
+    monkeypatch.delenv("ANYCODE_MCP_TRUST_READONLY", raising=False)
     monkeypatch.delenv("ANYCODE_CLEANUP_DAYS", raising=False)
     monkeypatch.delenv("ANYCODE_FSYNC", raising=False)
     monkeypatch.delenv("ANYCODE_APPROVAL", raising=False)

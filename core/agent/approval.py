@@ -15,7 +15,7 @@ Entries (``"type": "approval"``, appended like every other entry, kept by every 
 {"type": "approval", "ts": 1764504000.1, "action": "request", "call_id": "call_1",
  "tool": "write_file", "arguments": "{...raw JSON...}", "preview": "--- a/x\\n+++ b/x\\n..."}
 {"type": "approval", "ts": 1764504009.9, "action": "allow" | "deny", "call_id": "call_1",
- "scope": "once" | "chat", "reason": "use tabs"}          # reason only on deny, when typed
+ "scope": "once" | "chat" | "always", "reason": "use tabs"}   # reason only on deny, when typed
 ```
 
 Who may allow. A session file can be copied, shared or hand-edited, so a decision *read from a
@@ -45,7 +45,9 @@ log = logging.getLogger(__name__)
 ENTRY_TYPE = "approval"
 MODES = ("ask", "auto")
 DEFAULT_MODE = "ask"
-SCOPES = ("once", "chat")
+# "always": an MCP tool allowed in this project from now on (core.agent.mcp.trust, the running
+# app's record; the entry only says what the user chose).
+SCOPES = ("once", "chat", "always")
 MAX_REASON_CHARS = 2000
 NEW_MESSAGE_REASON = "The user sent a new message instead of answering."
 STOP_REASON = "The user pressed Stop."
@@ -77,8 +79,9 @@ def request_entry(call_id: str, tool: str, arguments: str, preview: str, *, ts: 
 
 def decision_entry(call_id: str, allow: bool, *, scope: str = "once", reason: str | None = None,
                    ts: float | None = None) -> dict:
-    """The entry storing the user's answer to the request of ``call_id``. ``scope``: ``"once"``
-    or ``"chat"`` (ValueError otherwise); ``reason`` (deny only) is cut to 2,000 characters."""
+    """The entry storing the user's answer to the request of ``call_id``. ``scope``: ``"once"``,
+    ``"chat"`` or ``"always"`` (an MCP tool; ValueError otherwise); ``reason`` (deny only) is cut
+    to 2,000 characters."""
     if scope not in SCOPES:
         raise ValueError(f"approval scope must be one of {SCOPES}, not {scope!r}")
     entry = {"type": ENTRY_TYPE, "ts": time.time() if ts is None else ts,
@@ -205,12 +208,17 @@ RUN = Verdict("run")
 class ApprovalGate:
     """Decides, per tool call, run / deny / ask, from the tool's ``side_effects`` flag and the
     :class:`ApprovalPolicy`. Read-only and unknown tools always run (an unknown tool only
-    produces an error result)."""
+    produces an error result).
+
+    ``extra``: the turn's tools from outside anycode (:class:`core.agent.mcp.turn.McpTurn`); its
+    ``check(call_id, name, raw_arguments, policy, can_ask) -> Verdict | None`` decides its own
+    tools' calls (None: not one of its tools)."""
 
     def __init__(self, policy: ApprovalPolicy | None = None, registry: ToolRegistry | None = None, *,
-                 can_ask: bool = True):
+                 can_ask: bool = True, extra: Any = None):
         self.policy = policy or ApprovalPolicy.from_env()
         self.registry = registry or DEFAULT_TOOLS
+        self.extra = extra
         # False for a sub-agent: it runs in a worker and cannot pause its parent's turn, so a
         # call that would ask is denied with a sentence telling it to leave the change to its parent.
         self.can_ask = can_ask
@@ -223,6 +231,10 @@ class ApprovalGate:
     def check(self, call_id: str, name: str, raw_arguments: str | None, workspace: Workspace | None) -> Verdict:
         """The verdict for call ``call_id`` of tool ``name`` with the model's raw arguments."""
         tool = self.registry.get(name)
+        if tool is None and self.extra is not None:
+            verdict = self.extra.check(call_id, name, raw_arguments, self.policy, self.can_ask)
+            if verdict is not None:
+                return verdict
         if tool is None or not tool.side_effects or workspace is None:
             return RUN
         decision = self.policy.decisions.get(call_id)
@@ -300,6 +312,7 @@ class Grants:
         self._chat_mode: dict[str, str] = {}
         self._decisions: dict[str, dict[str, Decision]] = {}
         self._workspaces: dict[str, str] = {}
+        self._tools: dict[str, set[str]] = {}
 
     def chat_mode(self, session: str) -> str | None:
         """``"ask"``/``"auto"`` set for this chat, or None (the global mode applies)."""
@@ -319,6 +332,18 @@ class Grants:
             self._decisions.setdefault(session, {})[call_id] = decision
             if decision.allow and decision.scope == "chat":
                 self._chat_mode[session] = "auto"
+
+    def allow_tool(self, session: str, tool: str) -> None:
+        """"Allow for this chat" on an MCP tool's call: that tool (its offered name) runs without
+        asking in this chat for the rest of this running app — only that tool, unlike the per-chat
+        switch, since an MCP tool can do anything its server can."""
+        with self._lock:
+            self._tools.setdefault(session, set()).add(tool)
+
+    def allowed_tools(self, session: str) -> frozenset[str]:
+        """The MCP tools allowed for this chat (:meth:`allow_tool`)."""
+        with self._lock:
+            return frozenset(self._tools.get(session, ()))
 
     def policy(self, session: str, default_mode: str | None = None) -> ApprovalPolicy:
         """The policy for the next run of ``session``; its one-shot answers are handed over once."""

@@ -31,10 +31,11 @@ RETRY_FIRST_DELAY = 0.25  # seconds; doubled after each failed attempt, up to 2 
 
 def store_messages(manager: Any, key: SessionKey, messages: list[dict[str, Any]], *, saved_count: int,
                    expected_count: int | None = None, end: str | None = None,
-                   retry_seconds: float | None = None, agent: str | None = None) -> int:
-    """:func:`store_round` of a round of just ``messages`` (OpenAI chat messages), ``end`` and
-    ``agent`` (see :class:`~core.session.rounds.Round`); same checks, retries and errors."""
-    return store_round(manager, key, Round(list(messages), end=end, agent=agent), saved_count=saved_count,
+                   retry_seconds: float | None = None, agent: str | None = None,
+                   mcp: dict[str, dict[str, str]] | None = None) -> int:
+    """:func:`store_round` of a round of just ``messages`` (OpenAI chat messages), ``end``,
+    ``agent`` and ``mcp`` (see :class:`~core.session.rounds.Round`); same checks, retries and errors."""
+    return store_round(manager, key, Round(list(messages), end=end, agent=agent, mcp=mcp), saved_count=saved_count,
                        expected_count=expected_count, retry_seconds=retry_seconds)
 
 

@@ -81,6 +81,7 @@ class TurnOptions:
     approval: approvals.ApprovalPolicy | None = None
     confirm_memories: bool = False
     agents: Definitions | None = None
+    extra_tools: Callable[..., Any] | None = None
 
 
 @dataclass
@@ -107,6 +108,7 @@ class _Turn:
     speaker: AgentDefinition | None = None
     guard: ContextGuard | None = None
     recorder: checkpoints.Recorder | None = None
+    extra: Any = None  # the MCP servers' offer for this turn (core.agent.mcp.turn.McpTurn), or None
     rounds: int = 0
 
     @property
@@ -140,7 +142,11 @@ def run_session_stream(key: SessionKey, sessions: SessionManager | SessionStore,
       approval waits denies it;
     - ``confirm_memories``: a person can answer memory proposals (the web page): a fact the model
       wants to remember after the turn read files or tool output is kept as a proposal for them;
-      without one (the CLI, scripts) it is refused (core.agent.memory_job).
+      without one (the CLI, scripts) it is refused (core.agent.memory_job);
+    - ``extra_tools``: tools from outside anycode for this turn — ``extra_tools(workspace,
+      messages, cancel)`` returns an offer (:class:`core.agent.mcp.turn.McpTurn`: the MCP servers'
+      tools, their handlers, the servers' instructions, the approval check of their calls and the
+      record of which server each call went to) or None; it never raises.
 
     Order: a system message first if the session has no messages (instructions + workspace path
     + the user's and project's memories + AGENTS.md/CLAUDE.md, see core.memory.context; a resumed
@@ -274,6 +280,12 @@ def _choose_agent(turn: _Turn) -> Iterator[AgentAnswering]:
     options = turn.options
     turn.agents = _agents_of(turn.workspace) if options.agents is None else options.agents
     tools = default_tools(agents=turn.agents) if options.tools is None else options.tools
+    # Tools of the project's MCP servers (core.agent.mcp), offered beside anycode's own (an
+    # addressed agent's tool list filters them too).
+    extra = options.extra_tools
+    turn.extra = extra(turn.workspace, turn.messages, options.cancel) if extra is not None else None
+    if turn.extra is not None:
+        tools = [*tools, *turn.extra.specs]
     turn.speaker = addressed_agent(_last_user_text(turn.messages), turn.agents)
     turn.model = options.model
     if turn.speaker is not None:
@@ -284,6 +296,8 @@ def _choose_agent(turn: _Turn) -> Iterator[AgentAnswering]:
             and (turn.speaker is None or turn.speaker.allows("remember"))):
         # (an agent whose definition lists its tools gets `remember` only when it lists it)
         tools, turn.handlers = [*tools, REMEMBER_SPEC], turn.memory.tool_handlers()
+    if turn.extra is not None:
+        turn.handlers = {**(turn.handlers or {}), **turn.extra.handlers}
     turn.tools = tools
 
 
@@ -301,6 +315,9 @@ def _equip(turn: _Turn) -> None:
     if turn.speaker is not None:
         refresh, speaker = turn.guard.system_refresh, turn.speaker
         turn.guard.system_refresh = lambda text: agent_system_prompt(speaker, refresh(text))
+    if turn.extra is not None:  # the MCP servers' instructions, at request time (never stored)
+        before_extra, extra = turn.guard.system_refresh, turn.extra
+        turn.guard.system_refresh = lambda text: extra.system_refresh(before_extra(text))
     turn.recorder = checkpoints.attach(turn.workspace, manager.store)
 
 
@@ -329,7 +346,7 @@ def _new_run(turn: _Turn) -> TaskAgentRun:
     return TaskAgentRun(turn.messages, key=turn.key, manager=turn.manager, client=turn.client, model=turn.model,
                         tools=turn.tools, max_iterations=options.max_iterations - turn.rounds,
                         cancel=options.cancel, workspace=turn.workspace, tool_handlers=turn.handlers,
-                        context=turn.guard, agents=turn.agents, gate=approvals.ApprovalGate(options.approval),
+                        context=turn.guard, agents=turn.agents, gate=approvals.ApprovalGate(options.approval, extra=turn.extra),
                         workspace_problem=turn.workspace_problem)
 
 
@@ -396,7 +413,7 @@ def _store_round(turn: _Turn, run: TaskAgentRun, event: RoundCompleted) -> Itera
     round = Round(event.messages, end=event.end, agent=turn.agent_name,
                   usage=_usage_of(turn, event.messages, event.requested, event.usage),
                   checkpoint=checkpoints.checkpoint_entry(saved + len(event.messages), files) if files else None,
-                  approval=pending.entry() if pending is not None else None)
+                  approval=pending.entry() if pending is not None else None, mcp=_mcp_calls(turn, event.messages))
     try:
         if round.messages:
             kept = _store_checked(turn, round, saved)
@@ -413,6 +430,12 @@ def _store_round(turn: _Turn, run: TaskAgentRun, event: RoundCompleted) -> Itera
         turn.guard.record(saved, turn.messages, event.usage)
     turn.messages.extend(event.messages)
     turn.rounds += 1
+
+
+def _mcp_calls(turn: _Turn, messages: list[dict]) -> dict[str, dict[str, str]] | None:
+    """``{call id: {"server", "tool"}}`` of the calls in ``messages`` that went to MCP servers
+    (:mod:`core.session.mcp_calls`); None in a turn without them."""
+    return turn.extra.calls_in(messages) if turn.extra is not None else None
 
 
 def _usage_of(turn: _Turn, new: list[dict], requested: bool, usage: Any) -> dict | None:
@@ -461,7 +484,8 @@ def _keep_partial(turn: _Turn, run: TaskAgentRun, original: BaseException) -> No
         return
     requested, usage = run.unstored_request()
     round = Round(partial, agent=turn.agent_name, usage=_usage_of(turn, partial, requested, usage),
-                  checkpoint=checkpoints.checkpoint_entry(saved + len(partial), files) if files else None)
+                  checkpoint=checkpoints.checkpoint_entry(saved + len(partial), files) if files else None,
+                  mcp=_mcp_calls(turn, partial))
     try:
         kept = _store_checked(turn, round, saved)
         if kept is not None:

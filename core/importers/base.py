@@ -39,6 +39,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from core.errors import AnycodeError, InvalidTitle, os_error_message
 from core.session.entries import header_entry, message_entry, title_entry
+from core.session.mcp_calls import call_record, split_mcp_name
 from core.session.keys import SessionKey, normalize_path, project_key
 from core.session.manager import clean_user_title
 from core.session.text import counted, parse_json
@@ -202,9 +203,22 @@ def _entries_for(imp: ImportedSession, key: SessionKey, cwd: str, fork_ids: dict
             entries.append(extras.pop(0)[1])
         ts = m.ts if m.ts is not None else last_ts
         last_ts = ts
-        entries.append(message_entry(m.message, ts=ts))
+        entries.append(message_entry(m.message, ts=ts, mcp=_mcp_record(m.message)))
     entries.extend(e for _, e in extras)
     return entries
+
+
+def _mcp_record(message: dict[str, Any]) -> dict[str, dict[str, str]] | None:
+    """The MCP record of an imported assistant message (:mod:`core.session.mcp_calls`): its calls
+    named ``mcp__<server>__<tool>`` (Claude Code names MCP tools so) with the server and tool the
+    name gives; None when it has none."""
+    calls = {}
+    for call in message.get("tool_calls") or () if isinstance(message, dict) else ():
+        fn = call.get("function") if isinstance(call, dict) else None
+        parts = split_mcp_name(fn.get("name")) if isinstance(fn, dict) else None
+        if parts is not None and isinstance(call.get("id"), str):
+            calls[call["id"]] = call_record(*parts)
+    return calls or None
 
 
 def _sub_entries(name: str, msgs: list[ImportedMessage], key: SessionKey, cwd: str, created: float | None) -> list[dict[str, Any]]:

@@ -12,9 +12,11 @@ Every store holds a session as an ordered list of entries (dicts). Types (``"typ
   from elsewhere — a mirror keeping a machine's diverged history, ``sessions pull`` keeping the
   other machine's (:mod:`core.stores.pull`): a pull does not copy such a version where a history
   already holds its messages.
-- ``message``: ``{"type": "message", "ts": float, "message": {...}, "end"?: str}`` — ``message`` is the
-  OpenAI chat message exactly as sent to the API (no extra keys inside it); ``end`` marks an
-  assistant reply the model did not finish (``"length"``, ``"content_filter"``, ``"no_end"``).
+- ``message``: ``{"type": "message", "ts": float, "message": {...}, "end"?: str, "agent"?: str,
+  "mcp"?: {call id: {"server": str, "tool": str}}}`` — ``message`` is the OpenAI chat message exactly
+  as sent to the API (no extra keys inside it); ``end`` marks an assistant reply the model did not
+  finish (``"length"``, ``"content_filter"``, ``"no_end"``); ``mcp`` names the MCP server and tool
+  each of its calls went to (:mod:`core.session.mcp_calls`).
 - ``title``: ``{"type": "title", "ts": float, "title": str, "source": "llm" | "user" | "fallback"}``.
 - ``version``: ``{"type": "version", "ts": float, "current": str}`` — appended to a family's root
   session when the user switches to (or creates) a version; the last one names the version shown
@@ -110,7 +112,7 @@ def reasoning_of(message: Any) -> str:
 
 
 def message_entry(message: dict[str, Any], *, ts: float | None = None, end: str | None = None,
-                  agent: str | None = None) -> dict[str, Any]:
+                  agent: str | None = None, mcp: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
     """Wrap an OpenAI chat message (a dict with ``role``) as a message entry.
 
     ``agent``: the name of the defined agent that wrote this reply (issue 30: ``@name`` in the
@@ -119,6 +121,9 @@ def message_entry(message: dict[str, Any], *, ts: float | None = None, end: str 
     ``end``: for an assistant reply the model did not finish, how it ended (``"length"``,
     ``"content_filter"``, ``"no_end"``); stored beside the message (``"end"`` key of the entry), never
     inside it, so the message stays exactly what the API takes.
+
+    ``mcp``: ``{call id: {"server", "tool"}}`` for the calls of this assistant message that went
+    to an MCP server (:mod:`core.session.mcp_calls`), stored beside the message likewise.
     Raises ``ValueError`` when ``message`` is not a dict with a string ``role``.
     """
     if not isinstance(message, dict) or not isinstance(message.get("role"), str):
@@ -128,6 +133,8 @@ def message_entry(message: dict[str, Any], *, ts: float | None = None, end: str 
         entry["end"] = end
     if agent:
         entry["agent"] = agent
+    if mcp:
+        entry["mcp"] = mcp
     return entry
 
 

@@ -137,7 +137,8 @@ def session_to_markdown(session: Session, subagents: Iterable[Any] | None = None
     if tags:
         lines.append("- Tags: " + ", ".join(f"`{t}`" for t in tags))
     lines.append("")
-    lines += _messages_markdown(session.messages, compactions=session.compactions, agents=session.reply_agents)
+    lines += _messages_markdown(session.messages, compactions=session.compactions, agents=session.reply_agents,
+                                mcp=session.mcp_calls)
     for rec in subagents or ():
         lines += [f"## Sub-agent: {escape_html(str(rec.description))}", "",
                   f"- Record: `{rec.key.subpath}`" + (f", for tool call `{rec.tool_call_id}`" if rec.tool_call_id else ""),
@@ -167,11 +168,14 @@ def compaction_markdown(compaction: dict[str, Any], level: int = 2) -> list[str]
 
 def _messages_markdown(messages: list[dict[str, Any]], level: int = 2,
                        compactions: list[dict[str, Any]] | None = None,
-                       agents: dict[int, str] | None = None) -> list[str]:
+                       agents: dict[int, str] | None = None,
+                       mcp: dict[str, dict[str, str]] | None = None) -> list[str]:
     """Markdown lines of OpenAI messages: a heading of ``level`` per message (a defined agent's
     reply, ``agents`` = ``Session.reply_agents``, names it: "Assistant (reviewer)"), tool calls
-    and results as fenced blocks; each compaction's summary right before the first message it kept."""
+    (a call to an MCP server, ``mcp`` = ``Session.mcp_calls``, names its server and tool) and
+    results as fenced blocks; each compaction's summary right before the first message it kept."""
     agents = agents or {}
+    mcp = mcp or {}
     lines: list[str] = []
     h, h2 = "#" * level, "#" * (level + 1)
     by_index: dict[int, list[dict[str, Any]]] = {}
@@ -193,12 +197,19 @@ def _messages_markdown(messages: list[dict[str, Any]], level: int = 2,
         for call in msg.get("tool_calls") or []:
             call = call if isinstance(call, dict) else {}
             fn = call.get("function") if isinstance(call.get("function"), dict) else {}
-            lines += [f"**Tool call** `{fn.get('name', '')}` ({call.get('id', '')})", ""]
+            source = mcp.get(str(call.get("id", "")))
+            via = f" — MCP server `{_tick(source['server'])}`, tool `{_tick(source['tool'])}`" if source else ""
+            lines += [f"**Tool call** `{fn.get('name', '')}` ({call.get('id', '')}){via}", ""]
             lines += _fence(_pretty(str(fn.get("arguments", ""))), "json")
     for rest in by_index.values():  # summarised everything: the summary comes last
         for c in rest:
             lines += compaction_markdown(c, level)
     return lines
+
+
+def _tick(text: str) -> str:
+    """``text`` for an inline code span (a backtick would end it)."""
+    return str(text).replace("`", "'")
 
 
 def session_to_jsonl(entries: Iterable[dict[str, Any]]) -> bytes:

@@ -26,6 +26,7 @@ from core.session.experts import is_expert_id, without_experts
 from core.session.folds import FoldMemo
 from core.session.keys import SessionKey, new_session_id, normalize_path, project_key
 from core.session.lookup import title_matches
+from core.session.mcp_calls import mcp_calls_of
 from core.session.usage import usage_totals
 from core.session.models import ProjectInfo, Session, SessionMeta
 from core.session.rounds import Round
@@ -113,6 +114,7 @@ def session_from_entries(key: SessionKey, entries: list[dict[str, Any]], *, arch
         archived=archived,
         reply_ends=reply_ends_of(entries),
         reply_agents=reply_agents_of(entries),
+        mcp_calls=mcp_calls_of(entries),
         reply_error=reply_error_of(entries),
         compactions=compactions_of(entries),
         version_of=state.version_of,
@@ -203,6 +205,7 @@ class SessionManager:
         # A copy: the caller's to change (the memo's stays as folded)
         session = replace(folded, messages=list(folded.messages), reply_ends=dict(folded.reply_ends),
                           reply_agents=dict(folded.reply_agents), compactions=list(folded.compactions),
+                          mcp_calls=dict(folded.mcp_calls),
                           archived=archived)
         if session.version_of and key.subpath is None:
             root = self._root_meta(key.project_key, session.family, archived_metas)
@@ -304,7 +307,7 @@ class SessionManager:
 
     def add_messages(
         self, key: SessionKey, messages: Iterable[dict[str, Any]], expected_count: int | None = None,
-        *, end: str | None = None, agent: str | None = None,
+        *, end: str | None = None, agent: str | None = None, mcp: dict[str, dict[str, str]] | None = None,
     ) -> int:
         """Append OpenAI chat messages in one append; return the new message count.
 
@@ -312,9 +315,11 @@ class SessionManager:
         if someone appended since. ``end``: the first message is an assistant reply the model did
         not finish, ended this way (see :func:`~core.session.entries.message_entry`). ``agent``:
         the defined agent that wrote the assistant messages, marked on each of them.
+        ``mcp``: ``{call id: {"server", "tool"}}`` of the calls that went to MCP servers
+        (:mod:`core.session.mcp_calls`), recorded on the assistant message holding each call.
         Raises :class:`SessionNotFound` for a missing main session,
         ``ValueError`` for a message without a role."""
-        return self.store_round(key, Round(list(messages), end=end, agent=agent), expected_count=expected_count)
+        return self.store_round(key, Round(list(messages), end=end, agent=agent, mcp=mcp), expected_count=expected_count)
 
     def store_round(self, key: SessionKey, round: Round, *, expected_count: int | None = None) -> int:
         """Store ``round`` (:class:`~core.session.rounds.Round`: its messages with their usage,

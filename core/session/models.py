@@ -47,6 +47,9 @@ class Session:
     # {message index: agent name} for replies a defined agent wrote (issue 30: "@name" in the
     # chat); see core.session.entries.message_entry.
     reply_agents: dict[int, str] = field(default_factory=dict)
+    # {call id: {"server", "tool"}} for the tool calls that went to an MCP server (the names as
+    # configured and listed); see core.session.mcp_calls.
+    mcp_calls: dict[str, dict[str, str]] = field(default_factory=dict)
     # Why the last message has no answer, when a turn failed at the model and nothing was added
     # since: the reply_error entry (core.session.entries.reply_error_of), else None.
     reply_error: dict[str, Any] | None = None

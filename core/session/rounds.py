@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.session.entries import message_entry
+from core.session.mcp_calls import mcp_calls_in
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,9 @@ class Round:
     agent that wrote the assistant messages), ``usage`` (the ``usage`` entry of the model request
     whose reply this is; None for a round that made no request), ``checkpoint`` (the
     ``checkpoint`` entry of the files the round changed; None when it changed none) and
-    ``approval`` (the ``approval`` request entry of the call it paused on).
+    ``approval`` (the ``approval`` request entry of the call it paused on) and ``mcp`` (``{call
+    id: {"server", "tool"}}`` of the calls that went to MCP servers, recorded on the assistant
+    message holding each call: :mod:`core.session.mcp_calls`).
 
     ``answers``: approval decision entries stored just before the messages — what opens a turn
     that replaced waiting approvals with a new message (denied), or what Stop stores when it ends
@@ -42,6 +45,7 @@ class Round:
     checkpoint: dict[str, Any] | None = None
     approval: dict[str, Any] | None = None
     answers: tuple[dict[str, Any], ...] = ()
+    mcp: dict[str, dict[str, str]] | None = None
 
     def entries(self, *, ts: float | None = None) -> list[dict[str, Any]]:
         """The entries to append, in order: answers, messages (stamped ``ts``, default now), usage,
@@ -59,7 +63,8 @@ class Round:
             raise ValueError("a round's answers must be approval decision entries")
         out = list(self.answers)
         out += [message_entry(m, ts=now, end=self.end if i == 0 else None,
-                              agent=self.agent if m.get("role") == "assistant" else None)
+                              agent=self.agent if m.get("role") == "assistant" else None,
+                              mcp=mcp_calls_in(m, self.mcp))
                 for i, m in enumerate(self.messages)]
         out += [e for e in (self.usage, self.checkpoint, self.approval) if e is not None]
         return out

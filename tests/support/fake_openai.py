@@ -166,6 +166,8 @@ ALLOWED_PARAMS = {
     "modalities", "prediction", "audio", "web_search_options", "verbosity", "safety_identifier",
     "prompt_cache_key",
 }
+# A function name the real API takes (longer or other characters: HTTP 400).
+TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 # Keys allowed inside one message, per role (the real API rejects unknown ones).
 ALLOWED_MESSAGE_KEYS = {
     "system": {"role", "content", "name"},
@@ -246,7 +248,8 @@ def validate_chat_request(body: Any, assistant_keys: frozenset[str] = frozenset(
     ``tool_calls`` must be followed by tool messages answering every call id before any other
     message; a tool message must answer a call of the preceding assistant message; no tool call id
     may appear twice in the request ("Duplicate tool_call id", as strict servers answer); no string may
-    hold a lone UTF-16 surrogate; ``tools`` entries are ``{"type": "function", "function": {...}}``.
+    hold a lone UTF-16 surrogate; ``tools`` entries are ``{"type": "function", "function": {...}}``
+    whose ``name`` matches ``^[a-zA-Z0-9_-]{1,64}$``.
     ``assistant_keys``: extra keys a thinking-mode server takes on assistant messages
     (``reasoning_content``, ``reasoning``).
     """
@@ -273,6 +276,12 @@ def validate_chat_request(body: Any, assistant_keys: frozenset[str] = frozenset(
             if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(fn, dict) \
                     or not isinstance(fn.get("name"), str) or set(fn) - {"name", "description", "parameters", "strict"}:
                 raise RequestInvalid(f"Invalid 'tools[{j}]'.", f"tools[{j}]")
+            if not TOOL_NAME.match(fn["name"]):
+                raise RequestInvalid(
+                    f"Invalid 'tools[{j}].function.name': string does not match pattern. Expected a string that "
+                    "matches the pattern '^[a-zA-Z0-9_-]+$'." if len(fn["name"]) <= 64 else
+                    f"Invalid 'tools[{j}].function.name': string too long. Expected a string with maximum length 64, "
+                    f"but got a string with length {len(fn['name'])} instead.", f"tools[{j}].function.name")
             if "parameters" in fn and (not isinstance(fn["parameters"], dict) or fn["parameters"].get("type") != "object"):
                 raise RequestInvalid(f"Invalid schema for function '{fn['name']}'.", f"tools[{j}].function.parameters")
 

@@ -65,6 +65,10 @@ class TestRejectsWhatTheRealApiRejects:
         ({"model": "m", "messages": [{"role": "user", "content": "hi"}], "temprature": 1}, "temprature"),
         ({"model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": 3}, "temperature"),
         ({"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": [{"name": "x"}]}, "tools[0]"),
+        ({"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": [
+            {"type": "function", "function": {"name": "mcp__my.server__get issue"}}]}, "does not match pattern"),
+        ({"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": [
+            {"type": "function", "function": {"name": "t" * 65}}]}, "string too long"),
     ])
     def test_rejected_over_http(self, fake_openai, body, fragment):
         fake_openai.allow_rejections = True

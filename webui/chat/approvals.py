@@ -19,6 +19,7 @@ from core.errors import AnycodeError, SessionNotFound
 from core.session.entries import SessionState, messages_of
 from core.session.keys import SessionKey, new_session_id
 from webui import i18n
+from webui.chat import mcp
 from webui.chat.views import project_cwd
 from webui.text.chat_text import visible_bidi
 from webui.text.error_text import describe
@@ -53,6 +54,12 @@ class ApprovalView:
         control shown as its label (:func:`webui.text.chat_text.visible_bidi`): applied, U+202E
         would show a path or command reversed (issue 31, item 9). "" without a pending call."""
         return visible_bidi(self.pending.preview) if self.pending else ""
+
+    @property
+    def mcp(self) -> tuple[str, str] | None:
+        """``(server, tool)`` when the waiting call goes to an MCP server (the card then names
+        them and offers "Always allow this tool"); None otherwise."""
+        return mcp.step_parts(self.pending.tool) if self.pending else None
 
 
 def _key(state: dict[str, Any]) -> SessionKey | None:
@@ -104,18 +111,29 @@ def view(ctx: WebContext, state: dict[str, Any] | None) -> ApprovalView:
 def decide(ctx: WebContext, state: dict[str, Any], call_id: str | None, *, allow: bool, scope: str = "once",
            reason: str | None = None) -> str | None:
     """Answer the pending approval of ``call_id``: store the decision entry and hand it to the run
-    that resumes the turn. Returns None, or a notice when there is nothing to answer."""
+    that resumes the turn. ``scope``: ``once``, ``chat`` (a file change: every change in this chat;
+    an MCP tool: that tool in this chat) or ``always`` (an MCP tool in this project). Returns
+    None, or a notice when there is nothing to answer (an "always" that could not be saved is
+    logged; the call still runs, and the next one asks again)."""
     key = _key(state)
     if key is None or not call_id:
         return ANSWERED_NOTICE
     try:
-        waiting = {p.call_id for p in ap.ApprovalState.from_entries(ctx.store.load(key) or []).pending()}
+        waiting = {p.call_id: p for p in ap.ApprovalState.from_entries(ctx.store.load(key) or []).pending()}
     except SessionNotFound as err:
         return describe(err)
     if call_id not in waiting:
         return ANSWERED_NOTICE
     reason = ap.clean_reason(reason) if not allow else None
     ctx.manager.add_approval(key, ap.decision_entry(call_id, allow, scope=scope, reason=reason))
+    tool = waiting[call_id].tool
+    if allow and scope in ("chat", "always") and mcp.is_mcp_tool(tool):
+        # An MCP tool: "for this chat" and "always" allow that tool only, never every change.
+        if scope == "chat":
+            mcp.allow_for_chat(ctx, state, tool)
+        else:
+            mcp.allow_always(ctx, state, tool)
+        scope = "once"
     grants(ctx).decide(str(key), call_id, ap.Decision(allow, reason, scope))
     log.info("approval of %s in %s: %s (%s)", call_id, key.session_id, "allow" if allow else "deny", scope)
     return None

@@ -57,6 +57,9 @@ class WebContext:
     # Each tab's page load, once the page has its answer (by tab key): (done, the state it
     # showed). A message sent before that waits for it (:meth:`wait_page_loaded`).
     _loads: dict[str, tuple[threading.Event, list[Any]]] = field(default_factory=dict, repr=False)
+    # The app's MCP servers (core.agent.mcp.hub.McpHub), made on first use (:attr:`mcp`) and
+    # stopped by :meth:`close`.
+    _mcp: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.project_path = normalize_path(self.project_path)
@@ -120,6 +123,26 @@ class WebContext:
         """Why there is no client (one sentence), or None when there is one."""
         self.client()
         return self._model_cache.get("client_error")
+
+    # --- MCP servers -----------------------------------------------------------------------
+
+    @property
+    def mcp(self) -> Any:
+        """The app's :class:`core.agent.mcp.hub.McpHub` (one per running app: servers started
+        for a turn are reused by every tab and chat), made on first use."""
+        with self._cancel_lock:
+            if self._mcp is None:
+                from core.agent.mcp.hub import McpHub
+
+                self._mcp = McpHub(self.data_dir)
+            return self._mcp
+
+    def close(self) -> None:
+        """The app is stopping: stop what this context started (its MCP servers)."""
+        with self._cancel_lock:
+            hub, self._mcp = self._mcp, None
+        if hub is not None:
+            hub.close()
 
     # --- runs and Stop ---------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from core.errors import AnycodeError, ModelError, SessionConflict, SessionNotFou
 from core.session.keys import SessionKey
 from core.session.text import clean_text, is_blank
 from webui import i18n
-from webui.chat import approvals, live
+from webui.chat import approvals, live, mcp
 from webui.chat import archived as archived_chat
 from webui.chat import compaction as compaction_ui
 from webui.chat.subagents import LiveSubagents
@@ -701,6 +701,7 @@ def _runner_kwargs(ctx: WebContext, state: dict[str, Any], client: Any, model: s
         # The page can ask: a fact from a turn that read files or tool output waits for the user's yes.
         "confirm_memories": True,
         **approvals.runner_kwargs(ctx, state),  # the user's approvals and chosen workspace
+        "extra_tools": mcp.turn_tools(ctx, state),  # the project's MCP servers' tools (webui.chat.mcp)
     }
 
 

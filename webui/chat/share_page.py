@@ -142,14 +142,19 @@ def _masked_note(count: int) -> str:
             f'{"was" if count == 1 else "were"} replaced by <code>[hidden]</code> in this page.</p>')
 
 
-def _tool_details(name: str, arguments: str, result: str | None, mask: _Masker) -> str:
+def _tool_details(name: str, arguments: str, result: str | None, mask: _Masker,
+                  source: dict[str, str] | None = None) -> str:
+    """One tool call as ``<details>``, its texts masked; ``source``: the MCP server and tool it
+    went to (``Session.mcp_calls``), named in its summary."""
     try:
         arguments = json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
     except (TypeError, ValueError):
         pass
     # Pretty-printed first, masked after: a masked value never breaks the JSON being read.
     arguments, result = mask(arguments or ""), (mask(result) if result is not None else None)
-    out = [f"<details><summary>Tool call <code>{html.escape(name)}</code></summary>",
+    via = (f" — MCP server <code>{html.escape(source['server'])}</code>, tool <code>{html.escape(source['tool'])}</code>"
+           if source else "")
+    out = [f"<details><summary>Tool call <code>{html.escape(name)}</code>{via}</summary>",
            f"<pre><code>{html.escape(arguments or '')}</code></pre>"]
     if result is not None:
         out.append(f"<div class=\"who\">Result</div><pre><code>{html.escape(result)}</code></pre>")
@@ -188,8 +193,9 @@ def session_to_html(session: Any, *, version: tuple[int, int, bool] | None = Non
             parts = [reply_html(text)] if text.strip() else []
             for call in msg.get("tool_calls") or []:
                 fn = (call or {}).get("function") or {}
+                call_id = str((call or {}).get("id", ""))
                 parts.append(_tool_details(str(fn.get("name", "tool")), str(fn.get("arguments", "")),
-                                           results.get(str((call or {}).get("id", ""))), mask))
+                                           results.get(call_id), mask, session.mcp_calls.get(call_id)))
             if parts:
                 body.append(f'<section class="msg assistant"><div class="who">{_ROLES["assistant"]}</div>'
                             f'<div class="body">{"".join(parts)}</div></section>')

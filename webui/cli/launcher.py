@@ -4,7 +4,7 @@
 [--data-dir DIR] [--store SPEC] [--model NAME] [--base-url URL] [--no-browser]``.
 
 One click command tree (:data:`cli`): this group runs the launcher when no command follows its
-options; ``anycode sessions|memory|import|backup|restore …`` are its commands, loaded from
+options; ``anycode sessions|memory|import|backup|restore|agents|mcp …`` are its commands, loaded from
 :data:`SUBCOMMANDS` only when used. Options every command shares are in :mod:`webui.cli.options`.
 """
 from __future__ import annotations
@@ -42,6 +42,7 @@ SUBCOMMANDS = {
     "restore": "webui.cli.transfer:restore_cli",
     "memory": "webui.cli.memory",
     "agents": "webui.cli.agents",
+    "mcp": "webui.cli.mcp",
     "projects": "webui.cli.machines:projects_cli",
     "mirror": "webui.cli.machines:mirror_cli",
 }
@@ -626,6 +627,7 @@ def _serve(args: argparse.Namespace, store: Any, project_path: str, data_dir: Pa
         _wait(demo)
     finally:
         _close_app(demo)
+        ctx.close()  # the MCP servers it started (stdio processes would outlive the app's quick exit)
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
         shutil.rmtree(private, ignore_errors=True)  # download copies, not the sessions

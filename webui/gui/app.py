@@ -38,6 +38,7 @@ from webui.gui import (
     first_paint,
     i18n_ui,
     imports,
+    mcp as mcp_gui,
     memory,
     narrow,
     organise,
@@ -379,6 +380,7 @@ def build_sidebar(p: Page) -> None:
             p.mirror_line = gr.HTML("", elem_id="ac-mirror") if handlers.has_mirror(p.ctx) else None
             p.import_foot = gr.Column(elem_id="ac-import-foot")
             p.memory_foot = gr.Column(elem_id="ac-memory-foot")  # the Memory button (gui.memory)
+            p.tools_foot = gr.Column(elem_id="ac-tools-foot")  # the Tools button (gui.mcp: MCP servers)
             p.lang = i18n_ui.add_language_setting(p.demo)  # set by the page's load (wire_load)
             # the theme switch and the keyboard shortcuts' help (issue 18)
             p.prefs = gr.HTML(page_prefs_html(), js_on_load=theme_switch.SWITCH_JS, elem_id="ac-prefs")
@@ -398,6 +400,7 @@ def build_chat_pane(p: Page) -> None:
             p.cancel_btn = gr.Button(tr("cancel"), size="sm", elem_id="ac-cancel-delete", scale=0, min_width=90)
         p.banner = gr.Markdown(visible=False, elem_id="ac-banner")
         p.memory_slot = gr.Column(visible=False, elem_id="ac-memory")  # the Memory panel (gui.memory)
+        p.tools_slot = gr.Column(visible=False, elem_id="ac-tools")  # the Tools panel (gui.mcp)
         # A stored user message without an answer (the app was killed mid-reply, or the model
         # failed): say so and offer to answer it again.
         with gr.Row(visible=False, elem_id="ac-noreply", equal_height=True) as p.noreply_row:
@@ -871,7 +874,7 @@ def wire_titles(p: Page) -> None:
 
 def wire_features(p: Page) -> None:
     """The features with their own module: message search, sub-agent transcripts, import,
-    memory, and the mirror line."""
+    memory, the Tools panel (MCP servers), and the mirror line."""
     ctx = p.ctx
     with p.search_slot:  # message search (results under the search box)
         search.build_search_results(ctx, state=p.state, search=p.search, show_archived=p.show_archived, tab=p.tab,
@@ -890,6 +893,9 @@ def wire_features(p: Page) -> None:
                              show=p.show, switching=p.switching, switch=p.switch, idle_box=idle_box,
                              notify=_notify)
     memory.wire_memory_toast(ctx, parts, state=p.state, notify=_notify, listen=p.listen)
+    # MCP servers: the Tools panel (their state, approval of a project's configuration, Test)
+    mcp_gui.wire_tools_panel(ctx, mcp_gui.build_tools_panel(ctx, button_slot=p.tools_foot, panel_slot=p.tools_slot),
+                             state=p.state, notify=_notify)
     organise.wire_tag_bar(ctx, p.tag_bar, state=p.state, search=p.search, show_archived=p.show_archived,
                           sessions=p.sessions, list_html=p.list_html, notify=_notify,
                           listen=p.listen)  # pins and tags (issue 31)

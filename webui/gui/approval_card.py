@@ -45,13 +45,15 @@ def build_approval_card(ctx: WebContext) -> dict[str, Any]:
         with gr.Row(elem_id="ac-approval-buttons"):
             allow_once = gr.Button(tr("approval_allow_once"), variant="primary", size="sm", elem_id="ac-allow-once")
             allow_chat = gr.Button(tr("approval_allow_chat"), size="sm", elem_id="ac-allow-chat")
+            # an MCP tool's call only (webui.chat.mcp): that tool, in this project, from now on
+            allow_always = gr.Button(tr("approval_allow_always"), size="sm", visible=False, elem_id="ac-allow-always")
             deny = gr.Button(tr("approval_deny"), variant="stop", size="sm", elem_id="ac-deny")
     with gr.Row(visible=False, elem_id="ac-workspace", equal_height=True) as ws_row:
         ws_text = gr.Markdown("", elem_id="ac-workspace-text")
         ws_btn = gr.Button(tr("workspace_use_anyway"), size="sm", scale=0, min_width=190, elem_id="ac-workspace-use")
     call_id = gr.State(None)  # the call the card shows (answers name it, never "whatever is pending")
     return {"card": card, "head": head, "diff": diff, "reason": reason, "allow_once": allow_once,
-            "allow_chat": allow_chat, "deny": deny, "ws_row": ws_row, "ws_text": ws_text, "ws_btn": ws_btn,
+            "allow_chat": allow_chat, "allow_always": allow_always, "deny": deny, "ws_row": ws_row, "ws_text": ws_text, "ws_btn": ws_btn,
             "call_id": call_id}
 
 
@@ -66,7 +68,7 @@ def wire_approval_card(ctx: WebContext, parts: dict[str, Any], *, state: Any, ta
     (for the run id put in ``pending``); ``tab_key(request, tab_id)`` names the tab's runs.
     Returns ``after_turn(event)``, which refreshes the card after a send chain."""
     card_outputs = [parts["card"], parts["head"], parts["diff"], parts["call_id"], parts["ws_row"],
-                    parts["ws_text"], parts["ws_btn"], switch, box]
+                    parts["ws_text"], parts["ws_btn"], switch, box, parts["allow_always"]]
 
     def refresh(st):
         shown = approvals.view(ctx, st)
@@ -74,7 +76,8 @@ def wire_approval_card(ctx: WebContext, parts: dict[str, Any], *, state: Any, ta
         problem = shown.workspace_problem
         return (
             gr.Column(visible=p is not None),
-            t(CARD_TITLE, tool=p.tool) if p else "",
+            (t("mcp_approval_title", server=shown.mcp[0], tool=shown.mcp[1]) if shown.mcp
+             else t(CARD_TITLE, tool=p.tool)) if p else "",
             shown.preview,
             p.call_id if p else None,
             gr.Row(visible=bool(problem)),
@@ -83,6 +86,7 @@ def wire_approval_card(ctx: WebContext, parts: dict[str, Any], *, state: Any, ta
             gr.Checkbox(value=shown.ask, interactive=bool((st or {}).get("session"))),
             # A waiting card keeps the turn open: Stop (which denies it) instead of Send.
             gr.Textbox(submit_btn=False, stop_btn=t("stop")) if p else gr.skip(),
+            gr.Button(visible=shown.mcp is not None),
         )
 
     common = {"api_visibility": "private", "show_progress": "hidden"}
@@ -105,7 +109,7 @@ def wire_approval_card(ctx: WebContext, parts: dict[str, Any], *, state: Any, ta
         return run
 
     for button, allow, scope in ((parts["allow_once"], True, "once"), (parts["allow_chat"], True, "chat"),
-                                 (parts["deny"], False, "once")):
+                                 (parts["allow_always"], True, "always"), (parts["deny"], False, "once")):
         event = button.click(answer(allow, scope), [tab, state, parts["call_id"], parts["reason"]],
                              [parts["card"], parts["reason"], box, pending], queue=False, **common)
         after_turn(continue_turn(event))

@@ -1,8 +1,8 @@
 """Tool steps in the chat: the collapsible row of one tool call, shared by a reply's own steps
 (:mod:`webui.render.rows`) and a sub-agent's nested ones (:mod:`webui.chat.subagents`).
 
-A leaf of ``render``: imports ``text`` and ``i18n`` only, so both sides use it without importing
-each other. A ``task`` step (a sub-agent) is titled with its description and carries the link
+A leaf of ``render``: imports ``text`` and ``i18n`` only (and the session wing's MCP naming rule),
+so both sides use it without importing each other. A ``task`` step (a sub-agent) is titled with its description and carries the link
 that opens the sub-agent's transcript (``#ac-subagent=<call id>``; the page's script turns a
 click on it into an event, see ``assets/js/subagent_links.js``).
 """
@@ -12,6 +12,7 @@ import json
 import urllib.parse
 from typing import Any
 
+from core.session.mcp_calls import split_mcp_name
 from webui import i18n
 from webui.i18n import t
 from webui.text import chat_text
@@ -73,8 +74,10 @@ def task_step_title(arguments: str, is_error: bool = False) -> str:
 
 def tool_step(call_id: str, name: str, arguments: str, result: str | None = None,
               is_error: bool = False) -> dict[str, Any]:
-    """A collapsible chat row for one tool call: title ``⚙ name``, status pending until a result."""
-    shown = chat_text.inline(name)
+    """A collapsible chat row for one tool call: title ``⚙ name``, status pending until a result.
+    An MCP tool (``mcp__<server>__<tool>``) is titled with its tool and server: ``⚙ tool · server``."""
+    mcp = split_mcp_name(name)
+    shown = chat_text.inline(t("mcp_tool_step", tool=mcp[1], server=mcp[0]) if mcp else name)
     title = f"{TOOL_ICON} " + (t("tool_failed", name=shown) if is_error else shown)
     content = tool_step_content(arguments, result, is_error)
     if name == TASK_TOOL:  # a sub-agent: its description, and a link to its transcript

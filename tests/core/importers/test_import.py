@@ -272,6 +272,28 @@ class TestClaudeCodeImport:
         # the sub-agent records never list as sessions
         assert [m.id for m in SessionManager(store).list(key.project_key)] == [key.session_id]
 
+    def test_mcp_calls_keep_their_server(self, store, tmp_path, project):
+        """Guards against an imported call to an MCP server losing which server it went to."""
+        sid = "22222222-2222-3333-4444-555555555555"
+        folder = tmp_path / "claude" / "-tmp-project"
+        folder.mkdir(parents=True)
+        c = str(project)
+        lines = [
+            _cc("user", "u1", None, "File an issue", 1, sid=sid, cwd=c),
+            _cc("assistant", "a1", "u1", [{"type": "tool_use", "id": "toolu_m", "name": "mcp__github__create_issue",
+                                           "input": {"title": "Bug"}}], 2, sid=sid, cwd=c, message_extra={"id": "m1"}),
+            _cc("user", "r1", "a1", [{"type": "tool_result", "tool_use_id": "toolu_m", "content": "#12"}], 3,
+                sid=sid, cwd=c),
+            _cc("assistant", "a2", "r1", [{"type": "text", "text": "Filed #12."}], 4, sid=sid, cwd=c,
+                message_extra={"id": "m2"}),
+        ]
+        (folder / f"{sid}.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n", encoding="utf-8")
+        assert import_sessions(store, claude_code.read_sessions(tmp_path / "claude")).ok
+        key = SessionKey(project_key(project), import_session_id("claude-code", sid))
+        session = SessionManager(store).get(key)
+        assert session.messages[1]["tool_calls"][0]["function"]["name"] == "mcp__github__create_issue"
+        assert session.mcp_calls == {"toolu_m": {"server": "github", "tool": "create_issue"}}
+
     def test_project_filter(self, store, tmp_path, project):
         root = write_claude_code(tmp_path / "claude", project)
         other = tmp_path / "other"
