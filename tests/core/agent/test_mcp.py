@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from core.agent import approval as ap
-from core.agent.loop import ToolCallFinished
+from core.agent.events import ApprovalRequested, ToolCallFinished
 from core.agent.mcp.config import config_dir, load_config
 from core.agent.mcp.hub import McpHub
 from core.agent.runner import run_session_stream
@@ -101,7 +101,7 @@ class TestATurnWithMcpTools:
         chat = Chat(store, project, hub, fake_openai)
 
         events = chat.turn("say hi through the tool", {"tool_calls": [call("mcp__tests__echo", "call_e", text="hi")]})
-        asked = [e for e in events if isinstance(e, ap.ApprovalRequested)]
+        asked = [e for e in events if isinstance(e, ApprovalRequested)]
         assert [a.pending.tool for a in asked] == ["mcp__tests__echo"]
         assert "MCP server: tests" in asked[0].pending.preview and '"text": "hi"' in asked[0].pending.preview
         first = fake_openai.chat_requests()[0]
@@ -199,13 +199,13 @@ class TestATurnWithMcpTools:
         hub.approve(str(project))
         chat = Chat(store, project, hub, fake_openai)
         events = chat.turn("add", {"tool_calls": [call("mcp__tests__add", "c1", a=1, b=1)]})
-        assert any(isinstance(e, ap.ApprovalRequested) for e in events)  # the hint alone: asked
+        assert any(isinstance(e, ApprovalRequested) for e in events)  # the hint alone: asked
         chat.turn("never mind", {"text": "ok"})  # denies the waiting call
         hub.trust.set_trust_read_only(True)
         events = chat.turn("now", {"tool_calls": [call("mcp__tests__add", "c2", a=1, b=1),
                                                   call("mcp__tests__echo", "c3", text="x"),
                                                   call("mcp__tests__picture", "c4")]})
-        asked = [e.pending.call_id for e in events if isinstance(e, ap.ApprovalRequested)]
+        asked = [e.pending.call_id for e in events if isinstance(e, ApprovalRequested)]
         assert asked == ["c4"]  # the annotated and the configured read-only tools ran
         assert chat.results()["c2"] == "2" and chat.results()["c3"] == "echo: x"
 

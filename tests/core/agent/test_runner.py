@@ -156,7 +156,7 @@ class TestPerRoundPersistence:
 CHILD = textwrap.dedent("""
     import sys
     from core import LocalSessionStore, SessionKey
-    from core.agent.loop import RoundCompleted, TextDelta
+    from core.agent.events import RoundCompleted, TextDelta
     from core.agent.runner import run_session_stream
     import openai
     base_url, home, project, sid = sys.argv[1:5]
