@@ -1,6 +1,6 @@
 """The layout of ``core/`` and ``webui/``: wings and layers imported one way only, no import circle.
 
-core: session ← stores ← memory ← agent ← webui; webui: i18n ← text ← render ← chat ← gui ← cli.
+core: session ← stores ← search, memory ← storage ← agent ← webui; webui: i18n ← text ← render ← chat ← gui ← cli.
 
 Guards against a module quietly reaching "upwards" (a session module importing a store, a store
 importing the agent), which would make the wings a folder naming and nothing more.
@@ -19,11 +19,13 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # wing -> wings it must never import
 FORBIDDEN = {
-    "core.session": ("core.stores", "core.importers", "core.search", "core.memory", "core.agent", "webui", "gradio"),
-    "core.stores": ("core.importers", "core.search", "core.memory", "core.agent", "webui", "gradio"),
-    "core.importers": ("core.agent", "webui", "gradio"),
-    "core.search": ("core.agent", "webui", "gradio"),
-    "core.memory": ("core.agent", "webui", "gradio"),
+    "core.session": ("core.stores", "core.importers", "core.search", "core.memory", "core.storage", "core.agent",
+                     "webui", "gradio"),
+    "core.stores": ("core.importers", "core.search", "core.memory", "core.storage", "core.agent", "webui", "gradio"),
+    "core.importers": ("core.storage", "core.agent", "webui", "gradio"),
+    "core.search": ("core.storage", "core.agent", "webui", "gradio"),
+    "core.memory": ("core.storage", "core.agent", "webui", "gradio"),
+    "core.storage": ("core.importers", "core.agent", "webui", "gradio"),
     "core.agent": ("webui", "gradio"),
 }
 

@@ -35,7 +35,9 @@ from core.session.entries import header_entry, message_entry, title_entry
 from core.session.experts import HEADER_KEY, expert_key
 from core.session.keys import SessionKey
 from core.session.manager import SessionManager
-from core.stores.leases import HeldLease
+from core.session.store import SessionStore
+from core.storage import Storage
+from core.stores.leases import HeldLease, LeaseBoard
 
 WAIT_SECONDS = 300.0  # how long a consultation waits for another one of the same expert to end
 POLL_SECONDS = 0.25
@@ -51,7 +53,7 @@ def _lock_of(key: SessionKey) -> threading.Lock:
         return _LOCKS.setdefault(str(key), threading.Lock())
 
 
-def create_expert_session(store: Any, project_key: str, agent: AgentDefinition, cwd: str | None,
+def create_expert_session(store: SessionStore, project_key: str, agent: AgentDefinition, cwd: str | None,
                           system: str) -> SessionKey:
     """The key of ``agent``'s expert session in ``project_key``, created whole (header, title,
     ``system`` message) when missing. Raises the store's errors."""
@@ -78,9 +80,10 @@ class Consultation:
     back. Entering raises :class:`~core.errors.ExpertBusy` when the turn did not come within
     ``wait_seconds`` or ``cancel`` (anything with ``is_set()``) was set while waiting."""
 
-    store: Any
+    store: SessionStore
     key: SessionKey
     manager: SessionManager
+    leases: LeaseBoard  # the storage's: the session's reply lease is the turn across processes
     messages: list[dict] = field(default_factory=list)
     saved: int = 0
     name: str = ""
@@ -90,14 +93,15 @@ class Consultation:
     _lease: HeldLease | None = None
 
     @classmethod
-    def open(cls, store: Any, project_key: str, agent: AgentDefinition, cwd: str | None,
+    def open(cls, storage: Storage, project_key: str, agent: AgentDefinition, cwd: str | None,
              system: str, *, cancel: Any = None, wait_seconds: float | None = None) -> "Consultation":
-        """The consultation of ``agent`` in ``project_key`` (its session created if missing);
-        its turn not yet taken. ``wait_seconds``: how long entering waits for the turn (default
+        """The consultation of ``agent`` in ``project_key`` of ``storage`` (its session created if
+        missing); its turn not yet taken. ``wait_seconds``: how long entering waits for the turn (default
         :data:`WAIT_SECONDS`); ``cancel``: stops the wait when set."""
+        store = storage.sessions
         key = create_expert_session(store, project_key, agent, cwd, system)
         wait = WAIT_SECONDS if wait_seconds is None else wait_seconds
-        return cls(store, key, SessionManager(store), name=agent.name, cancel=cancel, wait_seconds=wait,
+        return cls(store, key, SessionManager(store), storage.leases, name=agent.name, cancel=cancel, wait_seconds=wait,
                    _lock=_lock_of(key))
 
     def __enter__(self) -> "Consultation":
@@ -113,7 +117,7 @@ class Consultation:
 
     def _take_lease(self, started: float) -> HeldLease:
         while True:
-            held = HeldLease.take(self.store, self.key)
+            held = HeldLease.take(self.leases, self.key)
             if held is not None:
                 return held
             waited = time.monotonic() - started

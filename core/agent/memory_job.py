@@ -36,6 +36,7 @@ from core.memory.model import Memory
 from core.memory.store import MemoryStore, same_text
 from core.session.compaction import latest_compaction, model_view, view_start
 from core.session.export import message_text
+from core.storage import Storage
 
 log = logging.getLogger(__name__)
 
@@ -306,14 +307,14 @@ class SessionMemory:
         self.can_confirm = False
 
     @classmethod
-    def open(cls, store: Any, project_key: str, session_id: str, data_dir: Any = None) -> "SessionMemory | None":
-        """The session's memory, or None when ``ANYCODE_MEMORY`` is off or the store cannot keep
-        memories (logged; the chat goes on without)."""
-        mode = memory_mode(data_dir if data_dir is not None else getattr(store, "base_dir", None))
+    def open(cls, storage: Storage, project_key: str, session_id: str) -> "SessionMemory | None":
+        """The session's memory in ``storage``, or None when memory is off (``ANYCODE_MEMORY``,
+        the panel's switch) or the store cannot keep memories (logged; the chat goes on without)."""
+        mode = memory_mode(storage.files_dir)
         if mode == "off":
             return None
         try:
-            return cls(MemoryStore.for_store(store), mode, project_key, session_id)
+            return cls(storage.memories, mode, project_key, session_id)
         except Exception as e:  # noqa: BLE001 -- memory is optional, the chat is not
             log.warning("memory unavailable for this session: %s", e)
             return None

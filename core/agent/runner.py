@@ -31,6 +31,7 @@ from core.session.models import Session
 from core.agent.prompts import system_prompt
 from core.agent.repair import closing_results, sanitize_text
 from core.session.store import SessionStore
+from core.storage import Storage
 from core.agent.titles import start_title_generation
 from core.agent.tools import ToolError, Workspace
 from core.agent import approval as approvals
@@ -136,8 +137,15 @@ def _run_session_stream(
     approval: approvals.ApprovalPolicy | None = None,
     confirm_memories: bool = False,
     agents: Definitions | None = None,
+    storage: Storage | None = None,
 ) -> Iterator[RunnerEvent]:
     """Run one user turn on the stored session ``key``, yielding events as they happen.
+
+    ``storage``: the :class:`~core.storage.Storage` whose ``sessions`` ``store`` is (its reply
+    leases, checkpoint blobs, memory log and data folder serve the turn; ValueError when ``store``
+    is not its ``sessions``). None: a storage over ``store`` alone, for a script holding one store
+    of record; an app passes its own, so the services are shared (and a mirrored store always
+    comes with its storage).
 
     ``confirm_memories``: a person can answer memory proposals (the web page): a fact the model
     wants to remember after the turn read files or tool output is kept as a proposal for them;
@@ -179,19 +187,23 @@ def _run_session_stream(
     """
     if user_input is not None and (not isinstance(user_input, str) or is_blank(user_input)):
         raise ValueError("The message is empty.")
+    if storage is None:
+        storage = Storage(store)
+    elif storage.sessions is not store:
+        raise ValueError(f"{store!r} is not the sessions of {storage!r}")
     manager = SessionManager(store)
     session = manager.get(key)
     messages = list(session.messages)
     workspace_problem = None
     if workspace is None:
-        checked = check_workspace(key, session.cwd, origin=session.origin)
+        checked = check_workspace(key, session.cwd, origin=session.origin, protected_dirs=storage.protected_dirs())
         workspace, workspace_problem = checked.workspace, checked.problem
         if workspace_problem:
             log.warning("session %s: %s", key.session_id, workspace_problem)
 
     # Memory (issue 14): read into a NEW session's system prompt only (a resumed session keeps the
     # prompt it was saved with), written by a job after the exchange, and the `remember` tool.
-    memory = SessionMemory.open(store, key.project_key, key.session_id)
+    memory = SessionMemory.open(storage, key.project_key, key.session_id)
     prefix: list[dict] = []
     prefix_entries: list[dict] = []  # approval answers stored with the prefix
     if not messages:
@@ -244,7 +256,7 @@ def _run_session_stream(
         raise err
 
     # Issue 30: the project's and the user's agent definitions, named by the task tool.
-    agents = _agents_of(workspace) if agents is None else agents
+    agents = _agents_of(workspace, storage) if agents is None else agents
     tools = default_tools(agents=agents) if tools is None else tools
     # "@name ..." at the start of the message this turn answers: that agent answers, with its own
     # system prompt, model and tools, on the same messages (a retry or Regenerate of it too).
@@ -272,10 +284,10 @@ def _run_session_stream(
     rounds = 0
     recovered = False
     # Issue 29: write_file reports each change; each stored round's changes become its checkpoint.
-    recorder = checkpoints.attach(workspace, store)
+    recorder = checkpoints.attach(workspace, storage.blobs)
     while True:
         # TaskAgentRun: `task` calls run sub-agents recorded under this session (core.agent.subagents).
-        run = TaskAgentRun(messages, key=key, store=store, client=client, model=model, tools=tools,
+        run = TaskAgentRun(messages, key=key, storage=storage, client=client, model=model, tools=tools,
                            max_iterations=max_iterations - rounds, cancel=cancel, workspace=workspace,
                            tool_handlers=handlers, context=guard, agents=agents,
                            gate=approvals.ApprovalGate(approval), workspace_problem=workspace_problem)
@@ -355,10 +367,10 @@ def _last_user_text(messages: list[dict]) -> str | None:
     return None
 
 
-def _agents_of(workspace: Workspace | None) -> Definitions:
+def _agents_of(workspace: Workspace | None, storage: Storage) -> Definitions:
     """The agent definitions for a turn in ``workspace`` (:func:`core.agent.definitions.load_definitions`;
-    without a workspace the user's only)."""
-    return load_definitions(workspace.root if workspace is not None else None)
+    without a workspace the user's only, from ``<data dir>/agents``)."""
+    return load_definitions(workspace.root if workspace is not None else None, user_dir=storage.data_dir / "agents")
 
 
 def _store_round(manager: SessionManager, key: SessionKey, new: list[dict], *, saved: int,

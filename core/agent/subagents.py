@@ -51,6 +51,7 @@ from core.session.keys import SessionKey
 from core.session.manager import SessionManager
 from core.session.experts import expert_session_id
 from core.session.subagents import record_subpath, stopped_report
+from core.storage import Storage
 
 log = logging.getLogger(__name__)
 
@@ -234,20 +235,22 @@ def parse_task_call(raw: str | None, agents: Definitions | None = None
 class TaskAgentRun(AgentRun):
     """An :class:`AgentRun` whose ``task`` calls run sub-agents recorded under session ``key``.
 
-    Extra arguments: ``key`` (the main session's key), ``store``, ``config``
+    Extra arguments: ``key`` (the main session's key), ``storage`` (its sessions, reply leases for
+    expert sessions), ``config``
     (:class:`SubagentConfig`; default from the environment), ``depth`` (0 for the main
     conversation), ``parent_subpath`` (the record this run writes, for a nested sub-agent) and
     ``agents`` (the defined agents a task call may name, :mod:`core.agent.definitions`).
     Everything else is :class:`AgentRun`'s; ``task`` calls are run only when ``tools`` offers it.
     """
 
-    def __init__(self, messages: list[dict], *, key: SessionKey, store: Any,
+    def __init__(self, messages: list[dict], *, key: SessionKey, storage: Storage,
                  config: SubagentConfig | None = None, depth: int = 0,
                  parent_subpath: str | None = None, agents: Definitions | None = None, **kwargs: Any):
         super().__init__(messages, **kwargs)
         self.agents = agents
         self.key = key.parent
-        self.store = store
+        self.storage = storage
+        self.store = storage.sessions
         self.config = config or SubagentConfig.from_env()
         self.depth = depth
         self.parent_subpath = parent_subpath
@@ -451,7 +454,7 @@ class TaskAgentRun(AgentRun):
         An expert agent's run is a consultation in its own session (:mod:`core.agent.experts`)."""
         if job.agent is not None and job.agent.expert:
             root = self.workspace.root if self.workspace is not None else ""
-            consultation = Consultation.open(self.store, self.key.project_key, job.agent, root or None,
+            consultation = Consultation.open(self.storage, self.key.project_key, job.agent, root or None,
                                              self._system_prompt(job), cancel=_AnySet(self.cancel, self._stop))
             try:
                 with consultation:  # waits its turn (raises ExpertBusy only while waiting)
@@ -493,7 +496,7 @@ class TaskAgentRun(AgentRun):
             guard = self._guard(key, manager, tools, cancel, model)
         kwargs["context"] = guard
         if depth < self.config.max_depth and any((t.get("function") or {}).get("name") == TASK_TOOL for t in tools):
-            run: AgentRun = TaskAgentRun(messages, key=self.key, store=self.store, config=self.config,
+            run: AgentRun = TaskAgentRun(messages, key=self.key, storage=self.storage, config=self.config,
                                          depth=depth, parent_subpath=job.subpath, agents=self.agents, **kwargs)
         else:
             run = AgentRun(messages, **kwargs)
