@@ -271,7 +271,7 @@ def _run_session_stream(
         # (an agent whose definition lists its tools gets `remember` only when it lists it)
         tools, handlers = [*tools, REMEMBER_SPEC], memory.tool_handlers()
     # Issue 9: keeps every request inside the model's window (compacts first when needed).
-    guard = make_guard(session, client=client, model=model, tools=tools, cancel=cancel,
+    guard = make_guard(session, client=client, model=model, tools=tools, cancel=cancel, data_dir=storage.data_dir,
                        append=lambda entry, count: manager.add_compaction(key, entry, count))
     # Memories reach the model as they are at each request, not as the saved prompt has them
     # (a removed memory is never sent again; with memory off, none is; issue 28).
@@ -354,7 +354,7 @@ def _run_session_stream(
     if rounds and session.title_source is None:
         thread = start_title_generation(manager, key, messages, client=title_client or client,
                                         model=title_model or chat_model, on_done=on_title,
-                                        compactions=guard.compactions)
+                                        compactions=guard.compactions, data_dir=storage.data_dir)
         yield TitleStarted(thread)
 
 

@@ -428,14 +428,14 @@ class TaskAgentRun(AgentRun):
 
         model = model or self._model()
         try:
-            window = context_window(self.client, model).tokens
+            window = context_window(self.client, model, data_dir=self.storage.data_dir).tokens
         except Exception as err:  # noqa: BLE001 -- the sub-agent runs without one
             log.warning("sub-agent %s: no context guard (%s)", key.subpath or key.session_id, err)
             return None
         name = f"{key.session_id}/{key.subpath}" if key.subpath else key.session_id
         return ContextGuard(name, list(compactions or []), self.client, model,
                             lambda entry, count: manager.add_compaction(key, entry, count),
-                            tools=tools, cancel=cancel, window=window)
+                            tools=tools, cancel=cancel, window=window, data_dir=self.storage.data_dir)
 
     def _run_job(self, job: _Job) -> None:
         try:

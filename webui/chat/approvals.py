@@ -83,10 +83,11 @@ def view(ctx: WebContext, state: dict[str, Any] | None) -> ApprovalView:
             project = state.get("project") or ctx.project_key
             cwd = project_cwd(ctx, project)
             checked = check_workspace(SessionKey(project, new_session_id()), cwd,
-                                      chosen=grants(ctx).workspace(_workspace_slot(project, cwd)))
+                                      chosen=grants(ctx).workspace(_workspace_slot(project, cwd)),
+                                      protected_dirs=ctx.storage.protected_dirs())
             return ApprovalView(ask=mode == "ask", workspace_problem=checked.problem,
                                 choosable=checked.choosable, cwd=cwd)
-        entries = ctx.store.load(key) or []
+        entries = ctx.storage.sessions.load(key) or []
         # The entries just loaded are folded (once per change of the file), not loaded again
         folded = ctx.manager.state(key, entries=entries) if entries else SessionState()
     except (AnycodeError, OSError) as err:
@@ -94,7 +95,8 @@ def view(ctx: WebContext, state: dict[str, Any] | None) -> ApprovalView:
         return ApprovalView(ask=mode == "ask")
     cwd = folded.cwd
     checked = check_workspace(key, cwd, chosen=grants(ctx).workspace(_workspace_slot(key.project_key, cwd)),
-                              origin=folded.origin, opened_in=ctx.project_path, identity=folded.identity)
+                              origin=folded.origin, opened_in=ctx.project_path, identity=folded.identity,
+                              protected_dirs=ctx.storage.protected_dirs())
     pending = ap.ApprovalState.from_entries(entries).pending()
     chat_mode = grants(ctx).chat_mode(str(key)) or mode
     return ApprovalView(pending=pending[0] if pending else None, ask=chat_mode == "ask",
@@ -109,13 +111,13 @@ def decide(ctx: WebContext, state: dict[str, Any], call_id: str | None, *, allow
     if key is None or not call_id:
         return ANSWERED_NOTICE
     try:
-        waiting = {p.call_id for p in ap.ApprovalState.from_entries(ctx.store.load(key) or []).pending()}
+        waiting = {p.call_id for p in ap.ApprovalState.from_entries(ctx.storage.sessions.load(key) or []).pending()}
     except SessionNotFound as err:
         return describe(err)
     if call_id not in waiting:
         return ANSWERED_NOTICE
     reason = ap.clean_reason(reason) if not allow else None
-    ctx.store.append(key, [ap.decision_entry(call_id, allow, scope=scope, reason=reason)])
+    ctx.storage.sessions.append(key, [ap.decision_entry(call_id, allow, scope=scope, reason=reason)])
     grants(ctx).decide(str(key), call_id, ap.Decision(allow, reason, scope))
     log.info("approval of %s in %s: %s (%s)", call_id, key.session_id, "allow" if allow else "deny", scope)
     return None
@@ -128,13 +130,13 @@ def stop_pending(ctx: WebContext, state: dict[str, Any]) -> bool:
     key = _key(state)
     if key is None:
         return False
-    entries = ctx.store.load(key) or []
+    entries = ctx.storage.sessions.load(key) or []
     approvals = ap.ApprovalState.from_entries(entries)
     if not approvals.pending():
         return False
     messages = messages_of(entries)
     closing = ap.closing_denials(messages, approvals, ap.STOP_REASON, closing_results(messages))
-    ctx.store.append(key, closing, expected_count=len(messages))
+    ctx.storage.sessions.append(key, closing, expected_count=len(messages))
     log.info("Stop denied the pending approval in %s", key.session_id)
     return True
 
@@ -187,7 +189,7 @@ def runner_kwargs(ctx: WebContext, state: dict[str, Any], *, folded: SessionStat
         # alone never trusts the recorded folder of such a chat). A chat of the same git checkout
         # recorded at another path (another machine): its tools use the folder opened here.
         opened = check_workspace(key, cwd, origin=folded.origin, opened_in=ctx.project_path,
-                                 identity=folded.identity)
+                                 identity=folded.identity, protected_dirs=ctx.storage.protected_dirs())
         if opened.workspace is not None:
             out["workspace"] = opened.workspace
     return out

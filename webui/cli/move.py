@@ -13,7 +13,7 @@ import argparse
 import logging
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -22,6 +22,9 @@ from core.session.export import session_label
 from core.session.keys import SessionKey, normalize_path, project_key
 from core.session.text import counted
 from webui.cli import options
+
+if TYPE_CHECKING:
+    from core.storage import Storage
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +48,9 @@ def _keys(mgr: Any, args: argparse.Namespace, resolve: Any) -> list[SessionKey]:
     return list(dict.fromkeys(keys))
 
 
-def run(mgr: Any, args: argparse.Namespace, resolve: Any, out: Any = None) -> int:
-    """Move the sessions ``args`` names to ``args.project`` (default: the current folder).
+def run(storage: Storage, mgr: Any, args: argparse.Namespace, resolve: Any, out: Any = None) -> int:
+    """Move the sessions ``args`` names to ``args.project`` (default: the current folder), in
+    ``storage`` (whose sessions ``mgr`` manages).
     ``resolve(mgr, namespace_with_id_and_project)`` finds a session by id in any project.
     Prints one line per conversation; returns the exit status (1 when any failed)."""
     from core.stores.move import move_conversation
@@ -63,11 +67,11 @@ def run(mgr: Any, args: argparse.Namespace, resolve: Any, out: Any = None) -> in
     keys = _keys(mgr, args, resolve)
     moved = failed = 0
     for key in keys:
-        if not mgr.store.exists(key):
+        if not storage.sessions.exists(key):
             continue  # moved with its conversation's root
         try:
             meta = mgr.get(key)
-            report = move_conversation(mgr.store, key, target)
+            report = move_conversation(storage.sessions, key, target, protected_dirs=storage.protected_dirs())
         except (AnycodeError, OSError) as err:
             why = str(err) if isinstance(err, AnycodeError) else f"{os_error_message(err)}; re-run to finish"
             print(f"not moved {key.session_id}: {why}", file=sys.stderr)
