@@ -225,10 +225,11 @@ CHILD_CONSULTATION = """
 import sys, time
 from core.agent.definitions import find_agent
 from core.agent.experts import Consultation
+from core.storage import Storage
 from core.stores.jsonl_store import LocalSessionStore
 home, workspace, pk, hold = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 agent = find_agent("architect", workspace)
-c = Consultation.open(LocalSessionStore(home), pk, agent, workspace, "You are the project's architect.")
+c = Consultation.open(Storage(LocalSessionStore(home)), pk, agent, workspace, "You are the project's architect.")
 with c:
     c.ask("the other window's question")
     print("turn taken", flush=True)
