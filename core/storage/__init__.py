@@ -177,12 +177,16 @@ class Storage:
             return self.local.describe()
         return f"{self.local.describe()}, mirrored to {self.mirror.mirror_name}"
 
-    def close(self) -> None:
-        """Give the mirror up to 2 s to deliver, then close the stores (database pools, the
-        mirror's thread). Errors are logged, never raised: whoever closes is stopping. The
-        storage is not used afterwards."""
+    def close(self, timeout: float = 2.0) -> None:
+        """Give the mirror up to ``timeout`` seconds to deliver what is queued (the rest stays in
+        its outbox for the next start), then close the stores (database pools, the mirror's
+        thread). Errors are logged, never raised: whoever closes is stopping. The storage is not
+        used afterwards."""
         try:
-            self.sessions.close()
+            if self.mirror is not None:
+                self.mirror.close(timeout)
+            else:
+                self.local.close()
         except Exception as err:  # noqa: BLE001 -- shutting down: report and go on
             log.warning("closing the session store failed: %s", err)
 

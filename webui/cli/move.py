@@ -37,21 +37,21 @@ PARAMS = (
 )
 
 
-def _keys(mgr: Any, args: argparse.Namespace, resolve: Any) -> list[SessionKey]:
+def _keys(storage: Storage, mgr: Any, args: argparse.Namespace, resolve: Any) -> list[SessionKey]:
     keys: list[SessionKey] = []
     if args.all_from:
         old = project_key(normalize_path(args.all_from))
         keys += [m.key for archived in (False, True) for m in mgr.list(old, archived=archived)]
         keys += [m.key for m in mgr.experts(old)]  # the experts' sessions (issue 30) go with the project
     for sid in args.ids:
-        keys.append(resolve(mgr, argparse.Namespace(id=sid, project=None)))
+        keys.append(resolve(storage, mgr, argparse.Namespace(id=sid, project=None)))
     return list(dict.fromkeys(keys))
 
 
 def run(storage: Storage, mgr: Any, args: argparse.Namespace, resolve: Any, out: Any = None) -> int:
     """Move the sessions ``args`` names to ``args.project`` (default: the current folder), in
     ``storage`` (whose sessions ``mgr`` manages).
-    ``resolve(mgr, namespace_with_id_and_project)`` finds a session by id in any project.
+    ``resolve(storage, mgr, namespace_with_id_and_project)`` finds a session by id in any project.
     Prints one line per conversation; returns the exit status (1 when any failed)."""
     from core.stores.move import move_conversation
 
@@ -64,7 +64,7 @@ def run(storage: Storage, mgr: Any, args: argparse.Namespace, resolve: Any, out:
         print(f"anycode sessions move: the target folder {target} does not exist; nothing was moved.",
               file=sys.stderr)
         return 1
-    keys = _keys(mgr, args, resolve)
+    keys = _keys(storage, mgr, args, resolve)
     moved = failed = 0
     for key in keys:
         if not storage.sessions.exists(key):

@@ -223,12 +223,12 @@ def _project(args: argparse.Namespace) -> str:
     return project_key(args.project or os.getcwd())
 
 
-def _resolve(mgr: SessionManager, args: argparse.Namespace) -> SessionKey:
+def _resolve(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> SessionKey:
     """The session ``args.id`` names: an id or unique id prefix in the chosen project, else (no
     --project) in any project; when none matches, the conversation whose title holds those words
     (:meth:`SessionManager.find_title`, the same order). Raises ``SessionNotFound``,
     ``AmbiguousSessionId``, ``AmbiguousTitle``."""
-    here = search_cli.keys_of_folder(mgr, args.project or os.getcwd())
+    here = search_cli.keys_of_folder(storage, args.project or os.getcwd())
     for pk in here:  # this folder's project, then its other paths (another checkout or machine)
         try:
             return mgr.find(pk, args.id)
@@ -348,7 +348,7 @@ def _shown(mgr: SessionManager, key: SessionKey) -> tuple[SessionKey, tuple[int,
 
 
 def _cmd_show(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> int:
-    key, version = _shown(mgr, _resolve(mgr, args))
+    key, version = _shown(mgr, _resolve(storage, mgr, args))
     session = mgr.get(key)
     records = subagent_records(storage.sessions, session.key) if args.subagents else []
     if args.json:
@@ -374,7 +374,7 @@ def _cmd_show(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -
 
 
 def _cmd_export(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> int:
-    key, version = _shown(mgr, _resolve(mgr, args))
+    key, version = _shown(mgr, _resolve(storage, mgr, args))
     # Both formats carry the session's sub-agent records (core.session.subagents).
     if args.format == "html":
         from webui.chat.share_page import session_to_html
@@ -418,7 +418,7 @@ def _cmd_compact(storage: Storage, mgr: SessionManager, args: argparse.Namespace
     from core.agent.compaction import CompactionFinished, CompactionStarted, compact_session
     from core.agent.config import ModelConfig, make_client
 
-    key = _resolve(mgr, args)
+    key = _resolve(storage, mgr, args)
     config = ModelConfig.from_env()
     client = make_client(config)
     for event in compact_session(key, storage.sessions, client=client, model=config.model, data_dir=storage.data_dir):
@@ -436,7 +436,7 @@ def _cmd_compact(storage: Storage, mgr: SessionManager, args: argparse.Namespace
 
 def _cmd_fork(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> int:
     try:
-        new = mgr.fork(_resolve(mgr, args), args.at)
+        new = mgr.fork(_resolve(storage, mgr, args), args.at)
     except IndexError as e:
         print(f"{PROG}: {e}.", file=sys.stderr)
         return 1
@@ -445,7 +445,7 @@ def _cmd_fork(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -
 
 
 def _cmd_versions(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> int:
-    key = _resolve(mgr, args)
+    key = _resolve(storage, mgr, args)
     members = mgr.family(key)
     current = mgr.current_version(key).session_id
     if args.json:
@@ -463,7 +463,7 @@ def _cmd_versions(storage: Storage, mgr: SessionManager, args: argparse.Namespac
 
 
 def _cmd_rename(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> int:
-    key = _resolve(mgr, args)
+    key = _resolve(storage, mgr, args)
     try:
         title = mgr.rename(key, args.title)
     except InvalidTitle as e:  # nothing written: say why, and that the old title stays
@@ -476,13 +476,13 @@ def _cmd_rename(storage: Storage, mgr: SessionManager, args: argparse.Namespace)
 
 
 def _cmd_pin(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> int:
-    key = mgr.pin(_resolve(mgr, args), args.command == "pin")
+    key = mgr.pin(_resolve(storage, mgr, args), args.command == "pin")
     _out(f"{'Pinned' if args.command == 'pin' else 'Unpinned'} {key.session_id}")
     return 0
 
 
 def _cmd_tag(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> int:
-    key = _resolve(mgr, args)
+    key = _resolve(storage, mgr, args)
     removing = tuple("-" + REMOVE_MARK)
     add = [c[1:] if c.startswith("+") else c for c in args.changes if not c.startswith(removing)]
     remove = [c[1:] for c in args.changes if c.startswith(removing)]
@@ -492,21 +492,21 @@ def _cmd_tag(storage: Storage, mgr: SessionManager, args: argparse.Namespace) ->
 
 
 def _cmd_archive(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> int:
-    key = _resolve(mgr, args)
+    key = _resolve(storage, mgr, args)
     mgr.archive(key)
     _out(f"Archived {key.session_id}")
     return 0
 
 
 def _cmd_unarchive(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> int:
-    key = _resolve(mgr, args)
+    key = _resolve(storage, mgr, args)
     mgr.unarchive(key)
     _out(f"Unarchived {key.session_id}")
     return 0
 
 
 def _cmd_rm(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> int:
-    key = _resolve(mgr, args)
+    key = _resolve(storage, mgr, args)
     if not args.yes:
         session = mgr.get(key)
         prompt = f"Delete session {key.session_id} ({session_label(session.title, session.created_at)}, {counted(len(session.messages), 'message')}) for good? [y/N] "
@@ -644,7 +644,7 @@ def _rewind_workspace(storage: Storage, mgr: SessionManager, key: SessionKey):
 def _cmd_checkpoints(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> int:
     from core.agent.checkpoints import checkpoints_of
 
-    key, _ = _shown(mgr, _resolve(mgr, args))
+    key, _ = _shown(mgr, _resolve(storage, mgr, args))
     cps = checkpoints_of(storage.sessions.load(key) or [])
     if args.json:
         _out(console.json_text(cps, indent=2), exact=True)
@@ -668,7 +668,7 @@ def _cmd_checkpoints(storage: Storage, mgr: SessionManager, args: argparse.Names
 def _cmd_rewind(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> int:
     from core.agent import checkpoints
 
-    key, _ = _shown(mgr, _resolve(mgr, args))
+    key, _ = _shown(mgr, _resolve(storage, mgr, args))
     ws = _rewind_workspace(storage, mgr, key)
     if args.undo:
         if args.to is not None:

@@ -24,7 +24,8 @@ OFFLINE_ENV = {
 
 
 def apply() -> None:
-    """Set Gradio's and huggingface_hub's offline switches in ``os.environ`` (idempotent)."""
+    """Set Gradio's and huggingface_hub's own offline switches in ``os.environ`` (idempotent): they
+    read them from the environment when Gradio is imported and from nowhere else."""
     os.environ.update(OFFLINE_ENV)
 
 
