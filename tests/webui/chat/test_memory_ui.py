@@ -2,8 +2,7 @@
 without a browser (the Chromium half: ``tests/browser/test_browser_memory.py``)."""
 from __future__ import annotations
 
-from core.memory.store import MemoryStore
-from tests.webui.chat.test_search_ui import ctx  # noqa: F401  (a store and manager in tmp_path, as the app's ctx)
+from tests.webui.chat.test_search_ui import ctx  # noqa: F401  (a storage and manager in tmp_path, as the app's ctx)
 from webui.chat import memory as memory_panel
 from webui.render import rows as render
 
