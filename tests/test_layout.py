@@ -375,7 +375,7 @@ class TestNoImportCircles:
         assert _circles({"a": {"b"}, "b": set()}) == []
 
 
-# --- one storage object (issue 46, item 1) ------------------------------------------------------
+# --- one storage object --------------------------------------------------------------------------
 
 # Names a store (or the storage holding one) goes by in core/ and webui/: a getattr/hasattr on
 # one of them is a probe of what the store can do, which only the type guards of

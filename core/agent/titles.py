@@ -142,7 +142,7 @@ def fit_window(request: list[dict], client: Any, model: str, reply_tokens: int, 
     """``request`` cut (:func:`core.agent.compaction.fit_request`) to the window anycode believes
     ``model`` at ``client`` has (learnt ones kept in ``data_dir``, the storage's), less
     ``reply_tokens`` for the answer and the usual reserve: a background request never passes the
-    window (issue 27). Never raises."""
+    window. Never raises."""
     from core.agent import context as ctx
     from core.agent.compaction import fit_request
 
