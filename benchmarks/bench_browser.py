@@ -570,10 +570,11 @@ def main(argv: list[str] | None = None) -> int:
             # --- sidebar with 10,000 sessions ---
             from core import LocalSessionStore, SessionManager
             from webui.chat import handlers
+            from core.storage import Storage
             from webui.chat.context import WebContext
 
             store = LocalSessionStore(data, fsync=False)
-            ctx = WebContext(manager=SessionManager(store), store=store, project_path=str(big))
+            ctx = WebContext(storage=Storage(store), manager=SessionManager(store), project_path=str(big))
             handlers.session_list_html(ctx, ctx.project_key)  # index warm, as in the running app
             server = []
             for _ in range(runs):

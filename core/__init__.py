@@ -5,6 +5,8 @@ Three wings, imported one way only (``session`` ← ``stores`` ← ``agent``; ``
 - :mod:`core.session` — the session model: keys, entries, models, the ``SessionStore`` protocol,
   the manager, export. Imports nothing from the other wings.
 - :mod:`core.stores` — the backends (JSONL, SQL, mirror + outbox), the store factory, migrate.
+- :mod:`core.storage` — :class:`~core.storage.Storage`, the one object holding the sessions and
+  the services beside them (leases, search, memories, blobs, the mirror); ``open_store`` opens it.
 - :mod:`core.agent` — the model side: client config, the agent loop, tools, request repair,
   prompts, the runner, titles.
 
@@ -71,7 +73,8 @@ _LAZY = {
     "clean_title": "core.agent.titles",
     "SqlSessionStore": "core.stores.sql_store",
     "MirroredSessionStore": "core.stores.mirror",
-    "open_store": "core.stores.factory",
+    "open_store": "core.storage",
+    "Storage": "core.storage",
 }
 
 

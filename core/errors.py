@@ -118,6 +118,11 @@ class StoreUnavailable(AnycodeError):
     """A configured store cannot be used (missing optional dependency, unreachable database)."""
 
 
+class SearchUnavailable(AnycodeError):
+    """The store of record has no search index (an S3 or Redis store used as the main store:
+    they are mirrors first); ``str()`` says so in one sentence."""
+
+
 class BackupError(AnycodeError):
     """A backup file that cannot be written or read (not an anycode backup, a damaged member,
     an unwritable folder); ``str()`` is one sentence naming the file or member."""

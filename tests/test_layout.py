@@ -1,6 +1,6 @@
 """The layout of ``core/`` and ``webui/``: wings and layers imported one way only, no import circle.
 
-core: session ← stores ← memory ← agent ← webui; webui: i18n ← text ← render ← chat ← gui ← cli.
+core: session ← stores ← search, memory ← storage ← agent ← webui; webui: i18n ← text ← render ← chat ← gui ← cli.
 
 Guards against a module quietly reaching "upwards" (a session module importing a store, a store
 importing the agent), which would make the wings a folder naming and nothing more.
@@ -19,11 +19,13 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # wing -> wings it must never import
 FORBIDDEN = {
-    "core.session": ("core.stores", "core.importers", "core.search", "core.memory", "core.agent", "webui", "gradio"),
-    "core.stores": ("core.importers", "core.search", "core.memory", "core.agent", "webui", "gradio"),
-    "core.importers": ("core.agent", "webui", "gradio"),
-    "core.search": ("core.agent", "webui", "gradio"),
-    "core.memory": ("core.agent", "webui", "gradio"),
+    "core.session": ("core.stores", "core.importers", "core.search", "core.memory", "core.storage", "core.agent",
+                     "webui", "gradio"),
+    "core.stores": ("core.importers", "core.search", "core.memory", "core.storage", "core.agent", "webui", "gradio"),
+    "core.importers": ("core.storage", "core.agent", "webui", "gradio"),
+    "core.search": ("core.storage", "core.agent", "webui", "gradio"),
+    "core.memory": ("core.storage", "core.agent", "webui", "gradio"),
+    "core.storage": ("core.importers", "core.agent", "webui", "gradio"),
     "core.agent": ("webui", "gradio"),
 }
 
@@ -252,11 +254,12 @@ class TestWebuiLayers:
             "    for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + '.'):\n"
             "        importlib.import_module(m.name)\n"
             "from core import LocalSessionStore, SessionManager\n"
+            "from core.storage import Storage\n"
             "from webui.chat import handlers\n"
             "from webui.chat.context import WebContext\n"
             "tmp = pathlib.Path(sys.argv[1]); proj = tmp / 'proj'; proj.mkdir()\n"
             "store = LocalSessionStore(tmp / 'data')\n"
-            "ctx = WebContext(manager=SessionManager(store), store=store, project_path=str(proj),\n"
+            "ctx = WebContext(storage=Storage(store), manager=SessionManager(store), project_path=str(proj),\n"
             "                 export_dir=tmp / 'exports')\n"
             "view = handlers.rename(ctx, handlers.new_chat(ctx).state, 'Layers')\n"
             "assert view.session_id and view.title == 'Layers', view\n"
@@ -471,3 +474,122 @@ class TestOneWriterAndTypedEvents:
         )
         out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
         assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
+
+
+# --- one storage object --------------------------------------------------------------------------
+
+# Names a store (or the storage holding one) goes by in core/ and webui/: a getattr/hasattr on
+# one of them is a probe of what the store can do, which only the type guards of
+# core/session/store.py may make.
+STORE_NAMES = {"store", "stores", "sessions", "storage", "source", "target", "remote", "mirror", "mirror_db",
+               "primary", "local", "backend"}
+GUARDS = "core/session/store.py"
+PRIMARY_OWNERS = {"core/stores/mirror.py", "core/stores/memory_log.py"}
+# The environment variables the product writes: Gradio's and huggingface_hub's own settings, which
+# they read from the environment only (each function's docstring says why); never one of anycode's.
+ENV_WRITERS = {("webui/server/private_files.py", "use_for_gradio"), ("webui/server/offline.py", "apply")}
+
+
+def _product_trees() -> list[tuple[str, ast.AST]]:
+    return [(str(p.relative_to(ROOT)), ast.parse(p.read_text(encoding="utf-8")))
+            for top in ("core", "webui") for p in sorted((ROOT / top).rglob("*.py"))]
+
+
+def _names_a_store(node: ast.AST) -> bool:
+    """``store``, ``self.store``, ``ctx.storage.sessions``, ``self._local`` …: the last name of
+    the expression, without leading underscores, is one of :data:`STORE_NAMES`."""
+    if isinstance(node, ast.Attribute):
+        name = node.attr
+    elif isinstance(node, ast.Name):
+        name = node.id
+    else:
+        return False
+    return name.lstrip("_") in STORE_NAMES
+
+
+def _enclosing_functions(tree: ast.AST) -> dict[ast.AST, str]:
+    """Every node of ``tree`` -> the name of the module-level function or class it is in ("" at
+    module level)."""
+    owner: dict[ast.AST, str] = {}
+    for top in getattr(tree, "body", []):
+        name = getattr(top, "name", "")
+        for node in ast.walk(top):
+            owner[node] = name
+    return owner
+
+
+class TestOneStorageObject:
+    """Guards against each feature reaching storage its own way again: asking a store what it can
+    do with ``getattr``/``hasattr`` instead of a type guard, reaching through a mirror to its
+    primary, a module-level lookup or cache keyed by a store object beside the
+    :class:`core.storage.Storage` that holds each service once, and a setting the product passes to
+    itself through ``os.environ``."""
+
+    def test_no_probe_on_a_store_outside_the_type_guards(self):
+        bad = []
+        for rel, tree in _product_trees():
+            if rel == GUARDS:
+                continue
+            for node in ast.walk(tree):
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                        and node.func.id in ("getattr", "hasattr") and node.args and _names_a_store(node.args[0])):
+                    bad.append(f"{rel}:{node.lineno} {ast.unparse(node)[:80]}")
+        assert not bad, "ask with a type guard of core/session/store.py instead:\n" + "\n".join(bad)
+
+    def test_the_probe_finder_finds_one(self):
+        found = [n for n in ast.walk(ast.parse("getattr(ctx.storage.sessions, 'x', None); hasattr(self._local, 'y')"))
+                 if isinstance(n, ast.Call) and n.args and _names_a_store(n.args[0])]
+        assert len(found) == 2
+        assert not _names_a_store(ast.parse("getattr(err, 'x')").body[0].value.args[0])
+
+    def test_primary_only_inside_the_mirror(self):
+        def reaches(node: ast.AST) -> bool:  # x.primary, or getattr(x, "primary"[, …])
+            return (isinstance(node, ast.Attribute) and node.attr == "primary") or (
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
+                and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and node.args[1].value == "primary")
+
+        bad = [f"{rel}:{node.lineno}" for rel, tree in _product_trees() if rel not in PRIMARY_OWNERS
+               for node in ast.walk(tree) if reaches(node)]
+        assert not bad, "a mirrored store's primary is the mirror's own business:\n" + "\n".join(bad)
+
+    def test_no_module_level_cache_or_lookup_keyed_by_a_store(self):
+        bad = []
+        for rel, tree in _product_trees():
+            for top in tree.body:
+                value = top.value if isinstance(top, (ast.Assign, ast.AnnAssign)) else None
+                if rel.startswith("core/") and isinstance(value, ast.Call) and ast.unparse(value.func).rsplit(
+                        ".", 1)[-1] in ("WeakKeyDictionary", "WeakValueDictionary"):
+                    bad.append(f"{rel}:{top.lineno} a module-level weak cache (keyed by objects such as stores)")
+                if isinstance(top, ast.FunctionDef) and top.name.endswith("_for") and top.args.args and (
+                        top.args.args[0].arg.lstrip("_") in STORE_NAMES):
+                    bad.append(f"{rel}:{top.lineno} {top.name}({top.args.args[0].arg}): a lookup keyed by a store")
+            for node in ast.walk(tree):
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "id"
+                        and node.args and _names_a_store(node.args[0])):
+                    bad.append(f"{rel}:{node.lineno} keyed by id() of a store")
+        assert not bad, "a service belongs to its Storage (core/storage), built once there:\n" + "\n".join(bad)
+
+    def test_the_product_writes_no_setting_of_its_own_into_the_environment(self):
+        bad = []
+        for rel, tree in _product_trees():
+            owner = _enclosing_functions(tree)
+            for node in ast.walk(tree):
+                target = None
+                if isinstance(node, (ast.Assign, ast.AugAssign, ast.Delete)):
+                    targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+                    target = next((t for t in targets if isinstance(t, ast.Subscript)
+                                   and ast.unparse(t.value) == "os.environ"), None)
+                elif isinstance(node, ast.Call) and ast.unparse(node.func) in (
+                        "os.environ.update", "os.environ.setdefault", "os.environ.pop", "os.putenv", "os.unsetenv"):
+                    target = node
+                if target is not None and (rel, owner.get(node, "")) not in ENV_WRITERS:
+                    bad.append(f"{rel}:{node.lineno} {ast.unparse(node)[:80]}")
+        assert not bad, ("pass the setting as an argument (the data dir travels in the Storage); only "
+                         "Gradio's own settings are written, in webui/server:\n" + "\n".join(bad))
+
+    def test_the_allowed_environment_writers_say_why(self):
+        for rel, name in ENV_WRITERS:
+            tree = ast.parse((ROOT / rel).read_text(encoding="utf-8"))
+            fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
+            doc = ast.get_docstring(fn) or ""
+            assert "Gradio" in doc and "own" in doc, f"{rel}:{name} must say whose setting it writes"

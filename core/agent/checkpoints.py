@@ -49,7 +49,7 @@ from core.agent.tools import ToolError, Workspace
 from core.errors import RewindError
 from core.session.keys import SessionKey
 from core.session.versions import valid_cut
-from core.stores.blobs import BlobStore, blobs_for
+from core.stores.blobs import BlobStore
 
 log = logging.getLogger(__name__)
 
@@ -150,11 +150,12 @@ class Recorder:
             self._pending = merged
 
 
-def attach(workspace: Workspace | None, store: Any) -> Recorder | None:
-    """Give ``workspace`` a fresh recorder writing blobs beside ``store``; None without a workspace."""
+def attach(workspace: Workspace | None, blobs: BlobStore) -> Recorder | None:
+    """Give ``workspace`` a fresh recorder writing into ``blobs`` (the storage's); None without a
+    workspace."""
     if workspace is None:
         return None
-    recorder = Recorder(blobs_for(store))
+    recorder = Recorder(blobs)
     object.__setattr__(workspace, "recorder", recorder)
     return recorder
 
@@ -350,10 +351,11 @@ def _change(ws: Workspace, blobs: BlobStore, path: str, target: str | None, mode
     return change
 
 
-def plan_rewind(manager: Any, key: SessionKey, message_index: int, ws: Workspace | None, *,
+def plan_rewind(manager: Any, key: SessionKey, message_index: int, ws: Workspace | None, *, blobs: BlobStore,
                 mode: str = "both") -> RewindPlan:
     """What rewinding ``key`` to message ``message_index`` (kept, 0-based) would do in ``mode``
-    (``"both"``, ``"conversation"``, ``"files"``). Reads the workspace, writes nothing.
+    (``"both"``, ``"conversation"``, ``"files"``), the recorded bytes read from ``blobs`` (the
+    storage's). Reads the workspace, writes nothing.
     Raises RewindError (no such message, files asked without a workspace), SessionNotFound."""
     if mode not in MODES:
         raise RewindError(f"Unknown rewind mode {mode!r}; one of {', '.join(MODES)}.")
@@ -372,7 +374,6 @@ def plan_rewind(manager: Any, key: SessionKey, message_index: int, ws: Workspace
     if ws is None:
         raise RewindError("The session's project folder is not available, so its files cannot be rewound.")
     cps = checkpoints_of(entries)
-    blobs = blobs_for(manager.store)
     last, unkept = _last_after(cps), _not_kept(cps)
     for path, (target, tmode) in _targets(cps, keep).items():
         plan.files.append(_change(ws, blobs, path, target, tmode, last.get(path), unkept))
@@ -427,20 +428,20 @@ def _conversation_at(manager: Any, key: SessionKey, keep: int) -> SessionKey:
     return manager.fork(key, keep - 1, version=True).key
 
 
-def rewind(manager: Any, key: SessionKey, message_index: int, ws: Workspace | None, *, mode: str = "both",
-           chosen: Iterable[str] = ()) -> RewindResult:
+def rewind(manager: Any, key: SessionKey, message_index: int, ws: Workspace | None, *, blobs: BlobStore,
+           mode: str = "both", chosen: Iterable[str] = ()) -> RewindResult:
     """Rewind ``key`` to message ``message_index`` (see :func:`plan_rewind`; ``chosen``: paths
     changed outside to restore anyway). The checkpoint is appended before any file is touched;
     running the same rewind again after a kill finishes it. Raises RewindError, SessionNotFound,
     ToolError/OSError when a file cannot be written (the files before it are done and recorded)."""
-    plan = plan_rewind(manager, key, message_index, ws, mode=mode)
-    finished, cp = finish_interrupted(manager, key, ws)
+    plan = plan_rewind(manager, key, message_index, ws, blobs=blobs, mode=mode)
+    finished, cp = finish_interrupted(manager, key, ws, blobs=blobs)
     if finished and cp is not None and cp.get("to") == plan.keep and not cp.get("undoes"):
         # The same rewind, killed part way: it is finished, not made again (no second version).
         version = SessionKey(key.project_key, cp["version"]) if cp.get("version") else key
         return RewindResult(version, finished, [], cp.get("id"))
     if finished:
-        plan = plan_rewind(manager, key, message_index, ws, mode=mode)
+        plan = plan_rewind(manager, key, message_index, ws, blobs=blobs, mode=mode)
     changes = plan.changes(chosen) if mode != "conversation" else []
     left = [f for f in plan.files if f.status not in ("same", "restore") and f not in changes]
     fresh = [c for c in changes if not c.interrupted]
@@ -463,7 +464,7 @@ def rewind(manager: Any, key: SessionKey, message_index: int, ws: Workspace | No
     return RewindResult(target_key, changes, left, rid)
 
 
-def finish_interrupted(manager: Any, key: SessionKey, ws: Workspace | None
+def finish_interrupted(manager: Any, key: SessionKey, ws: Workspace | None, *, blobs: BlobStore
                        ) -> tuple[list[FileChange], dict[str, Any] | None]:
     """Finish a rewind or undo that was killed part way: when ``key``'s last checkpoint is one,
     each of its files still holding its recorded ``before`` gets its ``after``. Returns the files
@@ -472,7 +473,6 @@ def finish_interrupted(manager: Any, key: SessionKey, ws: Workspace | None
     if not cps or not cps[-1].get("rewind") or ws is None:
         return [], None
     cp = cps[-1]
-    blobs = blobs_for(manager.store)
     done = []
     for f in cp["files"]:
         if not isinstance(f, dict) or not isinstance(f.get("path"), str) or f.get("before") == f.get("after"):
@@ -505,7 +505,8 @@ def last_rewind(entries: Iterable[Any]) -> dict[str, Any] | None:
     return None
 
 
-def plan_undo(manager: Any, key: SessionKey, ws: Workspace | None) -> tuple[dict[str, Any], list[FileChange]]:
+def plan_undo(manager: Any, key: SessionKey, ws: Workspace | None, *, blobs: BlobStore
+              ) -> tuple[dict[str, Any], list[FileChange]]:
     """The last rewind of ``key`` and what undoing it would do to each of its files (statuses as
     in :class:`FileChange`). Raises RewindError when there is nothing to undo or no workspace."""
     entries = manager.store.load(key) or []
@@ -514,7 +515,6 @@ def plan_undo(manager: Any, key: SessionKey, ws: Workspace | None) -> tuple[dict
         raise RewindError("There is no rewind to undo in this session.")
     if ws is None:
         raise RewindError("The session's project folder is not available, so its files cannot be put back.")
-    blobs = blobs_for(manager.store)
     cps = checkpoints_of(entries)
     last, unkept = _last_after(cps), _not_kept(cps)
     changes = [_change(ws, blobs, f["path"], f.get("before"), f.get("mode_before"), last.get(f["path"]), unkept)
@@ -522,15 +522,16 @@ def plan_undo(manager: Any, key: SessionKey, ws: Workspace | None) -> tuple[dict
     return cp, changes
 
 
-def undo(manager: Any, key: SessionKey, ws: Workspace | None, *, chosen: Iterable[str] = ()) -> RewindResult:
+def undo(manager: Any, key: SessionKey, ws: Workspace | None, *, blobs: BlobStore,
+         chosen: Iterable[str] = ()) -> RewindResult:
     """Undo the last rewind of ``key``: its files get back what they were just before it (files
     changed outside since are left alone unless in ``chosen``), recorded as a checkpoint with
     ``"undoes"``; a conversation rewind's session becomes the version in use again and is the
     returned ``key``. Raises RewindError, ToolError/OSError."""
-    finished, last = finish_interrupted(manager, key, ws)
+    finished, last = finish_interrupted(manager, key, ws, blobs=blobs)
     if finished and last is not None and last.get("undoes"):
         return RewindResult(key, finished, [], last.get("id"))  # an undo killed part way, finished
-    cp, plan = plan_undo(manager, key, ws)
+    cp, plan = plan_undo(manager, key, ws, blobs=blobs)
     chosen = set(chosen)
     changes = [c for c in plan if c.status == "restore" or (c.status == "outside" and c.path in chosen)]
     left = [c for c in plan if c.status not in ("same", "restore") and c not in changes]

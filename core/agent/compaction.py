@@ -29,6 +29,7 @@ import logging
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from core import settings
@@ -39,6 +40,7 @@ from core.agent.language import Language, conversation_language, language_instru
 from core.errors import CompactionFailed, ModelContextExceeded, ModelEmptyReply, ModelError, ModelServerError
 from core.session.compaction import compaction_entry, latest_compaction, model_view, view_start
 from core.session.export import message_text
+from core.session.store import SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -316,6 +318,8 @@ class ContextGuard:
     here); :meth:`view` is what the loop sends, :meth:`before_request` compacts when the next
     request would pass the threshold, :meth:`recover` compacts harder after an overflow.
     ``append(entry, message_count)`` stores a compaction entry (the runner's checked append).
+    ``data_dir``: where a window learnt from the server is remembered (the storage's data
+    folder; :func:`core.agent.context.remember_window`).
     """
 
     session_id: str
@@ -331,6 +335,7 @@ class ContextGuard:
     last_request_tokens: int = 0
     # The system message as it goes out (the runner's: the memories current at each request).
     system_refresh: Any = None
+    data_dir: Path | None = None
 
     def start(self, messages: list[dict]) -> int:
         """The index of the first message the model sees verbatim."""
@@ -392,7 +397,7 @@ class ContextGuard:
         base = getattr(self.client, "base_url", "")
         named = err.window if err is not None else None
         if named and named < self.window or named and not settings.context_window_override():
-            ctx.remember_window(base, self.model, named)
+            ctx.remember_window(base, self.model, named, self.data_dir)
             self.window = named
         elif self.last_request_tokens:
             # The server did not say: the window is below what was just sent (the estimate
@@ -456,12 +461,13 @@ class ContextGuard:
 
 
 def make_guard(session: Any, *, client: Any, model: str, append: Any, tools: list[dict] | None = None,
-               cancel: threading.Event | None = None) -> ContextGuard:
+               cancel: threading.Event | None = None, data_dir: Path | None = None) -> ContextGuard:
     """A :class:`ContextGuard` for ``session`` (a core.session.models.Session) with the model's
-    window (:func:`core.agent.context.context_window`)."""
-    window = ctx.context_window(client, model)
+    window (:func:`core.agent.context.context_window`; learnt ones kept in ``data_dir``, the
+    storage's data folder)."""
+    window = ctx.context_window(client, model, data_dir=data_dir)
     return ContextGuard(session.id, list(session.compactions), client, model, append, tools=tools,
-                        cancel=cancel, window=window.tokens)
+                        cancel=cancel, window=window.tokens, data_dir=data_dir)
 
 
 def overflow_of(err: ModelError, guard: ContextGuard) -> ModelContextExceeded | bool | None:
@@ -483,10 +489,11 @@ def overflow_of(err: ModelError, guard: ContextGuard) -> ModelContextExceeded | 
 
 
 def compact_session(key: Any, sessions: Any, *, client: Any, model: str, cancel: threading.Event | None = None,
-                    trigger: str = "manual") -> Iterator[CompactionEvent]:
+                    trigger: str = "manual", data_dir: Path | None = None) -> Iterator[CompactionEvent]:
     """Compact a stored session now (the Compact button, ``/compact``, ``anycode sessions
     compact``): summarise everything before the most recent turns, append the entry, yield the
-    events. ``sessions``: the caller's SessionManager (the writer), or a store (one is made).
+    events. ``sessions``: the caller's SessionManager (the writer), or a store (one is made);
+    ``data_dir``: the storage's, where a learnt window is kept.
     Checked against the message count it was computed on (``SessionConflict`` if the
     session grew meanwhile). Raises ``SessionNotFound``, :class:`CompactionFailed` (also "nothing
     to compact yet" when only the last turn is there), ``ModelNotConfigured`` without a client."""
@@ -499,7 +506,7 @@ def compact_session(key: Any, sessions: Any, *, client: Any, model: str, cancel:
         raise ModelNotConfigured(NOT_CONFIGURED_MESSAGE)
     manager = SessionManager.of(sessions)
     session = manager.get(key)
-    guard = make_guard(session, client=client, model=model, tools=TOOL_SPECS, cancel=cancel,
+    guard = make_guard(session, client=client, model=model, tools=TOOL_SPECS, cancel=cancel, data_dir=data_dir,
                        append=lambda entry, count: manager.add_compaction(key, entry, count))
     messages = session.messages
     if not can_compact(messages, guard.compactions):

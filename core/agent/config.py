@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import openai
 
+from core.agent.http import loopback_mounts
 from core.errors import (
     ModelAuthError,
     ModelBadRequest,
@@ -44,6 +45,7 @@ OLLAMA_URL = "http://127.0.0.1:11434/v1"
 PROBE_TIMEOUT = 0.5
 # Local servers ignore the key, but the openai client insists on having one.
 LOCAL_PLACEHOLDER_KEY = "not-needed"
+
 
 # A streamed reply whose connection broke (core.agent.loop retries it once when a background
 # request overlapped it on a one-request-at-a-time server).
@@ -138,10 +140,12 @@ def make_client(config: ModelConfig, *, local_url: str = OLLAMA_URL) -> openai.O
 
     With an API key: a client for ``config.base_url`` (or OpenAI). Without one: a client for
     ``config.base_url`` if set (local servers such as vLLM or LM Studio need no key), else for
-    ``local_url`` (Ollama's default address) if a quick probe there answers. Raises
+    ``local_url`` (Ollama's default address) if a quick probe there answers. A server on this
+    machine is reached without the environment's proxy (:mod:`core.agent.http`). Raises
     ModelNotConfigured when there is no key, no base URL, and no local server.
     """
-    kwargs = {"timeout": config.timeout, "max_retries": config.max_retries}
+    kwargs = {"timeout": config.timeout, "max_retries": config.max_retries,
+              "http_client": openai.DefaultHttpxClient(mounts=loopback_mounts())}
     if config.api_key:
         return openai.OpenAI(api_key=config.api_key, base_url=config.base_url, **kwargs)
     if config.base_url:

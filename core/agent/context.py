@@ -98,31 +98,33 @@ def forget_windows() -> None:
 # --- learnt windows, remembered in the data dir --------------------------------------------------
 
 
-def _windows_path() -> Path:
-    return settings.data_dir() / WINDOWS_FILE
+def _windows_path(data_dir: Path | None) -> Path:
+    return (data_dir if data_dir is not None else settings.data_dir()) / WINDOWS_FILE
 
 
-def _read_learnt() -> dict[str, int]:
+def _read_learnt(data_dir: Path | None) -> dict[str, int]:
     try:
-        data = json.loads(_windows_path().read_text(encoding="utf-8"))
+        data = json.loads(_windows_path(data_dir).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return {k: v for k, v in data.items() if isinstance(v, int) and v > 0} if isinstance(data, dict) else {}
 
 
-def learnt_window(base_url: Any, model: str) -> int | None:
-    """The window learnt earlier from this server's own error message, or None."""
-    return _read_learnt().get(" ".join(_key(base_url, model)))
+def learnt_window(base_url: Any, model: str, data_dir: Path | None = None) -> int | None:
+    """The window learnt earlier from this server's own error message, or None. ``data_dir``:
+    the storage's data folder holding :data:`WINDOWS_FILE` (default :func:`core.settings.data_dir`)."""
+    return _read_learnt(data_dir).get(" ".join(_key(base_url, model)))
 
 
-def remember_window(base_url: Any, model: str, tokens: int) -> None:
-    """Remember ``tokens`` as the window of ``model`` at ``base_url`` (data dir file, 0600, written
-    aside and renamed). A failure to write is logged, never raised: it only costs a relearn."""
+def remember_window(base_url: Any, model: str, tokens: int, data_dir: Path | None = None) -> None:
+    """Remember ``tokens`` as the window of ``model`` at ``base_url`` (``<data_dir>/``:data:`WINDOWS_FILE`,
+    0600, written aside and renamed; ``data_dir`` as in :func:`learnt_window`). A failure to write
+    is logged, never raised: it only costs a relearn."""
     with _LOCK:
         _CACHE[_key(base_url, model)] = Window(tokens, "learnt")
-        data = _read_learnt()
+        data = _read_learnt(data_dir)
         data[" ".join(_key(base_url, model))] = int(tokens)
-        path = _windows_path()
+        path = _windows_path(data_dir)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             place_whole(path, json.dumps(data, indent=1, sort_keys=True).encode(), replace=True)
@@ -140,11 +142,11 @@ def _get_json(client: Any, url: str, *, body: dict | None = None) -> Any:
     key = getattr(client, "api_key", None)
     if key:
         headers["Authorization"] = f"Bearer {key}"
+    from core.agent.http import loopback_mounts
+
     try:
-        if body is None:
-            resp = httpx.get(url, headers=headers, timeout=PROBE_TIMEOUT)
-        else:
-            resp = httpx.post(url, headers=headers, json=body, timeout=PROBE_TIMEOUT)
+        with httpx.Client(mounts=loopback_mounts(), timeout=PROBE_TIMEOUT) as http:
+            resp = http.get(url, headers=headers) if body is None else http.post(url, headers=headers, json=body)
         if resp.status_code != 200:
             return None
         return resp.json()
@@ -234,11 +236,12 @@ def family_window(model: str) -> int | None:
     return None
 
 
-def context_window(client: Any, model: str, *, probe: bool = True) -> Window:
+def context_window(client: Any, model: str, *, probe: bool = True, data_dir: Path | None = None) -> Window:
     """The context window of ``model`` at ``client.base_url`` (order in the module docstring).
 
     ``client`` may be None (nothing to ask). ``probe`` False skips asking the server (the UI's
-    first paint). Cached per process; never raises."""
+    first paint). ``data_dir``: where learnt windows are kept (:func:`learnt_window`; a storage's
+    ``data_dir``). Cached per process; never raises."""
     override = settings.context_window_override()
     if override:
         return Window(override, "env")
@@ -248,7 +251,7 @@ def context_window(client: Any, model: str, *, probe: bool = True) -> Window:
         cached = _CACHE.get(key)
     if cached is not None:
         return cached
-    learnt = learnt_window(base, model)
+    learnt = learnt_window(base, model, data_dir)
     window = Window(learnt, "learnt") if learnt else None
     asked = False
     if window is None and client is not None and probe:
@@ -376,12 +379,13 @@ TRACKER = UsageTracker()
 
 
 def context_usage(session: Any, client: Any, model: str, *, tools: list[dict] | None = None,
-                  probe: bool = True, tracker: UsageTracker = TRACKER) -> Usage:
+                  probe: bool = True, tracker: UsageTracker = TRACKER, data_dir: Path | None = None) -> Usage:
     """How much of the model's window the next request of ``session`` (a
-    :class:`core.session.models.Session`) would use: the one answer to "used / window"."""
+    :class:`core.session.models.Session`) would use: the one answer to "used / window"
+    (``data_dir`` as in :func:`context_window`)."""
     from core.session.compaction import model_view, view_start
 
-    window = context_window(client, model, probe=probe)
+    window = context_window(client, model, probe=probe, data_dir=data_dir)
     view = model_view(session.messages, session.compactions)
     start = view_start(session.messages, session.compactions)
     used, exact = tracker.used(session.id, start, session.messages, view, tools)

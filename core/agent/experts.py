@@ -35,7 +35,9 @@ from core.session.entries import header_entry, message_entry, title_entry
 from core.session.experts import HEADER_KEY, expert_key
 from core.session.keys import SessionKey
 from core.session.manager import SessionManager
-from core.stores.leases import HeldLease
+from core.session.store import SessionStore
+from core.storage import Storage
+from core.stores.leases import HeldLease, LeaseBoard
 
 WAIT_SECONDS = 300.0  # how long a consultation waits for another one of the same expert to end
 POLL_SECONDS = 0.25
@@ -78,9 +80,10 @@ class Consultation:
     back. Entering raises :class:`~core.errors.ExpertBusy` when the turn did not come within
     ``wait_seconds`` or ``cancel`` (anything with ``is_set()``) was set while waiting."""
 
-    store: Any
+    store: SessionStore
     key: SessionKey
     manager: SessionManager
+    leases: LeaseBoard  # the storage's: the session's reply lease is the turn across processes
     messages: list[dict] = field(default_factory=list)
     saved: int = 0
     name: str = ""
@@ -90,16 +93,17 @@ class Consultation:
     _lease: HeldLease | None = None
 
     @classmethod
-    def open(cls, sessions: SessionManager | Any, project_key: str, agent: AgentDefinition, cwd: str | None,
-             system: str, *, cancel: Any = None, wait_seconds: float | None = None) -> "Consultation":
-        """The consultation of ``agent`` in ``project_key`` (its session created if missing);
-        its turn not yet taken. ``sessions``: the :class:`SessionManager` that writes it (a store
-        gets one of its own). ``wait_seconds``: how long entering waits for the turn (default
-        :data:`WAIT_SECONDS`); ``cancel``: stops the wait when set."""
-        manager = SessionManager.of(sessions)
+    def open(cls, storage: Storage, project_key: str, agent: AgentDefinition, cwd: str | None,
+             system: str, *, manager: SessionManager | None = None, cancel: Any = None,
+             wait_seconds: float | None = None) -> "Consultation":
+        """The consultation of ``agent`` in ``project_key`` of ``storage`` (its session created if
+        missing); its turn not yet taken. ``manager``: the :class:`SessionManager` that writes it
+        (the turn's; default the storage's own). ``wait_seconds``: how long entering waits for the
+        turn (default :data:`WAIT_SECONDS`); ``cancel``: stops the wait when set."""
+        manager = manager if manager is not None else storage.manager
         key = create_expert_session(manager, project_key, agent, cwd, system)
         wait = WAIT_SECONDS if wait_seconds is None else wait_seconds
-        return cls(manager.store, key, manager, name=agent.name, cancel=cancel, wait_seconds=wait,
+        return cls(manager.store, key, manager, storage.leases, name=agent.name, cancel=cancel, wait_seconds=wait,
                    _lock=_lock_of(key))
 
     def __enter__(self) -> "Consultation":
@@ -115,7 +119,7 @@ class Consultation:
 
     def _take_lease(self, started: float) -> HeldLease:
         while True:
-            held = HeldLease.take(self.store, self.key)
+            held = HeldLease.take(self.leases, self.key)
             if held is not None:
                 return held
             waited = time.monotonic() - started

@@ -21,6 +21,7 @@ import logging
 import re
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from core.agent.language import Language, conversation_language
@@ -36,6 +37,7 @@ from core.memory.model import Memory
 from core.memory.store import MemoryStore, same_text
 from core.session.compaction import latest_compaction, model_view, view_start
 from core.session.export import message_text
+from core.storage import Storage
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +192,7 @@ class ExtractionResult:
 
 def extract_memories(memory: MemoryStore, project_key: str, session_id: str, messages: list[dict], *,
                      client: Any, model: str, compactions: list[dict] | None = None,
-                     can_confirm: bool = False) -> ExtractionResult:
+                     can_confirm: bool = False, data_dir: Path | None = None) -> ExtractionResult:
     """Run one extraction for the latest exchange of ``messages`` and apply it; never raises.
 
     ``compactions`` (``Session.compactions``): the exchange is read as the model sees it — when a
@@ -202,7 +204,8 @@ def extract_memories(memory: MemoryStore, project_key: str, session_id: str, mes
     repeats a live memory or a memory the user removed is dropped. Removes apply to the ids of
     the user's and this project's live memories only. When the exchange read files, tool output
     or a sub-agent's result (:func:`read_outside_input`), adds are only proposed — kept for the
-    user's yes when ``can_confirm`` (the page asks), else dropped — and removes are ignored."""
+    user's yes when ``can_confirm`` (the page asks), else dropped — and removes are ignored.
+    ``data_dir``: the storage's (where a learnt context window is read: :func:`fit_window`)."""
     result = ExtractionResult()
     try:
         index, exchange = exchange_of(messages)
@@ -222,7 +225,7 @@ def extract_memories(memory: MemoryStore, project_key: str, session_id: str, mes
             # The compatible reader (as titles): a model refusing `temperature` is asked again
             # without it, and a server streaming anyway is still understood.
             with slots.background(client):  # after the user's turn on a one-at-a-time server
-                request = fit_window(request, client, model, MEMORY_REPLY_TOKENS)
+                request = fit_window(request, client, model, MEMORY_REPLY_TOKENS, data_dir=data_dir)
                 answer = read_reply(client, {"model": model, "messages": request,
                                              "temperature": MEMORY_TEMPERATURE}).text
         except Exception as err:  # noqa: BLE001 -- any failure: skip this exchange
@@ -293,10 +296,12 @@ class SessionMemory:
     """Memory for one turn of one session (built by the runner; see the module docstring).
 
     ``memory``: the store; ``mode``: ``auto`` | ``manual`` (``off`` never builds one);
-    ``message_index``: the index of the turn's user message, origin of what ``remember`` stores."""
+    ``message_index``: the index of the turn's user message, origin of what ``remember`` stores;
+    ``data_dir``: the storage's data folder (learnt context windows)."""
 
-    def __init__(self, memory: MemoryStore, mode: str, project_key: str, session_id: str):
-        self.memory, self.mode = memory, mode
+    def __init__(self, memory: MemoryStore, mode: str, project_key: str, session_id: str, *,
+                 data_dir: Path | None = None):
+        self.memory, self.mode, self.data_dir = memory, mode, data_dir
         self.project_key, self.session_id = project_key, session_id
         self.message_index: int | None = None
         # The turn's messages as the runner holds them (read by `remember` to tell whether the
@@ -306,14 +311,14 @@ class SessionMemory:
         self.can_confirm = False
 
     @classmethod
-    def open(cls, store: Any, project_key: str, session_id: str, data_dir: Any = None) -> "SessionMemory | None":
-        """The session's memory, or None when ``ANYCODE_MEMORY`` is off or the store cannot keep
-        memories (logged; the chat goes on without)."""
-        mode = memory_mode(data_dir if data_dir is not None else getattr(store, "base_dir", None))
+    def open(cls, storage: Storage, project_key: str, session_id: str) -> "SessionMemory | None":
+        """The session's memory in ``storage``, or None when memory is off (``ANYCODE_MEMORY``,
+        the panel's switch) or the store cannot keep memories (logged; the chat goes on without)."""
+        mode = memory_mode(storage.files_dir)
         if mode == "off":
             return None
         try:
-            return cls(MemoryStore.for_store(store), mode, project_key, session_id)
+            return cls(storage.memories, mode, project_key, session_id, data_dir=storage.data_dir)
         except Exception as e:  # noqa: BLE001 -- memory is optional, the chat is not
             log.warning("memory unavailable for this session: %s", e)
             return None
@@ -397,7 +402,7 @@ class SessionMemory:
         def work() -> None:
             result = extract_memories(self.memory, self.project_key, self.session_id, snapshot,
                                       client=client, model=model, compactions=summaries,
-                                      can_confirm=self.can_confirm)
+                                      can_confirm=self.can_confirm, data_dir=self.data_dir)
             if on_done is not None:
                 try:
                     on_done(result)

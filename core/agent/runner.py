@@ -58,6 +58,7 @@ from core.session.manager import SessionManager
 from core.session.models import Session
 from core.session.rounds import Round
 from core.session.store import SessionStore
+from core.storage import Storage
 from core.session.text import is_blank
 from core.session.usage import usage_entry
 
@@ -82,6 +83,7 @@ class TurnOptions:
     confirm_memories: bool = False
     agents: Definitions | None = None
     extra_tools: Callable[..., Any] | None = None
+    storage: Storage | None = None
 
 
 @dataclass
@@ -92,6 +94,7 @@ class _Turn:
 
     key: SessionKey
     manager: SessionManager
+    storage: Storage
     client: openai.OpenAI | None
     options: TurnOptions
     session: Session
@@ -146,7 +149,12 @@ def run_session_stream(key: SessionKey, sessions: SessionManager | SessionStore,
     - ``extra_tools``: tools from outside anycode for this turn — ``extra_tools(workspace,
       messages, cancel)`` returns an offer (:class:`core.agent.mcp.turn.McpTurn`: the MCP servers'
       tools, their handlers, the servers' instructions, the approval check of their calls and the
-      record of which server each call went to) or None; it never raises.
+      record of which server each call went to) or None; it never raises;
+    - ``storage``: the :class:`~core.storage.Storage` whose ``sessions`` the manager writes (its
+      reply leases, checkpoint blobs, memory log and data folder serve the turn; ValueError when
+      the manager's store is not its ``sessions``). None: a storage over the manager's store
+      alone, for a script holding one store of record; an app passes its own, so the services
+      are shared (and a mirrored store always comes with its storage).
 
     Order: a system message first if the session has no messages (instructions + workspace path
     + the user's and project's memories + AGENTS.md/CLAUDE.md, see core.memory.context; a resumed
@@ -200,19 +208,24 @@ def _run_turn(key: SessionKey, manager: SessionManager, user_input: str | None, 
 def _prepare(key: SessionKey, manager: SessionManager, client: openai.OpenAI | None,
              options: TurnOptions) -> _Turn:
     """Load the session (one read), check its workspace and open its memory. Raises
-    SessionNotFound."""
+    SessionNotFound, ValueError (a storage whose sessions are not the manager's store)."""
+    storage = options.storage
+    if storage is None:
+        storage = Storage(manager.store)
+    elif storage.sessions is not manager.store:
+        raise ValueError(f"{manager.store!r} is not the sessions of {storage!r}")
     entries = manager.store.load(key)
     session = manager.get(key, entries=entries)
-    turn = _Turn(key, manager, client, options, session, list(session.messages), entries or [],
+    turn = _Turn(key, manager, storage, client, options, session, list(session.messages), entries or [],
                  workspace=options.workspace)
     if turn.workspace is None:
-        checked = check_workspace(key, session.cwd, origin=session.origin)
+        checked = check_workspace(key, session.cwd, origin=session.origin, protected_dirs=storage.protected_dirs())
         turn.workspace, turn.workspace_problem = checked.workspace, checked.problem
         if turn.workspace_problem:
             log.warning("session %s: %s", key.session_id, turn.workspace_problem)
     # Memory: read into a NEW session's system prompt only (a resumed session keeps the prompt it
     # was saved with), written by a job after the exchange, and the `remember` tool.
-    turn.memory = SessionMemory.open(manager.store, key.project_key, key.session_id)
+    turn.memory = SessionMemory.open(storage, key.project_key, key.session_id)
     return turn
 
 
@@ -278,7 +291,7 @@ def _choose_agent(turn: _Turn) -> Iterator[AgentAnswering]:
     turn answers: its own system prompt, model and tools, on the same messages — a retry or
     Regenerate of it too) and the tools; yields ``AgentAnswering`` for an addressed agent."""
     options = turn.options
-    turn.agents = _agents_of(turn.workspace) if options.agents is None else options.agents
+    turn.agents = _agents_of(turn.workspace, turn.storage) if options.agents is None else options.agents
     tools = default_tools(agents=turn.agents) if options.tools is None else options.tools
     # Tools of the project's MCP servers (core.agent.mcp), offered beside anycode's own (an
     # addressed agent's tool list filters them too).
@@ -306,7 +319,7 @@ def _equip(turn: _Turn) -> None:
     and the checkpoint recorder (``write_file`` reports each change to it)."""
     manager, key = turn.manager, turn.key
     turn.guard = make_guard(turn.session, client=turn.client, model=turn.model, tools=turn.tools,
-                            cancel=turn.options.cancel,
+                            cancel=turn.options.cancel, data_dir=turn.storage.data_dir,
                             append=lambda entry, count: manager.add_compaction(key, entry, count))
     # Memories reach the model as they are at each request, not as the saved prompt has them (a
     # removed memory is never sent again; with memory off, none is).
@@ -318,7 +331,7 @@ def _equip(turn: _Turn) -> None:
     if turn.extra is not None:  # the MCP servers' instructions, at request time (never stored)
         before_extra, extra = turn.guard.system_refresh, turn.extra
         turn.guard.system_refresh = lambda text: extra.system_refresh(before_extra(text))
-    turn.recorder = checkpoints.attach(turn.workspace, manager.store)
+    turn.recorder = checkpoints.attach(turn.workspace, turn.storage.blobs)
 
 
 def _last_user_text(messages: list[dict]) -> str | None:
@@ -330,10 +343,10 @@ def _last_user_text(messages: list[dict]) -> str | None:
     return None
 
 
-def _agents_of(workspace: Workspace | None) -> Definitions:
+def _agents_of(workspace: Workspace | None, storage: Storage) -> Definitions:
     """The agent definitions for a turn in ``workspace`` (:func:`core.agent.definitions.load_definitions`;
-    without a workspace the user's only)."""
-    return load_definitions(workspace.root if workspace is not None else None)
+    without a workspace the user's only, from ``<data dir>/agents``)."""
+    return load_definitions(workspace.root if workspace is not None else None, user_dir=storage.data_dir / "agents")
 
 
 # --- run the rounds ------------------------------------------------------------------------------
@@ -343,7 +356,7 @@ def _new_run(turn: _Turn) -> TaskAgentRun:
     """The loop over the stored history; ``task`` calls run sub-agents recorded under this session
     (core.agent.subagents), written by the turn's manager."""
     options = turn.options
-    return TaskAgentRun(turn.messages, key=turn.key, manager=turn.manager, client=turn.client, model=turn.model,
+    return TaskAgentRun(turn.messages, key=turn.key, manager=turn.manager, storage=turn.storage, client=turn.client, model=turn.model,
                         tools=turn.tools, max_iterations=options.max_iterations - turn.rounds,
                         cancel=options.cancel, workspace=turn.workspace, tool_handlers=turn.handlers,
                         context=turn.guard, agents=turn.agents, gate=approvals.ApprovalGate(options.approval, extra=turn.extra),
@@ -541,7 +554,8 @@ def _after_turn(turn: _Turn, run: TaskAgentRun) -> Iterator[MemoryStarted | Titl
             yield MemoryStarted(job)
     if turn.session.title_source is None:
         thread = start_title_generation(turn.manager, turn.key, turn.messages, client=client, model=model,
-                                        on_done=turn.options.on_title, compactions=turn.guard.compactions)
+                                        on_done=turn.options.on_title, compactions=turn.guard.compactions,
+                                        data_dir=turn.storage.data_dir)
         yield TitleStarted(thread)
 
 

@@ -52,6 +52,7 @@ from core.session.keys import SessionKey
 from core.session.manager import SessionManager
 from core.session.experts import expert_session_id
 from core.session.subagents import record_subpath, stopped_report
+from core.storage import Storage
 
 log = logging.getLogger(__name__)
 
@@ -204,20 +205,23 @@ class TaskAgentRun(AgentRun):
     """An :class:`AgentRun` whose ``task`` calls run sub-agents recorded under session ``key``.
 
     Extra arguments: ``key`` (the main session's key), ``manager`` (the
-    :class:`~core.session.manager.SessionManager` that writes the records: the turn's), ``config``
+    :class:`~core.session.manager.SessionManager` that writes the records: the turn's),
+    ``storage`` (the services beside the sessions: reply leases for expert sessions, the data
+    folder), ``config``
     (:class:`SubagentConfig`; default from the environment), ``depth`` (0 for the main
     conversation), ``parent_subpath`` (the record this run writes, for a nested sub-agent) and
     ``agents`` (the defined agents a task call may name, :mod:`core.agent.definitions`).
     Everything else is :class:`AgentRun`'s; ``task`` calls are run only when ``tools`` offers it.
     """
 
-    def __init__(self, messages: list[dict], *, key: SessionKey, manager: SessionManager,
+    def __init__(self, messages: list[dict], *, key: SessionKey, manager: SessionManager, storage: Storage,
                  config: SubagentConfig | None = None, depth: int = 0,
                  parent_subpath: str | None = None, agents: Definitions | None = None, **kwargs: Any):
         super().__init__(messages, **kwargs)
         self.agents = agents
         self.key = key.parent
         self.manager = manager
+        self.storage = storage
         self.config = config or SubagentConfig.from_env()
         self.depth = depth
         self.parent_subpath = parent_subpath
@@ -396,14 +400,14 @@ class TaskAgentRun(AgentRun):
 
         model = model or self._model()
         try:
-            window = context_window(self.client, model).tokens
+            window = context_window(self.client, model, data_dir=self.storage.data_dir).tokens
         except Exception as err:  # noqa: BLE001 -- the sub-agent runs without one
             log.warning("sub-agent %s: no context guard (%s)", key.subpath or key.session_id, err)
             return None
         name = f"{key.session_id}/{key.subpath}" if key.subpath else key.session_id
         return ContextGuard(name, list(compactions or []), self.client, model,
                             lambda entry, count: manager.add_compaction(key, entry, count),
-                            tools=tools, cancel=cancel, window=window)
+                            tools=tools, cancel=cancel, window=window, data_dir=self.storage.data_dir)
 
     def _run_job(self, job: _Job) -> None:
         try:
@@ -422,8 +426,9 @@ class TaskAgentRun(AgentRun):
         An expert agent's run is a consultation in its own session (:mod:`core.agent.experts`)."""
         if job.agent is not None and job.agent.expert:
             root = self.workspace.root if self.workspace is not None else ""
-            consultation = Consultation.open(self.manager, self.key.project_key, job.agent, root or None,
-                                             self._system_prompt(job), cancel=_AnySet(self.cancel, self._stop))
+            consultation = Consultation.open(self.storage, self.key.project_key, job.agent, root or None,
+                                             self._system_prompt(job), manager=self.manager,
+                                             cancel=_AnySet(self.cancel, self._stop))
             try:
                 with consultation:  # waits its turn (raises ExpertBusy only while waiting)
                     return self._run_loop(job, consultation)
@@ -464,8 +469,8 @@ class TaskAgentRun(AgentRun):
             guard = self._guard(key, manager, tools, cancel, model)
         kwargs["context"] = guard
         if depth < self.config.max_depth and any((t.get("function") or {}).get("name") == TASK_TOOL for t in tools):
-            run: AgentRun = TaskAgentRun(messages, key=self.key, manager=self.manager, config=self.config,
-                                         depth=depth, parent_subpath=job.subpath, agents=self.agents, **kwargs)
+            run: AgentRun = TaskAgentRun(messages, key=self.key, manager=self.manager, storage=self.storage,
+                                         config=self.config, depth=depth, parent_subpath=job.subpath, agents=self.agents, **kwargs)
         else:
             run = AgentRun(messages, **kwargs)
         start = len(messages)

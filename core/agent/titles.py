@@ -14,6 +14,7 @@ import logging
 import re
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 import openai
@@ -136,15 +137,17 @@ def title_request_messages(messages: list[dict], compactions: list[dict] | None 
     return sanitize(out)
 
 
-def fit_window(request: list[dict], client: Any, model: str, reply_tokens: int) -> list[dict]:
+def fit_window(request: list[dict], client: Any, model: str, reply_tokens: int, *,
+               data_dir: Path | None = None) -> list[dict]:
     """``request`` cut (:func:`core.agent.compaction.fit_request`) to the window anycode believes
-    ``model`` at ``client`` has, less ``reply_tokens`` for the answer and the usual reserve: a
-    background request never passes the window (issue 27). Never raises."""
+    ``model`` at ``client`` has (learnt ones kept in ``data_dir``, the storage's), less
+    ``reply_tokens`` for the answer and the usual reserve: a background request never passes the
+    window. Never raises."""
     from core.agent import context as ctx
     from core.agent.compaction import fit_request
 
     try:
-        window = ctx.context_window(client, model).tokens
+        window = ctx.context_window(client, model, data_dir=data_dir).tokens
     except Exception:  # noqa: BLE001 -- a background job never fails on this
         window = ctx.DEFAULT_WINDOW
     budget = max(256, window - ctx.reply_reserve(window) - reply_tokens)
@@ -152,9 +155,10 @@ def fit_window(request: list[dict], client: Any, model: str, reply_tokens: int) 
 
 
 def request_title(messages: list[dict], *, client: openai.OpenAI, model: str,
-                  compactions: list[dict] | None = None) -> str | None:
+                  compactions: list[dict] | None = None, data_dir: Path | None = None) -> str | None:
     """Ask ``model`` for a title; the cleaned title, or None on any failure or an unusable answer.
-    ``compactions``: the session's (see :func:`title_request_messages`).
+    ``compactions``: the session's (see :func:`title_request_messages`); ``data_dir``: the
+    storage's (:func:`fit_window`).
 
     Never raises (a title must never break the conversation); failures are logged.
     """
@@ -168,7 +172,7 @@ def request_title(messages: list[dict], *, client: openai.OpenAI, model: str,
         # user's turn is over, so it never cuts a reply (core.agent.slots).
         # Asking the server for its window is a request too: inside.
         with slots.background(client):
-            request = fit_window(request, client, model, TITLE_MAX_TOKENS)
+            request = fit_window(request, client, model, TITLE_MAX_TOKENS, data_dir=data_dir)
             reply = read_reply(client, {"model": model, "messages": request, "temperature": TITLE_TEMPERATURE,
                                         "max_tokens": TITLE_MAX_TOKENS})
         content = reply.text
@@ -192,7 +196,7 @@ def generate_title(messages: list[dict], *, client: openai.OpenAI, model: str, n
 def start_title_generation(manager: "SessionManager", key: "SessionKey", messages: list[dict], *,
                            client: openai.OpenAI, model: str,
                            on_done: Callable[[str, str, bool], None] | None = None,
-                           compactions: list[dict] | None = None) -> threading.Thread:
+                           compactions: list[dict] | None = None, data_dir: Path | None = None) -> threading.Thread:
     """Generate and store a title in a daemon thread (the reply is never held up); return it.
 
     Stores the model's clean title with source ``"llm"``, or the fallback with source
@@ -200,13 +204,14 @@ def start_title_generation(manager: "SessionManager", key: "SessionKey", message
     has set a title; and a user title always wins in the stored fold, whoever finishes first).
     ``on_done(title, source, applied)`` is called at the end (``applied`` False when a user title
     won or the store failed). ``join()`` the thread to wait for it (tests, a UI refresh).
-    ``compactions``: the session's, so a compacted session is read as the model sees it.
+    ``compactions``: the session's, so a compacted session is read as the model sees it;
+    ``data_dir``: the storage's (:func:`fit_window`).
     """
     snapshot = [dict(m) for m in messages]
     summaries = [dict(c) for c in compactions or ()]
 
     def work() -> None:
-        title = request_title(snapshot, client=client, model=model, compactions=summaries)
+        title = request_title(snapshot, client=client, model=model, compactions=summaries, data_dir=data_dir)
         source = "llm"
         if not title:
             title, source = fallback_title(), "fallback"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Iterable
 from dataclasses import dataclass
 
 from core.agent.tools import ToolError, Workspace
@@ -64,7 +65,8 @@ def _too_broad(path: str) -> str | None:
 
 def check_workspace(key: SessionKey, cwd: str | None, *, chosen: str | None = None,
                     origin: str | None = None, opened_in: str | None = None,
-                    identity: str | None = None) -> WorkspaceCheck:
+                    identity: str | None = None,
+                    protected_dirs: Iterable[str | os.PathLike[str]] = ()) -> WorkspaceCheck:
     """Decide the workspace of the session at ``key`` whose header records ``cwd``.
 
     ``chosen``: a folder the user explicitly chose for this session (used as is when it exists).
@@ -73,10 +75,15 @@ def check_workspace(key: SessionKey, cwd: str | None, *, chosen: str | None = No
     ``identity``: ``Session.identity`` (the git remote recorded when it was started); when
     ``opened_in`` is a checkout of the same identity — the same project at another path, on another
     machine — the tools use ``opened_in``.
+    ``protected_dirs``: the storage's own folders (:meth:`core.storage.Storage.protected_dirs`),
+    refused like the settings' data folder.
     Never raises; a refusal comes back as ``problem``.
     """
+    def ours(path: str) -> bool:
+        return inside_data_dir(path) or any(inside_data_dir(path, d) for d in protected_dirs)
+
     if chosen:
-        if inside_data_dir(chosen):
+        if ours(chosen):
             return WorkspaceCheck(None, chosen, f"{chosen} is inside anycode's data folder, where the conversations "
                                   "are stored; it cannot be a chat's folder.")
         try:
@@ -88,7 +95,7 @@ def check_workspace(key: SessionKey, cwd: str | None, *, chosen: str | None = No
     norm = normalize_path(cwd)
     if identity and opened_in and normalize_path(opened_in) != norm and project_identity(opened_in) == identity:
         here = normalize_path(opened_in)
-        if not inside_data_dir(here):
+        if not ours(here):
             try:
                 return WorkspaceCheck(Workspace(here), here)
             except ToolError as err:
@@ -100,7 +107,7 @@ def check_workspace(key: SessionKey, cwd: str | None, *, chosen: str | None = No
     if not exists:
         return WorkspaceCheck(None, norm, f"This chat's project folder {norm} does not exist any more (renamed or "
                               "moved?), so the file tools are off.", missing=True)
-    if inside_data_dir(norm):
+    if ours(norm):
         return WorkspaceCheck(None, norm, f"This chat's folder {norm} is inside anycode's data folder, where the "
                               "conversations are stored, so the file tools are off.")
     if origin and (not opened_in or normalize_path(opened_in) != norm):

@@ -40,6 +40,7 @@ from typing import Any, Callable, Iterable, Iterator
 from core.errors import AnycodeError, InvalidTitle, os_error_message
 from core.session.entries import header_entry, message_entry, title_entry
 from core.session.mcp_calls import call_record, split_mcp_name
+from core.session.store import SessionStore
 from core.session.keys import SessionKey, normalize_path, project_key
 from core.session.manager import clean_user_title
 from core.session.text import counted, parse_json
@@ -234,7 +235,7 @@ def _sub_entries(name: str, msgs: list[ImportedMessage], key: SessionKey, cwd: s
     return out
 
 
-def _write_whole(store: Any, key: SessionKey, entries: list[dict[str, Any]]) -> None:
+def _write_whole(store: SessionStore, key: SessionKey, entries: list[dict[str, Any]]) -> None:
     """Write ``entries`` as a new record, whole or absent (``store.create_whole``: written aside
     and put in place at once, so no reader ever sees part of it), then read it back. Raises the
     store's failure; a record that reads back wrong is removed again and reported."""
@@ -245,7 +246,7 @@ def _write_whole(store: Any, key: SessionKey, entries: list[dict[str, Any]]) -> 
 
 
 def import_sessions(
-    store: Any,
+    store: SessionStore,
     sessions: Iterable[ImportedSession | ImportProblem],
     *,
     default_cwd: str | os.PathLike[str] | None = None,

@@ -42,18 +42,19 @@ def env_mode() -> str:
     return raw
 
 
-def _settings_path(data_dir: str | os.PathLike[str] | None) -> Path:
-    return (Path(data_dir) if data_dir is not None else settings.data_dir()) / SETTINGS_FILE
+def _settings_path(folder: str | os.PathLike[str]) -> Path:
+    return Path(folder) / SETTINGS_FILE
 
 
-def memory_mode(data_dir: str | os.PathLike[str] | None = None) -> str:
+def memory_mode(folder: str | os.PathLike[str]) -> str:
     """The effective mode: ``off`` from the environment wins; else the panel's switch if set
-    (``auto``/``manual``), else the environment's. ``data_dir`` defaults to the settings' one."""
+    (``auto``/``manual``, kept in ``folder``: a storage's
+    :attr:`~core.storage.Storage.files_dir`), else the environment's."""
     env = env_mode()
     if env == "off":
         return "off"
     try:
-        saved = json.loads(_settings_path(data_dir).read_text(encoding="utf-8")).get("auto")
+        saved = json.loads(_settings_path(folder).read_text(encoding="utf-8")).get("auto")
     except (OSError, ValueError, AttributeError):
         saved = None
     if isinstance(saved, bool):
@@ -61,13 +62,12 @@ def memory_mode(data_dir: str | os.PathLike[str] | None = None) -> str:
     return env
 
 
-def set_automatic(enabled: bool, data_dir: str | os.PathLike[str] | None = None) -> str:
-    """Save the panel's switch (automatic extraction on/off); return the effective mode after it.
-
-    Raises OSError when the data dir cannot be written."""
-    path = _settings_path(data_dir)
+def set_automatic(enabled: bool, folder: str | os.PathLike[str]) -> str:
+    """Save the panel's switch (automatic extraction on/off) in ``folder``; return the effective
+    mode after it. Raises OSError when the folder cannot be written."""
+    path = _settings_path(folder)
     for d in (path.parent.parent, path.parent):
         if not d.is_dir():
             d.mkdir(mode=0o700, exist_ok=True)
     place_whole(path, json.dumps({"auto": bool(enabled)}).encode(), fsync=settings.fsync_enabled(), replace=True)
-    return memory_mode(data_dir)
+    return memory_mode(folder)

@@ -32,7 +32,8 @@ from core.memory.model import (
     update_entry,
 )
 from core.memory.secrets import secret_reason
-from core.stores.memory_log import USER_SCOPE, MemoryLog, memory_log_for, project_scope
+from core.stores.aliases import ProjectAliases, same_project_keys
+from core.stores.memory_log import USER_SCOPE, MemoryLog, project_scope
 
 log = logging.getLogger(__name__)
 
@@ -104,25 +105,17 @@ class MemoryStore:
     """Memories of the user (scope ``"user"``) and of each project (scope ``"project"`` plus a
     project key), over ``log`` (a :class:`~core.stores.memory_log.MemoryLog`).
 
-    Build one with :meth:`for_store` from a session store. Thread- and process-safe as its log.
+    A storage keeps one (:attr:`core.storage.Storage.memories`: its memory log and project
+    aliases). Thread- and process-safe as its log.
 
     ``aliases``: a :class:`~core.stores.aliases.ProjectAliases` registry (issue 26, item 5): a
     project's memories then include those recorded under its other keys — the same git checkout
     at another path, e.g. on another machine — so they are listed, used in new sessions, edited
     and removed (in the log they were recorded in) as this project's. None: the key alone."""
 
-    def __init__(self, log_backend: MemoryLog, aliases: Any = None):
+    def __init__(self, log_backend: MemoryLog, aliases: ProjectAliases | None = None):
         self.log = log_backend
         self.aliases = aliases
-
-    @classmethod
-    def for_store(cls, store: Any) -> "MemoryStore":
-        """The memory store kept beside a session store (same data dir or database, mirrored
-        with it), with that data dir's project aliases. Raises
-        :class:`~core.errors.StoreUnavailable` for a store that cannot keep them."""
-        from core.stores.aliases import aliases_for
-
-        return cls(memory_log_for(store), aliases_for(store))
 
     def project_keys(self, project_key: str | None) -> list[str]:
         """``project_key`` first, then the other keys of the same project (:attr:`aliases`)."""
@@ -130,8 +123,6 @@ class MemoryStore:
             return []
         if self.aliases is None:
             return [project_key]
-        from core.stores.aliases import same_project_keys
-
         return [project_key, *same_project_keys(self.aliases, project_key)]
 
     def __repr__(self) -> str:

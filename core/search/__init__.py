@@ -1,51 +1,36 @@
 """Full-text search across every conversation (issue 16): a wing between ``core.stores`` and ``core.agent``.
 
-``open_search(store)`` returns the index for a store: :class:`~core.search.jsonl_index.JsonlSearchIndex`
-(an SQLite FTS5 file beside the JSONL sessions), :class:`~core.search.sql_index.SqlSearchIndex`
-(FTS5 in the SQLite database, ``pg_trgm`` in PostgreSQL), the primary's for a mirrored store.
-Every index has ``search(query, *, project_keys=None, archived=False, limit=50) -> list[SearchHit]``
-and ``update(project_keys=None) -> int``; it is a cache, brought up to date at query time, never
-the source of truth.
+Each store kind of record has its index: :class:`~core.search.jsonl_index.JsonlSearchIndex` (an
+SQLite FTS5 file beside the JSONL sessions) and :class:`~core.search.sql_index.SqlSearchIndex` (FTS5
+in the SQLite database, ``pg_trgm`` in PostgreSQL). :class:`core.storage.Storage` builds the one of
+its local store once (``storage.search``; a mirrored storage searches its local store, the source
+of truth). Every index is a :class:`SearchIndex`; it is a cache, brought up to date at query time,
+never the source of truth.
 """
 from __future__ import annotations
 
 import logging
-import threading
-import weakref
-from typing import Any
+from typing import Protocol
 
 from core.search.text import SearchHit, make_snippet, parse_query
 
 log = logging.getLogger(__name__)
 
-_CACHE: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
-_CACHE_LOCK = threading.Lock()
+
+class SearchIndex(Protocol):
+    """What every search index answers."""
+
+    def search(self, query: str, *, project_keys: list[str] | None = None, archived: bool = False,
+               limit: int = 50) -> list[SearchHit]:
+        """The best matches of ``query`` (words, ``"phrases"``, ``#tags``) in ``project_keys``
+        (None: every project), newest first within equal rank; archived sessions only with
+        ``archived``. Brings the index up to date for those projects first."""
+        ...
+
+    def update(self, project_keys: list[str] | None = None) -> int:
+        """Bring the index up to date for ``project_keys`` (None: every project); return how many
+        session records were (re-)indexed."""
+        ...
 
 
-def open_search(store: Any) -> Any:
-    """The search index of ``store`` (one per store object, reused). Raises ``TypeError`` for a
-    store kind without search."""
-    from core.stores.jsonl_store import LocalSessionStore
-
-    primary = getattr(store, "primary", None)
-    if primary is not None and hasattr(store, "outbox"):  # a mirrored store: search its source of truth
-        return open_search(primary)
-    with _CACHE_LOCK:
-        index = _CACHE.get(store)
-        if index is None:
-            if isinstance(store, LocalSessionStore):
-                from core.search.jsonl_index import JsonlSearchIndex, watch_writes
-
-                index = JsonlSearchIndex(store.base_dir)
-                watch_writes(store, index)
-            elif hasattr(store, "engine") and hasattr(store, "dialect"):
-                from core.search.sql_index import SqlSearchIndex
-
-                index = SqlSearchIndex(store)
-            else:
-                raise TypeError(f"search is not available for {store!r}")
-            _CACHE[store] = index
-        return index
-
-
-__all__ = ["SearchHit", "make_snippet", "open_search", "parse_query"]
+__all__ = ["SearchHit", "SearchIndex", "make_snippet", "parse_query"]

@@ -144,7 +144,7 @@ class JsonlSearchIndex:
         self._tables = FtsTables("")
         self.fresh_seconds = FRESH_SECONDS
         self._walked: dict[str, float] = {}  # project key -> time.monotonic() of its last walk
-        self._dirty: set[str] = set()  # projects written through a watched store since their walk
+        self._dirty: set[str] = set()  # projects written through this process's store since their walk
         self._rows_cache: tuple[int, Any, Scope] | None = None
 
     def __repr__(self) -> str:
@@ -277,7 +277,8 @@ class JsonlSearchIndex:
         return self._retrying(self._sync, self._projects(project_keys), project_keys is None, True)
 
     def mark_written(self, project_key: str) -> None:
-        """Note that a session of ``project_key`` was written (by :func:`watch_writes`): the next
+        """Note that a session of ``project_key`` was written through this process (the store's
+        write listener, :meth:`~core.stores.jsonl_store.LocalSessionStore.on_write`): the next
         search walks that project even inside the freshness window."""
         self._dirty.add(project_key)
 
@@ -497,26 +498,6 @@ class JsonlSearchIndex:
                 if not _same(r[10], r[11], r[12], st.st_size, st.st_mtime_ns, st.st_ctime_ns):
                     stale.add(r[1])
         return stale
-
-
-def watch_writes(store: Any, index: JsonlSearchIndex) -> None:
-    """Make the writes of ``store`` (this process's :class:`~core.stores.jsonl_store.LocalSessionStore`)
-    mark their project in ``index``, so a search right after them walks it again. Wraps the
-    instance's own write methods; the store's behaviour is unchanged."""
-    for name in ("append", "remove", "archive", "unarchive", "create_whole"):
-        method = getattr(store, name, None)
-        if method is None or getattr(method, "_search_watched", False):
-            continue
-
-        def wrapped(key: Any, *args: Any, _method: Any = method, **kwargs: Any) -> Any:
-            try:
-                return _method(key, *args, **kwargs)
-            finally:
-                index.mark_written(key.project_key)
-
-        wrapped._search_watched = True  # type: ignore[attr-defined]
-        wrapped.__doc__ = method.__doc__
-        setattr(store, name, wrapped)
 
 
 def _fed(state: SessionState, entries: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:

@@ -30,11 +30,14 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.search.fts import FtsTables, has_trigram
 from core.search.text import Scope, SearchHit, collect_hits, entry_documents, like_pattern, parse_query
 from core.session.fold import fold, needs_fold
+
+if TYPE_CHECKING:
+    from core.stores.sql_store import SqlSessionStore
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +52,7 @@ class SqlSearchIndex:
     Raises :class:`~core.errors.StoreUnavailable` (from the store's error mapping) when the
     database cannot be reached."""
 
-    def __init__(self, store: Any):
+    def __init__(self, store: SqlSessionStore):
         self.store = store
         self.dialect = store.dialect
         self._ready = False

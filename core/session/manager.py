@@ -30,7 +30,7 @@ from core.session.mcp_calls import mcp_calls_of
 from core.session.usage import usage_totals
 from core.session.models import ProjectInfo, Session, SessionMeta
 from core.session.rounds import Round
-from core.session.store import SessionStore
+from core.session.store import SessionStore, is_mirrored, knows_write_times
 from core.session.subagents import records_for_calls, subagent_records, tool_call_ids
 from core.session.text import is_blank
 from core.session.versions import divergences, use_order, valid_cut
@@ -87,12 +87,12 @@ def family_titles(metas: list[SessionMeta]) -> list[SessionMeta]:
             if m.version_of and m.family in roots else m for m in metas]
 
 
-def refuse_data_dir(folder: str, store: Any = None) -> None:
+def refuse_data_dir(folder: str, protected: Iterable[str | os.PathLike[str]] = ()) -> None:
     """Raise :class:`~core.errors.ForbiddenProjectFolder` when ``folder`` is anycode's data folder or
-    inside it (:func:`core.settings.inside_data_dir`; also ``store``'s own data folder, e.g. one
-    given with ``--data-dir``); every place a folder becomes a project asks."""
-    own = getattr(store, "base_dir", None)
-    if inside_data_dir(folder) or (own is not None and inside_data_dir(folder, own)):
+    inside it (:func:`core.settings.inside_data_dir`), or one of the ``protected`` folders (a
+    storage's own: :meth:`core.storage.Storage.protected_dirs`, e.g. one given with
+    ``--data-dir``); every place a folder becomes a project asks."""
+    if inside_data_dir(folder) or any(inside_data_dir(folder, own) for own in protected):
         raise ForbiddenProjectFolder(f"{folder} is inside anycode's data folder, where the conversations are "
                                      "stored; it cannot be a project folder. Choose your project's own folder.")
 
@@ -136,12 +136,15 @@ def _summarises_within(entry: dict[str, Any], count: int) -> bool:
 class SessionManager:
     """Create, find, resume, fork, rename, archive, delete and expire sessions.
 
-    ``store``: any :class:`~core.session.store.SessionStore`. Methods taking a key raise
+    ``store``: any :class:`~core.session.store.SessionStore` (an app's: ``storage.sessions``).
+    ``protected_dirs``: folders that are never a project, besides the settings' data folder (the
+    storage's own: :meth:`core.storage.Storage.protected_dirs`). Methods taking a key raise
     :class:`SessionNotFound` when the session does not exist.
     """
 
-    def __init__(self, store: SessionStore):
+    def __init__(self, store: SessionStore, *, protected_dirs: Iterable[str | os.PathLike[str]] = ()):
         self.store = store
+        self.protected_dirs = tuple(protected_dirs)
         # An open chat is folded once while its file is unchanged, not once per reader (issue 32)
         self._folds = FoldMemo()
 
@@ -161,7 +164,7 @@ class SessionManager:
         remote) and a user title entry when ``title`` is given; adds no messages.
         Raises :class:`~core.errors.ForbiddenProjectFolder` for anycode's data folder (or inside it)."""
         real = normalize_path(cwd)
-        refuse_data_dir(real, self.store)
+        refuse_data_dir(real, self.protected_dirs)
         key = SessionKey(project_key(real), new_session_id())
         now = time.time()
         entries = [header_entry(key.session_id, key.project_key, real, created_at=now)]
@@ -708,7 +711,7 @@ class SessionManager:
 
     def _remove_quietly(self, key: SessionKey) -> None:
         """Remove what a failed fork wrote under ``key`` (its sub-agent records); never raises."""
-        for sub in getattr(self.store, "list_subpaths", lambda k: [])(key):
+        for sub in self.store.list_subpaths(key):
             try:
                 self.store.remove(SessionKey(key.project_key, key.session_id, sub))
             except Exception:  # noqa: BLE001 -- the original failure matters more
@@ -802,7 +805,7 @@ class SessionManager:
         On a mirrored store only the local copy is archived (its ``archive_local``)."""
         days = settings.archive_days() if max_age_days is None else float(max_age_days)
         # A mirrored store archives its local copy only: the mirror's copy has its own retention.
-        archived = self._for_idle(days, now, getattr(self.store, "archive_local", self.store.archive))
+        archived = self._for_idle(days, now, self.store.archive_local if is_mirrored(self.store) else self.store.archive)
         if archived:
             log.info("auto-archive moved %d sessions idle for over %g days", len(archived), days)
         return archived
@@ -820,7 +823,7 @@ class SessionManager:
         days = settings.cleanup_days() if max_age_days is None else float(max_age_days)
         # A mirrored store removes its local copy only (issue 25: mirror retention is the
         # mirror's, ANYCODE_MIRROR_RETENTION_DAYS); a user's delete still removes both.
-        removed = self._for_idle(days, now, getattr(self.store, "remove_local", self.store.remove))
+        removed = self._for_idle(days, now, self.store.remove_local if is_mirrored(self.store) else self.store.remove)
         if removed:
             log.info("cleanup removed %d sessions idle for over %g days", len(removed), days)
         return removed
@@ -831,9 +834,8 @@ class SessionManager:
         expired or archived the next time the app starts. Asks the store when it was last written
         (``written_at``, the JSONL store); otherwise reads the header's ``imported_from.at`` and
         ``restored_from.at`` (core.stores.backup)."""
-        written_at = getattr(self.store, "written_at", None)
-        if callable(written_at):
-            when = written_at(key)
+        if knows_write_times(self.store):
+            when = self.store.written_at(key)
             return when is not None and when >= cutoff
         entries = self.store.load(key) or []
         header = entries[0] if entries and entries[0].get("type") == "header" else {}

@@ -24,6 +24,7 @@ from typing import Any, Iterable
 
 from core.errors import InvalidSessionKey
 from core.session.keys import SessionKey
+from core.session.store import SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -62,14 +63,11 @@ class SubagentRecord:
     entries: list[dict[str, Any]]
 
 
-def subagent_records(store: Any, key: SessionKey) -> list[SubagentRecord]:
+def subagent_records(store: SessionStore, key: SessionKey) -> list[SubagentRecord]:
     """Every sub-agent record of main session ``key`` (sorted by subpath; records that vanish
-    meanwhile are left out). A store without ``list_subpaths`` has none."""
-    lister = getattr(store, "list_subpaths", None)
-    if not callable(lister):
-        return []
+    meanwhile are left out)."""
     out = []
-    for sub in lister(key.parent):
+    for sub in store.list_subpaths(key.parent):
         try:
             sub_key = SessionKey(key.project_key, key.session_id, sub)
         except InvalidSessionKey:
@@ -86,7 +84,7 @@ def subagent_records(store: Any, key: SessionKey) -> list[SubagentRecord]:
     return out
 
 
-def find_record(store: Any, key: SessionKey, call_id: str) -> SubagentRecord | None:
+def find_record(store: SessionStore, key: SessionKey, call_id: str) -> SubagentRecord | None:
     """The record of the task call ``call_id`` of session ``key`` (its usual name first, then a
     search through every record's header), or None."""
     guess = SessionKey(key.project_key, key.session_id, record_subpath(call_id))
@@ -170,7 +168,7 @@ def stopped_report(messages: list[dict[str, Any]]) -> str:
 RECORD_ENTRY = "subagent_record"
 
 
-def export_entries(store: Any, key: SessionKey) -> list[dict[str, Any]]:
+def export_entries(store: SessionStore, key: SessionKey) -> list[dict[str, Any]]:
     """The session's entries followed by one ``{"type": "subagent_record", "subpath", "entries"}``
     entry per sub-agent record, for the JSONL export: a type the fold ignores, so the file stays a
     valid session file while carrying its sub-agents' runs. Raises ``SessionNotFound`` via the

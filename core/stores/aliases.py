@@ -20,11 +20,9 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Any
-
 import filelock
 
-from core import settings
+from core.session.store import SessionStore
 from core.stores.whole_file import place_whole
 
 log = logging.getLogger(__name__)
@@ -33,11 +31,13 @@ FILE = "projects.json"
 
 
 class ProjectAliases:
-    """The registry in ``data_dir`` (default :func:`core.settings.data_dir`)."""
+    """The registry in ``folder`` (a storage's own folder: :attr:`core.storage.Storage.files_dir`)."""
 
-    def __init__(self, data_dir: str | os.PathLike[str] | None = None):
-        self.path = Path(data_dir) if data_dir is not None else settings.data_dir()
-        self.path = self.path / FILE
+    def __init__(self, folder: str | os.PathLike[str]):
+        self.path = Path(folder) / FILE
+
+    def __repr__(self) -> str:
+        return f"ProjectAliases({str(self.path.parent)!r})"
 
     def _read(self) -> dict[str, dict[str, str]]:
         try:
@@ -87,7 +87,7 @@ class ProjectAliases:
 HEADERS_READ = 5  # headers header_identity reads at most per project
 
 
-def header_identity(store: Any, project_key: str) -> tuple[str | None, str | None]:
+def header_identity(store: SessionStore, project_key: str) -> tuple[str | None, str | None]:
     """``(identity, cwd)`` recorded in the header of the project's newest session that names one
     (of its :data:`HEADERS_READ` newest; archived ones too when it has no other), else the
     newest's ``(None, cwd)``, or ``(None, None)``. (Forks and versions written before they
@@ -108,11 +108,10 @@ def header_identity(store: Any, project_key: str) -> tuple[str | None, str | Non
     return None, None
 
 
-def learn_from_store(store: Any, aliases: ProjectAliases | None = None,
+def learn_from_store(store: SessionStore, aliases: ProjectAliases,
                      project_keys: list[str] | None = None) -> int:
-    """Record the identity of every project of ``store`` (or ``project_keys``) whose newest
-    session's header names one; return how many registry entries changed."""
-    aliases = aliases or ProjectAliases()
+    """Record in ``aliases`` the identity of every project of ``store`` (or ``project_keys``) whose
+    newest session's header names one; return how many registry entries changed."""
     changed = 0
     keys = project_keys if project_keys is not None else [p.project_key for p in store.list_projects()]
     for pk in keys:
@@ -122,16 +121,6 @@ def learn_from_store(store: Any, aliases: ProjectAliases | None = None,
         except OSError as err:
             log.warning("cannot record the identity of project %s: %s", pk, err)
     return changed
-
-
-def aliases_for(store: Any) -> ProjectAliases:
-    """The alias registry of ``store``'s data dir: ``<base_dir>/projects.json`` of a local (JSONL)
-    store (a mirrored store's primary's), else the data dir's (:func:`core.settings.data_dir`)."""
-    primary = getattr(store, "primary", None)
-    if primary is not None and primary is not store:
-        return aliases_for(primary)
-    base = getattr(store, "base_dir", None)
-    return ProjectAliases(base)
 
 
 def same_project_keys(aliases: ProjectAliases, project_key: str) -> list[str]:

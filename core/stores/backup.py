@@ -47,8 +47,9 @@ from core.session.text import parse_json
 from core.session.entries import SessionState, encode_entries
 from core.session.keys import SessionKey
 from core.session.models import ProjectInfo, SessionMeta
-from core.session.store import subpaths_of
-from core.stores.blobs import blobs_for, referenced_in
+from core.session.store import SessionSource, SessionStore, knows_write_times
+from core.stores.blobs import BlobStore, referenced_in
+from core.stores.memory_log import MemoryLog
 from core.stores.migrate import MigrationReport, migrate_sessions
 from core.stores.whole_file import link_whole
 from core.stores.zip_limits import read_member
@@ -86,9 +87,11 @@ def _member(zf: zipfile.ZipFile, name: str, data: bytes) -> dict[str, Any]:
     return {"path": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
-def backup_store(store: Any, path: str | os.PathLike[str], *, replace: bool = False) -> BackupReport:
-    """Write every record and memory of ``store`` into the zip file ``path`` (format in the module
-    docstring). Raises :class:`BackupError` when the file cannot be written, or when ``path``
+def backup_store(store: SessionSource, path: str | os.PathLike[str], *, memory_log: MemoryLog | None = None,
+                 blobs: BlobStore | None = None, replace: bool = False) -> BackupReport:
+    """Write every record of ``store`` into the zip file ``path`` (format in the module docstring),
+    with the memories of ``memory_log`` and the checkpoint blobs of ``blobs`` the records name
+    (a storage's ``memory_log`` and ``blobs``; None: none written). Raises :class:`BackupError` when the file cannot be written, or when ``path``
     already exists and ``replace`` is False (checked before and, atomically, when the finished
     file is put in place: a file appearing meanwhile is not replaced either); one sentence each.
     The store's own errors (e.g. :class:`~core.errors.StoreUnavailable`) pass through."""
@@ -110,7 +113,7 @@ def backup_store(store: Any, path: str | os.PathLike[str], *, replace: bool = Fa
                 for archived in (False, True):
                     for meta in store.list(project.project_key, archived=archived):
                         report.sessions += 1
-                        for sub in [None, *subpaths_of(store, meta.key)]:
+                        for sub in [None, *store.list_subpaths(meta.key)]:
                             key = SessionKey(meta.project_key, meta.id, sub)
                             entries = store.load(key)
                             if entries is None:
@@ -123,19 +126,19 @@ def backup_store(store: Any, path: str | os.PathLike[str], *, replace: bool = Fa
                             report.records += 1
                             report.bytes += rec["bytes"]
             memories = []
-            for n, (scope, entries) in enumerate(_memory_scopes(store)):
+            for n, (scope, entries) in enumerate(_memory_scopes(memory_log)):
                 memories.append({**_member(zf, f"memory/{n}.jsonl", encode_entries(entries)),
                                  "scope": scope, "entries": len(entries)})
                 report.memories += len(entries)
-            blobs, stored = [], blobs_for(store)
-            for name in sorted(referenced):  # the bytes the checkpoints name (issue 29)
-                data = stored.get(name)
+            blob_members = []
+            for name in sorted(referenced) if blobs is not None else ():  # the bytes the checkpoints name
+                data = blobs.get(name)
                 if data is None:
                     continue  # over the size cap (only its hash was kept) or lost: rewind says so
-                blobs.append(_member(zf, f"blobs/{name}", data))
+                blob_members.append(_member(zf, f"blobs/{name}", data))
                 report.blobs += 1
             manifest = {"format": FORMAT, "version": VERSION, "created_at": time.time(),
-                        "records": records, "memory": memories, "blobs": blobs}
+                        "records": records, "memory": memories, "blobs": blob_members}
             zf.writestr(MANIFEST, json.dumps(manifest, ensure_ascii=False, indent=1))
             fh.flush()
             os.fsync(fh.fileno())
@@ -158,12 +161,11 @@ def backup_store(store: Any, path: str | os.PathLike[str], *, replace: bool = Fa
     return report
 
 
-def _memory_scopes(store: Any) -> list[tuple[str, list[dict[str, Any]]]]:
-    """Every memory scope of ``store`` with its log entries; none for a store that keeps none."""
-    from core.stores.memory_log import memory_log_for
-
+def _memory_scopes(mlog: MemoryLog | None) -> list[tuple[str, list[dict[str, Any]]]]:
+    """Every memory scope of ``mlog`` with its log entries; none for None or a store that keeps none."""
+    if mlog is None:
+        return []
     try:
-        mlog = memory_log_for(store)
         return [(scope, mlog.load(scope)) for scope in mlog.scopes()]
     except StoreUnavailable as err:
         log.info("no memories backed up: %s", err)
@@ -301,8 +303,8 @@ class BackupArchive:
         return bad
 
     def memory_log(self) -> "_ArchiveMemoryLog":
-        """The backup's memories as a read-only memory log (what ``memory_log_for`` asks a store
-        for), so :func:`migrate_sessions` restores them with the sessions."""
+        """The backup's memories as a read-only memory log, so :func:`migrate_sessions` restores
+        them with the sessions."""
         return _ArchiveMemoryLog(self)
 
     # --- the read half of the SessionStore protocol -----------------------------------------
@@ -373,8 +375,11 @@ class _ArchiveMemoryLog:
         raise BackupError("A backup is read-only.")
 
 
-def restore_backup(path: str | os.PathLike[str], store: Any, *, progress: bool = False) -> MigrationReport:
-    """Copy every record of the backup ``path`` into ``store`` (rules in the module docstring).
+def restore_backup(path: str | os.PathLike[str], store: SessionStore, *, memory_log: MemoryLog | None = None,
+                   blobs: BlobStore | None = None, progress: bool = False) -> MigrationReport:
+    """Copy every record of the backup ``path`` into ``store`` (rules in the module docstring), its
+    memories into ``memory_log`` and its checkpoint blobs into ``blobs`` (a storage's; None: left
+    out).
 
     Raises :class:`BackupError` for a file that is not a readable anycode backup; damaged
     members are reported in the returned report's ``errors`` and the rest is restored."""
@@ -382,12 +387,14 @@ def restore_backup(path: str | os.PathLike[str], store: Any, *, progress: bool =
     # Restored sessions keep their original times; cleanup and auto-archive count from their
     # arrival. The JSONL store's file time says when (and its files stay byte-identical to the
     # backup); in a store without one (a database) the header says it.
-    arrival = (None if callable(getattr(store, "written_at", None)) else
+    arrival = (None if knows_write_times(store) else
                {"restored_from": {"file": os.path.basename(os.fspath(path)), "at": time.time()}})
     try:
         blob_errors: list[tuple[str, str]] = []
-        _restore_blobs(archive, store, blob_errors)  # first: a restored checkpoint finds its bytes
-        report = migrate_sessions(archive, store, progress=progress, newer_ok=True, arrival=arrival)
+        if blobs is not None:
+            _restore_blobs(archive, blobs, blob_errors)  # first: a restored checkpoint finds its bytes
+        report = migrate_sessions(archive, store, progress=progress, newer_ok=True, arrival=arrival,
+                                  memories=(archive.memory_log(), memory_log) if memory_log is not None else None)
         report.errors.extend(blob_errors)
     finally:
         archive.close()
@@ -395,10 +402,9 @@ def restore_backup(path: str | os.PathLike[str], store: Any, *, progress: bool =
     return report
 
 
-def _restore_blobs(archive: BackupArchive, store: Any, errors: list[tuple[str, str]]) -> None:
-    """Copy the backup's checkpoint blobs into ``store``'s blob store; each must be named by the
-    hash of its bytes (else it is reported and skipped). Blobs already there are kept."""
-    blobs = blobs_for(store)
+def _restore_blobs(archive: BackupArchive, blobs: BlobStore, errors: list[tuple[str, str]]) -> None:
+    """Copy the backup's checkpoint blobs into ``blobs``; each must be named by the hash of its
+    bytes (else it is reported and skipped). Blobs already there are kept."""
     for rec in archive.manifest.get("blobs", []):
         name = rec["path"].rpartition("/")[2]
         try:

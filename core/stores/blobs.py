@@ -7,7 +7,14 @@ text). Files are 0600, folders 0700; a blob is written beside its name, fsynced 
 place, so a reader never sees half a blob and two writers of the same bytes both succeed (the
 second rename replaces identical bytes). Reading checks the hash: a damaged blob reads as missing.
 
-Which blobs may go is decided by :func:`collect_unreferenced` (run by
+Where: :class:`core.storage.Storage` keeps one :class:`BlobStore` per storage (``storage.blobs``):
+``<folder>/blobs`` of a JSONL store's own folder, else ``<data dir>/blobs`` (a database, S3 or Redis
+store of record: the bytes stay on this machine). A store that is a mirror carries the blobs its
+records name in its own place (:class:`~core.session.store.CarriesBlobs`: S3 ``PREFIX/blobs/``, Redis
+``anycode:b:``, the SQL ``anycode_blobs`` table, a JSONL mirror's ``<folder>/blobs``), seen here
+through :class:`BlobCarrier`; :func:`carry_blobs` copies between the two.
+
+Which blobs may go is decided by :func:`collect_unreferenced` (run after
 :meth:`core.session.manager.SessionManager.cleanup`): a blob no checkpoint of any session names,
 older than :data:`GRACE_SECONDS` (a blob written for a round not yet stored is not referenced yet).
 """
@@ -20,8 +27,9 @@ import re
 import time
 import zlib
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Iterable, Iterator, Protocol
 
+from core.session.store import CarriesBlobs, SessionStore, carries_blobs
 from core.stores.whole_file import place_whole
 
 log = logging.getLogger(__name__)
@@ -131,12 +139,37 @@ class BlobStore:
             return False
 
 
-class _StoreBlobs:
-    """A session store's own blob methods (``has_blob``/``get_blob``/``put_blob`` of the S3,
-    Redis and SQL stores) seen as a blob store's ``has``/``get_packed``/``put_packed``."""
+class Carrier(Protocol):
+    """Where blobs can be copied from and to: a :class:`BlobStore` or a :class:`BlobCarrier`."""
 
-    def __init__(self, store: Any):
+    def has(self, digest: str) -> bool:
+        """Whether the blob is there."""
+        ...
+
+    def get_packed(self, digest: str) -> bytes | None:
+        """The blob's stored (compressed) bytes, hash checked; None when missing or damaged."""
+        ...
+
+    def put_packed(self, digest: str, packed: bytes) -> bool:
+        """Store the compressed bytes; False when they do not match ``digest``."""
+        ...
+
+
+class BlobCarrier:
+    """A store's own blob methods (:class:`~core.session.store.CarriesBlobs`) seen as a
+    :class:`Carrier`: what a mirror and a pull carry checkpoint bytes through. The backends'
+    errors (:class:`~core.errors.StoreUnavailable`, ``OSError``) pass through."""
+
+    def __init__(self, store: CarriesBlobs):
         self.store = store
+
+    def __repr__(self) -> str:
+        return f"BlobCarrier({self.store!r})"
+
+    @classmethod
+    def of(cls, store: SessionStore) -> "BlobCarrier | None":
+        """The carrier of ``store``, or None for a store that keeps no blobs (nothing is carried)."""
+        return cls(store) if carries_blobs(store) else None
 
     def has(self, digest: str) -> bool:
         return bool(self.store.has_blob(digest))
@@ -158,25 +191,12 @@ class _StoreBlobs:
         return True
 
 
-def carrier_for(store: Any) -> Any:
-    """Where checkpoint blobs go when ``store`` is a mirror or is pulled from (issue 26/29): its
-    own blob methods (S3 ``PREFIX/blobs/``, Redis ``anycode:b:``, the SQL ``anycode_blobs``
-    table), a local store's ``<base_dir>/blobs``, or None for a store that keeps none. The
-    answer has ``has(name)``, ``get_packed(name)`` (checked; None when missing or damaged) and
-    ``put_packed(name, packed)``; the backends' errors (StoreUnavailable, OSError) pass through."""
-    if callable(getattr(store, "put_blob", None)):
-        return _StoreBlobs(store)
-    if getattr(store, "base_dir", None) is not None or getattr(store, "primary", None) is not None:
-        return blobs_for(store)
-    return None
-
-
-def carry_blobs(names: Iterable[str], source: Any, target: Any) -> int:
-    """Copy the blobs ``names`` that ``target`` lacks from ``source`` (both :func:`carrier_for`
-    answers or :class:`BlobStore`); a blob ``source`` does not have (over the size cap on the
-    machine that wrote it, collected, never stored) is skipped — a rewind then says so. Returns
-    how many were copied. Raises the backends' errors (the caller retries: an outbox item stays
-    queued, a pull reports it)."""
+def carry_blobs(names: Iterable[str], source: Carrier | None, target: Carrier | None) -> int:
+    """Copy the blobs ``names`` that ``target`` lacks from ``source``; a blob ``source`` does not
+    have (over the size cap on the machine that wrote it, collected, never stored) is skipped — a
+    rewind then says so. Nothing when either side is None (keeps no blobs). Returns how many were
+    copied. Raises the backends' errors (the caller retries: an outbox item stays queued, a pull
+    reports it)."""
     if source is None or target is None:
         return 0
     copied = 0
@@ -191,20 +211,7 @@ def carry_blobs(names: Iterable[str], source: Any, target: Any) -> int:
     return copied
 
 
-def blobs_for(store: Any) -> BlobStore:
-    """The blob store beside a session store: ``<base_dir>/blobs`` of a local (JSONL) store, the
-    primary's for a mirrored one, ``<data dir>/blobs`` for any other (a database, S3, Redis: the
-    bytes stay on this machine; see docs/ARCHITECTURE.md, checkpoints)."""
-    from core import settings
-
-    primary = getattr(store, "primary", None)
-    if primary is not None and primary is not store:
-        return blobs_for(primary)
-    base = getattr(store, "base_dir", None)
-    return BlobStore(Path(base) / "blobs" if base is not None else settings.data_dir() / "blobs")
-
-
-def referenced_in(entries: Iterable[Any]) -> set[str]:
+def referenced_in(entries: Iterable[object]) -> set[str]:
     """The blob names the checkpoint entries among ``entries`` refer to (before and after)."""
     names: set[str] = set()
     for e in entries:
@@ -217,7 +224,7 @@ def referenced_in(entries: Iterable[Any]) -> set[str]:
     return names
 
 
-def referenced_by_store(store: Any) -> set[str]:
+def referenced_by_store(store: SessionStore) -> set[str]:
     """Every blob name a checkpoint of any session of ``store`` refers to (archived ones too)."""
     names: set[str] = set()
     for project in store.list_projects():
@@ -227,10 +234,10 @@ def referenced_by_store(store: Any) -> set[str]:
     return names
 
 
-def collect_unreferenced(store: Any, *, now: float | None = None) -> list[str]:
-    """Delete the blobs of ``store``'s blob store that no session refers to and that are older
-    than :data:`GRACE_SECONDS`; return their names. Runs after cleanup deleted sessions."""
-    blobs = blobs_for(store)
+def collect_unreferenced(store: SessionStore, blobs: BlobStore, *, now: float | None = None) -> list[str]:
+    """Delete the blobs of ``blobs`` (the storage's, beside ``store``) that no session of ``store``
+    refers to and that are older than :data:`GRACE_SECONDS`; return their names. Runs after
+    cleanup deleted sessions."""
     if not blobs.root.is_dir():
         return []
     keep = referenced_by_store(store)
@@ -251,14 +258,10 @@ def collect_unreferenced(store: Any, *, now: float | None = None) -> list[str]:
     return removed
 
 
-def copy_blobs(source: Any, target: Any) -> int:
-    """Copy the checkpoint blobs of ``source``'s data dir that ``target``'s lacks (``anycode sessions
-    migrate``); returns how many. Nothing when both share one blob folder, or when ``source`` has
-    no data dir of its own (a backup zip carries its blobs itself, :mod:`core.stores.backup`).
+def copy_blobs(src: BlobStore, dst: BlobStore) -> int:
+    """Copy the checkpoint blobs of ``src`` that ``dst`` lacks (``anycode sessions migrate``: the
+    source storage's blobs to the target's); returns how many. Nothing when both are one folder.
     Raises OSError."""
-    if getattr(source, "base_dir", None) is None and getattr(source, "primary", None) is None:
-        return 0
-    src, dst = blobs_for(source), blobs_for(target)
     if os.path.realpath(src.root) == os.path.realpath(dst.root):
         return 0
     copied = 0

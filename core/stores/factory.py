@@ -1,4 +1,4 @@
-"""Choose the session store from configuration, so the agent and the UI just receive a store.
+"""Open one store from a spec; :func:`core.storage.open_store` opens the configured storage with it.
 
 - ``ANYCODE_STORE`` (or ``--store``): ``jsonl`` (default: JSONL files under the data dir),
   ``jsonl:PATH`` (JSONL files under another base folder), or a database URL
@@ -16,12 +16,11 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Any, Callable
 
 from core import settings
 from core.errors import StoreUnavailable
+from core.stores.backend import Backend
 from core.stores.jsonl_store import LocalSessionStore
-from core.session.store import SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +41,13 @@ def describe(spec: str) -> str:
         return spec.split("://", 1)[0] + "://…"
 
 
-def store_from_spec(spec: str, base_dir: str | os.PathLike[str] | None = None) -> Any:
+def effective_spec(spec: str | None, variable: str = STORE_ENV) -> str:
+    """``spec`` when given, else ``$variable`` (``ANYCODE_STORE`` or ``ANYCODE_MIRROR``), stripped;
+    for the store an empty answer means :data:`DEFAULT_SPEC`, for the mirror none."""
+    return (spec if spec is not None else os.environ.get(variable, "")).strip()
+
+
+def store_from_spec(spec: str, base_dir: str | os.PathLike[str] | None = None) -> Backend:
     """Open one store (no mirroring) from a spec: ``jsonl``, ``jsonl:PATH`` or a database URL.
 
     ``base_dir`` is the data dir (default :func:`core.settings.data_dir`): the JSONL base folder
@@ -88,30 +93,3 @@ def _anchor_sqlite(spec: str, base_dir: str | os.PathLike[str] | None) -> str:
         return spec
     base = Path(base_dir) if base_dir is not None else settings.data_dir()
     return u.set(database=str(base / db)).render_as_string(hide_password=False)
-
-
-def open_store(
-    spec: str | None = None,
-    base_dir: str | os.PathLike[str] | None = None,
-    *,
-    mirror: str | None = None,
-) -> SessionStore:
-    """The configured store: ``spec`` (default ``$ANYCODE_STORE``, else ``jsonl``), wrapped in a
-    :class:`~core.stores.mirror.MirroredSessionStore` when ``mirror`` (default ``$ANYCODE_MIRROR``) is set.
-
-    ``base_dir``: the data dir (default :func:`core.settings.data_dir`), holding the JSONL files
-    and the mirror's outbox. The mirror is opened in the background, so an unreachable mirror
-    never stops the app from starting (its error shows in ``status()``). Raises
-    :class:`StoreUnavailable` when the primary store cannot be opened."""
-    spec = (spec if spec is not None else os.environ.get(STORE_ENV, "")).strip() or DEFAULT_SPEC
-    mirror = (mirror if mirror is not None else os.environ.get(MIRROR_ENV, "")).strip()
-    primary = store_from_spec(spec, base_dir)
-    log.info("session store: %s", describe(spec))
-    if not mirror:
-        return primary
-    from core.stores.mirror import MirroredSessionStore
-
-    data = Path(base_dir) if base_dir is not None else settings.data_dir()
-    opener: Callable[[], Any] = lambda: store_from_spec(mirror, data / "mirror-jsonl")  # noqa: E731
-    log.info("mirroring sessions to %s", describe(mirror))
-    return MirroredSessionStore(primary, opener, outbox_path=data / "mirror" / "outbox.sqlite3", mirror_name=describe(mirror))

@@ -30,7 +30,7 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from core import settings
 from core.errors import InvalidSessionKey, SessionConflict, SessionExists, SessionNotFound, StoreUnavailable
@@ -44,6 +44,8 @@ from core.session.store import check_new_record, check_version
 from core.session.models import ProjectInfo, SessionMeta
 
 if TYPE_CHECKING:
+    from core.stores.leases import LeaseBoard
+    from core.stores.memory_log import MemoryLog
     import filelock
 
 log = logging.getLogger(__name__)
@@ -73,6 +75,9 @@ class LocalSessionStore:
         # extended by an append's new lines only (issue 32: a long session was parsed six times
         # per click); shared dicts, read-only (core.stores.entry_cache).
         self._entries = EntryCache()
+        # Called with a project key after each write through this object (the search index
+        # marks the project to walk again: core.search.jsonl_index).
+        self._write_listeners: list[Callable[[str], None]] = []
 
     def __repr__(self) -> str:
         return f"LocalSessionStore({str(self.base_dir)!r})"
@@ -181,6 +186,13 @@ class LocalSessionStore:
         :class:`StoreUnavailable` (lock timeout) and ``OSError`` (disk full: the entries are then
         not acknowledged).
         """
+        try:
+            return self._append(key, entries, expected_count, expected_version)
+        finally:
+            self._written(key)
+
+    def _append(self, key: SessionKey, entries: list[dict[str, Any]], expected_count: int | None,
+                expected_version: str | None) -> int:
         payload = encode_entries(entries)  # fail before touching the file
         added = _count_messages(entries)
         lock = self._locked(key)
@@ -214,6 +226,12 @@ class LocalSessionStore:
         :class:`SessionExists` (the record exists, archived or not; nothing written),
         :class:`StoreUnavailable` (lock timeout) and ``OSError`` (disk full: nothing left behind).
         """
+        try:
+            return self._create_whole(key, entries)
+        finally:
+            self._written(key)
+
+    def _create_whole(self, key: SessionKey, entries: list[dict[str, Any]]) -> int:
         check_new_record(key, entries)
         payload = encode_entries(entries)
         lock = self._locked(key)
@@ -398,6 +416,12 @@ class LocalSessionStore:
 
     def remove(self, key: SessionKey) -> None:
         """Delete the session with its sub-agent records (or just the one sub-agent record)."""
+        try:
+            self._remove(key)
+        finally:
+            self._written(key)
+
+    def _remove(self, key: SessionKey) -> None:
         lock = self._locked(key)
         try:
             where = self._is_archived(key.parent)
@@ -426,6 +450,12 @@ class LocalSessionStore:
         self._move(key.parent, to_archive=False)
 
     def _move(self, key: SessionKey, *, to_archive: bool) -> None:
+        try:
+            self._move_locked(key, to_archive)
+        finally:
+            self._written(key)
+
+    def _move_locked(self, key: SessionKey, to_archive: bool) -> None:
         lock = self._locked(key)
         try:
             where = self._is_archived(key)
@@ -447,13 +477,59 @@ class LocalSessionStore:
         finally:
             lock.release()
 
-    def memory_log(self) -> Any:
+    def on_write(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(project_key)`` after every write through this object (append, whole
+        creation, remove, archive, unarchive), whether it succeeded or not; a listener's error
+        is logged, never raised. The JSONL search index listens, so a search right after a
+        write walks that project again."""
+        self._write_listeners.append(listener)
+
+    def _written(self, key: SessionKey) -> None:
+        for listener in self._write_listeners:
+            try:
+                listener(key.project_key)
+            except Exception:  # noqa: BLE001 -- a listener must never fail a write
+                log.exception("a write listener of %r failed", self)
+
+    def memory_log(self) -> MemoryLog:
         """A new :class:`~core.stores.memory_log.JsonlMemoryLog` beside the sessions
-        (``<data dir>/memory/``); callers use :func:`core.stores.memory_log.memory_log_for`,
-        which keeps one per store."""
+        (``<base_dir>/memory/``). :class:`core.storage.Storage` keeps one per storage."""
         from core.stores.memory_log import JsonlMemoryLog
 
         return JsonlMemoryLog(self)
+
+    def describe(self) -> str:
+        """``jsonl (FOLDER)``: how messages name this store."""
+        return f"jsonl ({self.base_dir})"
+
+    def leases(self) -> LeaseBoard:
+        """A new :class:`~core.stores.leases.FileLeases`: reply leases as files beside the
+        session locks, seen by every process on this data dir."""
+        from core.stores.leases import FileLeases
+
+        return FileLeases(self)
+
+    def _blobs(self) -> Any:
+        from core.stores.blobs import BlobStore
+
+        return BlobStore(self.base_dir / "blobs")
+
+    def has_blob(self, name: str) -> bool:
+        """Whether the checkpoint blob ``name`` is in ``<base_dir>/blobs`` (a JSONL mirror, or a
+        JSONL store pulled from, carries blobs there: :mod:`core.stores.blobs`)."""
+        return self._blobs().has(name)
+
+    def get_blob(self, name: str) -> bytes | None:
+        """The blob's stored (zlib-compressed) bytes, hash checked; None when missing or damaged."""
+        return self._blobs().get_packed(name)
+
+    def put_blob(self, name: str, packed: bytes) -> None:
+        """Store a blob received as stored elsewhere; one whose bytes do not match ``name`` is
+        logged and left out."""
+        self._blobs().put_packed(name, packed)
+
+    def close(self) -> None:
+        """Nothing to release: every file is closed after each call."""
 
     def list_token(self, project_key: str) -> str:
         """A short text that changes whenever the project's list could (issue 25, the live

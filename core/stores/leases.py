@@ -8,8 +8,11 @@ expiry — written where every writer of that store looks:
 - JSONL store: ``projects/<project>/.locks/<session id>.lease`` (JSON, 0600), read and replaced
   under the session's lock (the one appends take), so two writers cannot both acquire it;
 - SQL stores: the ``anycode_leases`` table (migration 5), in one write transaction;
-- a mirrored store: its primary's (the mirror is a copy, not a writer's meeting place);
-- any other store: a table in this process only.
+- a mirrored store: its local store's (the mirror is a copy, not a writer's meeting place);
+- any other store (S3, Redis): a table in this process only.
+
+Each store kind builds its board (``store.leases()``); :class:`core.storage.Storage` keeps one per
+storage (``storage.leases``), which is what every caller uses.
 
 A lease lasts :data:`LEASE_SECONDS` (10 s; the issue's bound is 15 s) and is renewed while the
 reply streams (:class:`HeldLease`, every :data:`RENEW_SECONDS`); a holder that dies — even by
@@ -29,9 +32,13 @@ import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.session.keys import SessionKey
+
+if TYPE_CHECKING:
+    from core.stores.jsonl_store import LocalSessionStore
+    from core.stores.sql_store import SqlSessionStore
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +69,9 @@ def new_holder() -> str:
     return uuid.uuid4().hex
 
 
-class _Leases:
-    """The common rule: acquire when free, expired, dead or already ours."""
+class LeaseBoard:
+    """Where one store's reply leases are kept. The common rule: acquire when free, expired,
+    dead or already ours."""
 
     def acquire(self, key: SessionKey, holder: str, ttl: float = LEASE_SECONDS) -> bool:
         """Take or renew the lease on ``key`` for ``ttl`` seconds; False (nothing written) when
@@ -88,10 +96,10 @@ class _Leases:
         return Lease(holder, os.getpid(), HOST, time.time() + min(ttl, 15.0))
 
 
-class FileLeases(_Leases):
+class FileLeases(LeaseBoard):
     """Leases of a :class:`~core.stores.jsonl_store.LocalSessionStore` (files beside its locks)."""
 
-    def __init__(self, store: Any):
+    def __init__(self, store: LocalSessionStore):
         self.store = store
 
     def _path(self, key: SessionKey):
@@ -140,10 +148,10 @@ class FileLeases(_Leases):
         return self._read(key.parent)
 
 
-class SqlLeases(_Leases):
+class SqlLeases(LeaseBoard):
     """Leases of a :class:`~core.stores.sql_store.SqlSessionStore` (table ``anycode_leases``)."""
 
-    def __init__(self, store: Any):
+    def __init__(self, store: SqlSessionStore):
         self.store = store
 
     def _where(self, key: SessionKey) -> Any:
@@ -188,7 +196,7 @@ class SqlLeases(_Leases):
         return Lease(row.holder, row.pid, row.host, row.expires_at) if row is not None else None
 
 
-class MemoryLeases(_Leases):
+class MemoryLeases(LeaseBoard):
     """Leases of a store with no shared place for them: this process only."""
 
     def __init__(self) -> None:
@@ -213,41 +221,16 @@ class MemoryLeases(_Leases):
             return self._held.get(key.parent)
 
 
-_BOARDS: dict[int, tuple[Any, _Leases]] = {}
-_BOARDS_LOCK = threading.Lock()
-
-
-def leases_for(store: Any) -> _Leases:
-    """The lease board of ``store`` (one object per store object): files for the JSONL store, a
-    table for SQL stores, the primary's for a mirrored store, else this process's memory."""
-    primary = getattr(store, "primary", None)
-    if primary is not None and hasattr(store, "outbox"):
-        return leases_for(primary)
-    with _BOARDS_LOCK:
-        known = _BOARDS.get(id(store))
-        if known is not None and known[0] is store:
-            return known[1]
-        from core.stores.jsonl_store import LocalSessionStore
-
-        if isinstance(store, LocalSessionStore):
-            board: _Leases = FileLeases(store)
-        elif hasattr(store, "_t") and hasattr(getattr(store, "_t"), "leases"):
-            board = SqlLeases(store)
-        else:
-            board = MemoryLeases()
-        _BOARDS[id(store)] = (store, board)
-        return board
-
-
 class HeldLease:
     """A lease held for one reply and renewed in the background until :meth:`release`.
 
-    ``HeldLease.take(store, key)`` returns None when another live holder has the session's
-    lease; ``took_over`` is the lapsed lease it replaced (its writer died mid-reply), if any. Renewal failures (the database away for a moment) are logged, never raised: the
-    lease then lapses and the reply goes on (a racing writer is caught by ``expected_count``)."""
+    ``HeldLease.take(board, key)`` returns None when another live holder has the session's
+    lease; ``took_over`` is the lapsed lease it replaced (its writer died mid-reply), if any.
+    Renewal failures (the database away for a moment) are logged, never raised: the lease then
+    lapses and the reply goes on (a racing writer is caught by ``expected_count``)."""
 
-    def __init__(self, store: Any, key: SessionKey, holder: str):
-        self.board, self.key, self.holder = leases_for(store), key, holder
+    def __init__(self, board: LeaseBoard, key: SessionKey, holder: str):
+        self.board, self.key, self.holder = board, key, holder
         # The lapsed lease of another holder this one replaced: that writer died mid-reply (its
         # question may be stored unanswered), so the caller re-reads the session before writing.
         self.took_over: Lease | None = None
@@ -255,10 +238,10 @@ class HeldLease:
         self._thread = threading.Thread(target=self._renew, name="anycode-lease", daemon=True)
 
     @classmethod
-    def take(cls, store: Any, key: SessionKey, holder: str | None = None) -> "HeldLease | None":
-        """Acquire ``key``'s lease and start renewing it; None when someone else holds it.
-        Raises the store's errors."""
-        held = cls(store, key, holder or new_holder())
+    def take(cls, board: LeaseBoard, key: SessionKey, holder: str | None = None) -> "HeldLease | None":
+        """Acquire ``key``'s lease on ``board`` (a storage's ``leases``) and start renewing it;
+        None when someone else holds it. Raises the store's errors."""
+        held = cls(board, key, holder or new_holder())
         before = held.board.peek(key)
         if not held.board.acquire(key, held.holder):
             return None

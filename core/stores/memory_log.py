@@ -19,6 +19,10 @@ the same way sessions are stored:
 - Mirrored (:class:`MirroredMemoryLog`): the primary's log first; a background thread copies
   whatever entries the mirror lacks (all scopes once at start, then each written scope). It needs
   no outbox: comparing by ``eid`` finds what is missing, after any crash.
+
+Each store kind builds its own log (``store.memory_log()``); :class:`core.storage.Storage` keeps one
+per storage (``storage.memory_log``: the local store's, mirrored when the storage is), which is
+what every caller uses — one mirrored log (one copying thread) per storage.
 """
 from __future__ import annotations
 
@@ -26,9 +30,8 @@ import logging
 import os
 import re
 import threading
-import weakref
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import filelock
 
@@ -36,6 +39,10 @@ from core.errors import StoreUnavailable
 from core.session.entries import encode_entries, encode_entry
 from core.session.keys import _check_project_key
 from core.stores.jsonl_io import read_entries
+
+if TYPE_CHECKING:
+    from core.stores.jsonl_store import LocalSessionStore
+    from core.stores.sql_store import SqlSessionStore
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +98,7 @@ class JsonlMemoryLog:
     ``store`` is the :class:`~core.stores.jsonl_store.LocalSessionStore` of the same data dir:
     its writer (whole lines, torn-tail repair, fsync, 0600/0700) is the one used here."""
 
-    def __init__(self, store: Any):
+    def __init__(self, store: LocalSessionStore):
         self.store = store
         self.dir = Path(store.base_dir) / MEMORY_DIR
 
@@ -164,7 +171,7 @@ class SqlMemoryLog:
     """:class:`MemoryLog` in the ``anycode_memory`` table of a
     :class:`~core.stores.sql_store.SqlSessionStore`'s database (same engine, same errors)."""
 
-    def __init__(self, store: Any):
+    def __init__(self, store: SqlSessionStore):
         self.store = store
 
     def __repr__(self) -> str:
@@ -290,29 +297,3 @@ def copy_memory_log(source: MemoryLog, target: MemoryLog, scope: str) -> int:
     have = {e.get("eid") for e in target.load(scope)}
     missing = [e for e in entries if e.get("eid") not in have and isinstance(e.get("eid"), str) and _EID.match(e["eid"])]
     return target.append(scope, missing) if missing else 0
-
-
-_LOGS: "weakref.WeakKeyDictionary[Any, MemoryLog]" = weakref.WeakKeyDictionary()
-_LOGS_LOCK = threading.RLock()  # re-entered: a mirrored store asks for its primary's log
-
-
-def memory_log_for(store: Any) -> MemoryLog:
-    """The memory backend living beside a session store: JSONL files of the same data dir, the
-    same database, or (for a mirrored store) the primary's mirrored to the mirror's.
-
-    One instance per store object (the mirrored one owns a thread). Raises
-    :class:`StoreUnavailable` for a store kind that cannot keep memories."""
-    with _LOGS_LOCK:
-        cached = _LOGS.get(store)
-        if cached is None:
-            cached = _LOGS[store] = _make_log(store)
-        return cached
-
-
-def _make_log(store: Any) -> MemoryLog:
-    # Each store kind says where its memories live (``store.memory_log()``): this module needs to
-    # know none of them, so the stores import it and it imports no store.
-    make = getattr(store, "memory_log", None)
-    if callable(make):
-        return make()
-    raise StoreUnavailable(f"{store!r} cannot keep memories.")

@@ -1,8 +1,9 @@
 """Copy every session from one store to another (``anycode sessions migrate --to URL``).
 
 What is copied: every project's main and archived sessions with their sub-agent records, entry
-by entry, through the :class:`~core.session.store.SessionStore` protocol (plus :func:`~core.session.store.subpaths_of` to
-enumerate sub-agent records), then the archived flag. Safe to re-run:
+by entry, through the :class:`~core.session.store.SessionStore` protocol, then the archived flag;
+and, when the caller names them (a storage's ``memory_log`` and ``blobs``, the target's), the
+memories and the checkpoint blobs. Safe to re-run:
 
 - a record the target already holds identically is skipped;
 - a record the target holds a prefix of (the source grew since the last run) gets the rest;
@@ -21,7 +22,9 @@ from typing import Any, Iterator
 
 from core.errors import AnycodeError, os_error_message
 from core.session.keys import SessionKey
-from core.session.store import subpaths_of
+from core.session.store import SessionStore
+from core.stores.blobs import BlobStore, copy_blobs
+from core.stores.memory_log import MemoryLog, copy_memory_log
 
 log = logging.getLogger(__name__)
 
@@ -67,16 +70,22 @@ class _Group:
     subpaths: tuple[str, ...]
 
 
-def _groups(source: Any) -> Iterator[_Group]:
+def _groups(source: SessionStore) -> Iterator[_Group]:
     for project in source.list_projects():
         for archived in (False, True):
             for meta in source.list(project.project_key, archived=archived):
-                yield _Group(meta.key, archived, tuple(subpaths_of(source, meta.key)))
+                yield _Group(meta.key, archived, tuple(source.list_subpaths(meta.key)))
 
 
-def migrate_sessions(source: Any, target: Any, *, progress: bool = False, out: Any = None,
+def migrate_sessions(source: SessionStore, target: SessionStore, *,
+                     memories: tuple[MemoryLog, MemoryLog] | None = None,
+                     blobs: tuple[BlobStore, BlobStore] | None = None, progress: bool = False, out: Any = None,
                      newer_ok: bool = False, arrival: dict[str, Any] | None = None) -> MigrationReport:
     """Copy every record of ``source`` into ``target`` (see the module docstring for the rules).
+
+    ``memories``: the memory logs ``(source's, target's)`` whose entries follow the sessions (None:
+    no memories copied); ``blobs``: the checkpoint blob stores ``(source's, target's)`` (None, or
+    one folder for both: none copied).
 
     ``progress``: show a tqdm progress bar (on ``out``, default stderr). ``newer_ok``: a target
     record that starts with all of the source's entries and has more (the user carried on after a
@@ -111,11 +120,11 @@ def migrate_sessions(source: Any, target: Any, *, progress: bool = False, out: A
             if ok:
                 _sync_archived(target, group, target_archived, report)
     _final_check(source, target, groups, report)
-    _copy_memories(source, target, report)
+    if memories is not None:
+        copy_memories(*memories, report)
     try:  # the file bytes checkpoints name (issue 29), when the target keeps them elsewhere
-        from core.stores.blobs import copy_blobs
-
-        copy_blobs(source, target)
+        if blobs is not None:
+            copy_blobs(*blobs)
     except OSError as e:
         report.errors.append(("blobs", f"{os_error_message(e)}; the checkpoint blobs were not copied."))
     log.info("migrated %d records: %d copied, %d extended, %d identical, %d conflicts, %d errors",
@@ -153,7 +162,7 @@ def _without(entries: list[dict[str, Any]] | None, keys: Any) -> list[dict[str, 
     return [{k: v for k, v in entries[0].items() if k not in keys}, *entries[1:]]
 
 
-def _copy_record(source: Any, target: Any, key: SessionKey, report: MigrationReport, newer_ok: bool = False,
+def _copy_record(source: SessionStore, target: SessionStore, key: SessionKey, report: MigrationReport, newer_ok: bool = False,
                  arrival: dict[str, Any] | None = None) -> None:
     entries = source.load(key)
     if entries is None:
@@ -187,7 +196,7 @@ def _copy_record(source: Any, target: Any, key: SessionKey, report: MigrationRep
     outcome.append(str(key))
 
 
-def _sync_archived(target: Any, group: _Group, cache: dict[str, set[str]], report: MigrationReport) -> None:
+def _sync_archived(target: SessionStore, group: _Group, cache: dict[str, set[str]], report: MigrationReport) -> None:
     pk = group.key.project_key
     if pk not in cache:
         cache[pk] = {m.id for m in target.list(pk, archived=True)}
@@ -204,7 +213,7 @@ def _sync_archived(target: Any, group: _Group, cache: dict[str, set[str]], repor
     report.archive_synced.append(str(group.key))
 
 
-def _final_check(source: Any, target: Any, groups: list[_Group], report: MigrationReport) -> None:
+def _final_check(source: SessionStore, target: SessionStore, groups: list[_Group], report: MigrationReport) -> None:
     failed = {k for k, _ in report.conflicts + report.errors}
     listed: dict[tuple[str, bool], set[str]] = {}
     for g in groups:
@@ -221,12 +230,10 @@ def _final_check(source: Any, target: Any, groups: list[_Group], report: Migrati
                 report.missing.append(str(key))
 
 
-def _copy_memories(source: Any, target: Any, report: MigrationReport) -> None:
-    """Copy every memory log entry the target lacks, then check each is there."""
-    from core.stores.memory_log import copy_memory_log, memory_log_for
-
+def copy_memories(src: MemoryLog, dst: MemoryLog, report: MigrationReport) -> None:
+    """Copy every memory log entry of ``src`` that ``dst`` lacks, then check each is there; counts
+    and failures go to ``report`` (a store that keeps no memories is logged and skipped)."""
     try:
-        src, dst = memory_log_for(source), memory_log_for(target)
         scopes = src.scopes()
     except AnycodeError as e:
         log.info("memories not migrated: %s", e)

@@ -56,8 +56,9 @@ from core.session.keys import SessionKey
 from core.session.metadata import archive_choice, history_of, is_root, metadata_to_apply
 from core.session.models import ProjectInfo, SessionMeta
 from core.session.keys import new_session_id
-from core.session.store import subpaths_of
-from core.stores.blobs import blobs_for, carrier_for, carry_blobs, referenced_in
+from core.session.store import SessionStore, appends_at
+from core.stores.backend import Backend, own_folder
+from core.stores.blobs import BlobCarrier, BlobStore, carry_blobs, referenced_in
 from core.stores.outbox import MirrorCopy, Outbox, OutboxItem
 
 log = logging.getLogger(__name__)
@@ -71,17 +72,24 @@ class MirroredSessionStore:
     ``primary``: the source of truth (normally the JSONL store); every read is answered by it.
     ``mirror``: a store, or a zero-argument callable opening one (retried until it succeeds, so
     an unreachable database does not stop the app from starting). ``outbox_path``: the outbox
-    file (default ``<data dir>/mirror/outbox.sqlite3``). ``retry_initial``/``retry_max``: backoff
+    file (default ``<data dir>/mirror/outbox.sqlite3``). ``blobs``: this machine's checkpoint
+    blobs, which the mirror receives the ones its records name from (default: beside the
+    primary, :func:`~core.stores.backend.own_folder`). ``retry_initial``/``retry_max``: backoff
     after a failed delivery, seconds; ``poll_interval``: how often (seconds) to look for items
     queued by other processes. Errors of the primary propagate unchanged; the mirror's never do.
+
+    It is a :class:`~core.session.store.MirroredStore`, not a backend: the services beside the
+    sessions (leases, search, memories, blobs) are the primary's, which
+    :class:`core.storage.Storage` holds it with.
     """
 
     def __init__(
         self,
-        primary: Any,
-        mirror: Any | Callable[[], Any],
+        primary: Backend,
+        mirror: Backend | Callable[[], Backend],
         *,
         outbox_path: str | os.PathLike[str] | None = None,
+        blobs: BlobStore | None = None,
         mirror_name: str | None = None,
         retry_initial: float = 0.5,
         retry_max: float = 30.0,
@@ -89,12 +97,13 @@ class MirroredSessionStore:
         start: bool = True,
     ):
         self.primary = primary
-        if callable(mirror) and not hasattr(mirror, "append"):
-            self._mirror, self._open_mirror = None, mirror
-        else:
+        if isinstance(mirror, SessionStore):
             self._mirror, self._open_mirror = mirror, None
+        else:
+            self._mirror, self._open_mirror = None, mirror
         self.mirror_name = mirror_name or (repr(mirror) if self._mirror is not None else "mirror")
         path = Path(outbox_path) if outbox_path is not None else settings.data_dir() / "mirror" / "outbox.sqlite3"
+        self.blobs = blobs if blobs is not None else BlobStore(own_folder(primary, settings.data_dir()) / "blobs")
         self.outbox = Outbox(path)
         self._deliver_lock = filelock.FileLock(str(path) + ".deliver.lock", timeout=0)
         self.retry_initial, self.retry_max, self.poll_interval = retry_initial, retry_max, poll_interval
@@ -243,21 +252,29 @@ class MirroredSessionStore:
         """The primary's projects."""
         return self.primary.list_projects()
 
-    def memory_log(self) -> Any:
-        """A new :class:`~core.stores.memory_log.MirroredMemoryLog`: the primary's log (the one
-        :func:`~core.stores.memory_log.memory_log_for` keeps for it), copied to the mirror's (opened
-        when the copy first needs it)."""
-        from core.stores.memory_log import MirroredMemoryLog, _make_log, memory_log_for
-
-        return MirroredMemoryLog(memory_log_for(self.primary), lambda: _make_log(self._get_mirror()))
-
     def list_token(self, project_key: str) -> str:
         """The primary's :meth:`list_token` (the list is the primary's)."""
         return self.primary.list_token(project_key)
 
     def list_subpaths(self, key: SessionKey) -> list[str]:
         """Sub-agent record subpaths of the session, from the primary."""
-        return subpaths_of(self.primary, key)
+        return self.primary.list_subpaths(key)
+
+    def mirrors_from(self, store: SessionStore) -> bool:
+        """Whether ``store`` is this mirrored store's primary (a storage's check that its mirror
+        copies its own local store)."""
+        return store is self.primary
+
+    def copy_target(self, key: SessionKey) -> str | None:
+        """The id of the mirror's record that ``key``'s writes go to (``key``'s own, or the version
+        the local history was kept as there: :meth:`_diverge`); None when the outbox records no
+        copy of it. Read from the local outbox; an unreadable outbox answers None (logged)."""
+        try:
+            copy = self.outbox.copy_of(key)
+        except sqlite3.Error as err:
+            log.warning("cannot read the mirror outbox of %s: %s", self.mirror_name, err)
+            return None
+        return copy.target if copy is not None else None
 
     # --- delivery ---------------------------------------------------------------------------------
 
@@ -330,12 +347,12 @@ class MirroredSessionStore:
             self._thread.join(timeout=1.0)
         self.outbox.close()
         for store in (self.primary, self._mirror):
-            close = getattr(store, "close", None)
-            if callable(close):
-                try:
-                    close()
-                except Exception as e:
-                    log.warning("closing %r: %s", store, e)
+            if store is None:
+                continue
+            try:
+                store.close()
+            except Exception as e:
+                log.warning("closing %r: %s", store, e)
 
     def _run(self) -> None:
         delay = self.retry_initial
@@ -390,20 +407,20 @@ class MirroredSessionStore:
         finally:
             self._deliver_lock.release()
 
-    def mirror_store(self) -> Any:
+    def mirror_store(self) -> Backend:
         """The mirror store itself (opened on first use), for reading what other machines wrote
         (``sessions pull``, the sidebar's mirror-only chats). Raises whatever opening it raises
         (:class:`~core.errors.StoreUnavailable` while it is unreachable)."""
         with self._open_lock:
             return self._get_mirror()
 
-    def _get_mirror(self) -> Any:
+    def _get_mirror(self) -> Backend:
         if self._mirror is None:
             self._mirror = self._open_mirror()  # type: ignore[misc]
             log.info("mirror %s opened", self.mirror_name)
         return self._mirror
 
-    def _deliver(self, mirror: Any, item: OutboxItem, synced: set[SessionKey]) -> None:
+    def _deliver(self, mirror: Backend, item: OutboxItem, synced: set[SessionKey]) -> None:
         key = item.key
         if item.op == "append":
             if key in synced or self.outbox.removed_later(item):
@@ -438,7 +455,7 @@ class MirroredSessionStore:
             self.outbox.forget_copy(key)
         elif item.op in ("archive", "unarchive"):
             try:
-                getattr(mirror, item.op)(target)
+                (mirror.archive if item.op == "archive" else mirror.unarchive)(target)
             except SessionNotFound:
                 log.info("mirror %s has no session %s to %s", self.mirror_name, target, item.op)
         else:
@@ -457,7 +474,7 @@ class MirroredSessionStore:
                 return SessionKey(key.project_key, parent.target, key.subpath), None
         return key, None
 
-    def _reconcile(self, mirror: Any, key: SessionKey, *, again: bool = True) -> None:
+    def _reconcile(self, mirror: Backend, key: SessionKey, *, again: bool = True) -> None:
         """Copy to the mirror what follows the entries its copy of ``key`` already holds.
 
         The copy must be a prefix of the local record: the entries this outbox verified last
@@ -528,7 +545,7 @@ class MirroredSessionStore:
         self.outbox.set_copy(key, target.session_id, len(expected), **keep)
         self._merge_root_metadata(mirror, key, source, target)
 
-    def _merge_copy(self, mirror: Any, key: SessionKey, target: SessionKey, source: list[dict[str, Any]],
+    def _merge_copy(self, mirror: Backend, key: SessionKey, target: SessionKey, source: list[dict[str, Any]],
                     expected: list[dict[str, Any]], held: list[dict[str, Any]], keep: dict[str, Any],
                     again: bool) -> bool:
         """Merge the mirror's copy ``held`` of main record ``key`` when it differs from the local
@@ -575,7 +592,7 @@ class MirroredSessionStore:
         if any(e.get("type") == "archive" for e in theirs):
             self._follow_archive_choice(self, key, [*source, *theirs])
 
-    def _follow_archive_choice(self, store: Any, key: SessionKey, entries: list[dict[str, Any]]) -> None:
+    def _follow_archive_choice(self, store: SessionStore, key: SessionKey, entries: list[dict[str, Any]]) -> None:
         """Move ``key``'s conversation in ``store`` (this mirrored store: queued for the mirror too;
         or the mirror) to where the newest archive entry of ``entries`` says. Logged, never raised."""
         from core.session.manager import SessionManager
@@ -589,7 +606,7 @@ class MirroredSessionStore:
             log.warning("mirror %s: could not %s %s as the newest choice says (%s)", self.mirror_name,
                         "archive" if choice[1] else "unarchive", key, err)
 
-    def _merge_root_metadata(self, mirror: Any, key: SessionKey, source: list[dict[str, Any]],
+    def _merge_root_metadata(self, mirror: Backend, key: SessionKey, source: list[dict[str, Any]],
                              target: SessionKey) -> None:
         """For a conversation whose history went to the mirror as a version (``target`` is not
         ``key``): merge its metadata with the mirror's copy of its root — the record the other
@@ -616,20 +633,18 @@ class MirroredSessionStore:
             self._take_metadata(key, source, root)
             return
 
-    def _copy_tail(self, mirror: Any, target: SessionKey, tail: list[dict[str, Any]], have: int) -> None:
-        positioned = getattr(mirror, "append_at", None)
-        if have == 0 and not callable(positioned) and callable(getattr(mirror, "create_whole", None)):
+    def _copy_tail(self, mirror: SessionStore, target: SessionKey, tail: list[dict[str, Any]], have: int) -> None:
+        if appends_at(mirror):
+            mirror.append_at(target, tail, have)  # idempotent; refuses to skip entries that are not ours
+        elif have == 0:
             try:
                 mirror.create_whole(target, tail)  # a JSONL mirror: a killed copy leaves no short record
-                return
             except SessionExists:
                 raise SessionConflict(0, 1) from None  # made meanwhile by someone else: look again
-        if callable(positioned):
-            positioned(target, tail, have)  # idempotent; refuses to skip entries that are not ours
         else:
             mirror.append(target, tail)
 
-    def _diverge(self, mirror: Any, key: SessionKey, source: list[dict[str, Any]],
+    def _diverge(self, mirror: Backend, key: SessionKey, source: list[dict[str, Any]],
                  held: list[dict[str, Any]]) -> None:
         """The mirror's copy of session ``key`` is not a prefix of the local one: store the local
         history in the mirror as a new version of that conversation (``version_of`` and
@@ -665,25 +680,24 @@ class MirroredSessionStore:
         log.warning("mirror %s: %s", self.mirror_name, msg)
         self.outbox.log_event("diverged", msg, at=now)
 
-    def _carry_blobs(self, mirror: Any, entries: list[dict[str, Any]]) -> None:
+    def _carry_blobs(self, mirror: Backend, entries: list[dict[str, Any]]) -> None:
         """Copy to the mirror the checkpoint blobs ``entries`` name that it lacks (issue 29: a
         rewind on another machine restores the bytes), before the entries themselves. A blob
         this machine never kept (over the size cap) is skipped. The mirror's errors propagate:
         the outbox item stays queued and is retried."""
         names = referenced_in(entries)
         if names:
-            copied = carry_blobs(names, blobs_for(self.primary), carrier_for(mirror))
+            copied = carry_blobs(names, self.blobs, BlobCarrier.of(mirror))
             if copied:
                 log.debug("mirrored %d checkpoint blobs", copied)
 
     def primary_subpaths(self, key: SessionKey) -> list[str]:
-        return subpaths_of(self.primary, key)
+        return self.primary.list_subpaths(key)
 
 
-def _entry_count(mirror: Any, key: SessionKey) -> int:
-    counter = getattr(mirror, "entry_count", None)
-    if callable(counter):
-        return counter(key) or 0
+def _entry_count(mirror: SessionStore, key: SessionKey) -> int:
+    if appends_at(mirror):
+        return mirror.entry_count(key) or 0
     return len(mirror.load(key) or [])
 
 

@@ -26,12 +26,13 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+import os
+from typing import Any, Iterable
 
 from core.errors import SessionExists, SessionNotFound
 from core.session.keys import SessionKey, normalize_path, project_key
 from core.session.manager import SessionManager, refuse_data_dir
-from core.session.store import subpaths_of
+from core.session.store import SessionStore
 from core.stores.migrate import _without
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ def _same_record(have: list[dict[str, Any]], want: list[dict[str, Any]]) -> bool
     return _without(have[:len(want)], _MOVED) == _without(want, _MOVED)
 
 
-def _place(store: Any, key: SessionKey, entries: list[dict[str, Any]]) -> None:
+def _place(store: SessionStore, key: SessionKey, entries: list[dict[str, Any]]) -> None:
     """Create ``key`` whole with ``entries``; an equal record left by a killed run counts as done."""
     try:
         store.create_whole(key, entries)
@@ -84,12 +85,12 @@ def _place(store: Any, key: SessionKey, entries: list[dict[str, Any]]) -> None:
             store.append(key, entries[len(have):])
 
 
-def _move_one(store: Any, key: SessionKey, archived: bool, new_project: str, new_cwd: str, at: float) -> SessionKey:
+def _move_one(store: SessionStore, key: SessionKey, archived: bool, new_project: str, new_cwd: str, at: float) -> SessionKey:
     new_key = SessionKey(new_project, key.session_id)
     entries = store.load(key)
     if entries is None:
         raise SessionNotFound(key.session_id)
-    for sub in subpaths_of(store, key):
+    for sub in store.list_subpaths(key):
         sub_entries = store.load(SessionKey(key.project_key, key.session_id, sub))
         if sub_entries:
             _place(store, SessionKey(new_project, key.session_id, sub), _rewrite(sub_entries, new_project, new_cwd, at))
@@ -105,7 +106,8 @@ def _move_one(store: Any, key: SessionKey, archived: bool, new_project: str, new
     return new_key
 
 
-def move_conversation(store: Any, key: SessionKey, new_cwd: str, *, now: float | None = None) -> MoveReport:
+def move_conversation(store: SessionStore, key: SessionKey, new_cwd: str, *, now: float | None = None,
+                      protected_dirs: Iterable[str | os.PathLike[str]] = ()) -> MoveReport:
     """Move the conversation of ``key`` (its root and every version, each with its sub-agent
     records and archived flag) to the project of folder ``new_cwd`` (normalised; need not exist
     for the store, but callers pass the project open now). Keeps ids, entries and timestamps.
@@ -113,12 +115,12 @@ def move_conversation(store: Any, key: SessionKey, new_cwd: str, *, now: float |
     Raises :class:`SessionNotFound` (no such session), :class:`SessionExists` (the target project
     holds a different session with the same id; nothing removed), ``ValueError`` (``new_cwd`` is
     not an absolute path), :class:`~core.errors.ForbiddenProjectFolder` (``new_cwd`` is anycode's
-    data folder or inside it), and the store's own failures (``OSError``,
+    data folder, one of ``protected_dirs`` — the storage's own folders — or inside one), and the store's own failures (``OSError``,
     :class:`~core.errors.StoreUnavailable`): re-running the move after them finishes it."""
     if not isinstance(new_cwd, str) or not new_cwd.startswith("/"):
         raise ValueError(f"The target project folder must be an absolute path, not {new_cwd!r}.")
     cwd = normalize_path(new_cwd)
-    refuse_data_dir(cwd, store)
+    refuse_data_dir(cwd, protected_dirs)
     new_project = project_key(cwd)
     manager = SessionManager(store)
     root = manager.root_of(key)

@@ -43,8 +43,12 @@ from core.session.manager import SessionManager
 from core.session.metadata import archive_choice, history_of, is_root, metadata_to_apply
 from core.session.subagents import records_for_calls, subagent_records, tool_call_ids
 from core.session.versions import valid_cut
-from core.stores.blobs import blobs_for, carrier_for, carry_blobs, referenced_in
-from core.stores.migrate import MigrationReport, _copy_memories, _copy_record, subpaths_of
+from core.session.store import SessionSource, SessionStore, is_mirrored
+from core.stores.aliases import ProjectAliases, learn_from_store
+from core.stores.backend import Backend
+from core.stores.blobs import BlobCarrier, BlobStore, Carrier, carry_blobs, referenced_in
+from core.stores.memory_log import MemoryLog
+from core.stores.migrate import MigrationReport, _copy_record, copy_memories
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +119,7 @@ class PullReport:
                 "blobs": self.blobs, "ok": self.ok}
 
 
-def remote_sessions(remote: Any, project_keys: list[str] | None = None) -> list[tuple[Any, bool]]:
+def remote_sessions(remote: SessionSource, project_keys: list[str] | None = None) -> list[tuple[Any, bool]]:
     """``[(SessionMeta, archived)]`` of the mirror's main sessions in ``project_keys`` (None: all
     projects), from its metadata only."""
     projects = ([p.project_key for p in remote.list_projects()] if project_keys is None else list(project_keys))
@@ -123,18 +127,18 @@ def remote_sessions(remote: Any, project_keys: list[str] | None = None) -> list[
             for meta in remote.list(pk, archived=archived)]
 
 
-def pull_sessions(remote: Any, local: Any, *, project_keys: list[str] | None = None,
-                  aliases: Any = None, session_ids: Any = None) -> PullReport:
+def pull_sessions(remote: Backend, local: SessionStore, *, aliases: ProjectAliases, memory_log: MemoryLog,
+                  blobs: BlobStore, project_keys: list[str] | None = None,
+                  session_ids: Any = None) -> PullReport:
     """Bring ``remote``'s sessions of ``project_keys`` (None: every project) into ``local``
     (rules in the module docstring) — with ``session_ids``, only the conversations (each with
     all its versions) one of those ids belongs to: opening a chat that is only in the mirror
-    (:mod:`core.stores.remote_list`) pulls that one — then record the pulled projects' identities (their git
-    remote, from the session headers) in ``aliases`` (default: this data dir's
-    :class:`~core.stores.aliases.ProjectAliases`), so a checkout of the same repository at another
-    path here lists them. Per-record failures are reported, not raised; listing the remote may
-    raise its :class:`~core.errors.StoreUnavailable`."""
-    from core.stores.aliases import learn_from_store
-
+    (:mod:`core.stores.remote_list`) pulls that one — with their memories (into ``memory_log``)
+    and checkpoint blobs (into ``blobs``), then record the pulled projects' identities (their git
+    remote, from the session headers) in ``aliases``, so a checkout of the same repository at
+    another path here lists them. ``local``, ``aliases``, ``memory_log`` and ``blobs`` are one
+    storage's (:class:`core.storage.Storage`: ``sessions`` …). Per-record failures are reported,
+    not raised; listing the remote may raise its :class:`~core.errors.StoreUnavailable`."""
     report = PullReport()
     manager = SessionManager(local)
     pulled = remote_sessions(remote, project_keys)
@@ -145,13 +149,13 @@ def pull_sessions(remote: Any, local: Any, *, project_keys: list[str] | None = N
     # Roots first (stable: the listing's order otherwise): a version is then compared with its
     # conversation's histories here, and a root is never left out for a version holding the same.
     pulled.sort(key=lambda pair: pair[0].version_of is not None)
-    carrier, blobs = carrier_for(remote), blobs_for(local)
+    carrier = BlobCarrier.of(remote)
     for meta, archived in pulled:
         key = meta.key
         had = local.exists(key)
         if not had and meta.version_of and _held_here(remote, local, key, report):
             continue  # its sub-agent records and checkpoints are those of the history holding it
-        for sub in [*subpaths_of(remote, key), None]:  # the main record last: it is what lists
+        for sub in [*remote.list_subpaths(key), None]:  # the main record last: it is what lists
             rec = SessionKey(key.project_key, key.session_id, sub)
             if sub is None:  # its checkpoints' bytes first: once it lists, a rewind finds them
                 _pull_blobs(remote, carrier, blobs, key, report)
@@ -163,7 +167,7 @@ def pull_sessions(remote: Any, local: Any, *, project_keys: list[str] | None = N
                 report.errors.append((str(key), f"pulled, but could not be archived here ({err})"))
     learn_from_store(local, aliases, project_keys=sorted({meta.project_key for meta, _ in pulled}))
     mig = MigrationReport()
-    _copy_memories(remote, local, mig)
+    copy_memories(remote.memory_log(), memory_log, mig)
     report.memory_entries = mig.memory_entries
     report.errors += mig.errors
     log.info("pulled: %d copied, %d extended, %d already here, %d versions, %d errors", len(report.copied),
@@ -171,7 +175,7 @@ def pull_sessions(remote: Any, local: Any, *, project_keys: list[str] | None = N
     return report
 
 
-def _pull_blobs(remote: Any, carrier: Any, blobs: Any, key: SessionKey, report: PullReport) -> None:
+def _pull_blobs(remote: SessionStore, carrier: Carrier | None, blobs: BlobStore, key: SessionKey, report: PullReport) -> None:
     """Copy the checkpoint blobs the mirror's record ``key`` names that this machine lacks."""
     if carrier is None:
         return
@@ -183,7 +187,7 @@ def _pull_blobs(remote: Any, carrier: Any, blobs: Any, key: SessionKey, report: 
         report.errors.append((str(key), f"its checkpoint blobs could not be pulled ({why})"))
 
 
-def _pull_record(remote: Any, local: Any, manager: SessionManager, key: SessionKey, report: PullReport) -> None:
+def _pull_record(remote: SessionStore, local: SessionStore, manager: SessionManager, key: SessionKey, report: PullReport) -> None:
     if key.subpath is not None:
         _pull_entries(remote, local, manager, key, report)
         return
@@ -203,7 +207,7 @@ def _pull_record(remote: Any, local: Any, manager: SessionManager, key: SessionK
         report.errors.append((str(key), f"the other machine's archive choice could not be followed here ({err})"))
 
 
-def _pull_entries(remote: Any, local: Any, manager: SessionManager, key: SessionKey, report: PullReport) -> None:
+def _pull_entries(remote: SessionStore, local: SessionStore, manager: SessionManager, key: SessionKey, report: PullReport) -> None:
     mig = MigrationReport()
     try:
         _copy_record(remote, local, key, mig, newer_ok=True)
@@ -239,7 +243,7 @@ def _pull_entries(remote: Any, local: Any, manager: SessionManager, key: Session
     _take_metadata(local, key, entries, report)
 
 
-def _take_metadata(local: Any, key: SessionKey, remote_entries: list[dict[str, Any]], report: PullReport) -> None:
+def _take_metadata(local: SessionStore, key: SessionKey, remote_entries: list[dict[str, Any]], report: PullReport) -> None:
     """Append to the local conversation root ``key`` the mirror's title, pin and tag changes that
     are newer than its own (:mod:`core.session.metadata`: the latest change of each field wins),
     its messages untouched; recorded in ``report.metadata``. A repeat pull takes nothing."""
@@ -258,7 +262,7 @@ def _take_metadata(local: Any, key: SessionKey, remote_entries: list[dict[str, A
         log.info("pull: took %d title/pin/tag change(s) of %s from the mirror", len(theirs), key)
 
 
-def _extend_beside_metadata(local: Any, key: SessionKey, held: list[dict[str, Any]],
+def _extend_beside_metadata(local: SessionStore, key: SessionKey, held: list[dict[str, Any]],
                             entries: list[dict[str, Any]], report: PullReport) -> None:
     """The mirror's ``key`` holds this machine's history and more, with metadata entries in other
     places (a title or tags each machine set while the other wrote): append the rest of its
@@ -274,7 +278,7 @@ def _extend_beside_metadata(local: Any, key: SessionKey, held: list[dict[str, An
     report.extended.append(str(key))
 
 
-def _keep_remote_as_version(remote: Any, local: Any, manager: SessionManager, key: SessionKey,
+def _keep_remote_as_version(remote: SessionStore, local: SessionStore, manager: SessionManager, key: SessionKey,
                             report: PullReport) -> None:
     """Both machines wrote in ``key``: unless a history of the conversation here already holds the
     mirror's messages, or a copy an earlier pull kept holds their start (then it gets the rest),
@@ -333,7 +337,7 @@ def _root_id(entries: list[dict[str, Any]], key: SessionKey) -> str:
     return link["session_id"] if isinstance(link, dict) and isinstance(link.get("session_id"), str) else key.session_id
 
 
-def _histories_here(local: Any, project_key: str, root_id: str) -> list[_History]:
+def _histories_here(local: SessionStore, project_key: str, root_id: str) -> list[_History]:
     """The records of conversation ``root_id`` on this machine (main list and archive)."""
     out = []
     for meta in local.list(project_key) + local.list(project_key, archived=True):
@@ -349,7 +353,7 @@ def _histories_here(local: Any, project_key: str, root_id: str) -> list[_History
     return out
 
 
-def _held_here(remote: Any, local: Any, key: SessionKey, report: PullReport) -> bool:
+def _held_here(remote: SessionStore, local: SessionStore, key: SessionKey, report: PullReport) -> bool:
     """Whether the mirror's version ``key`` (not on this machine) need not be copied: a history of
     its conversation here holds the same messages, or — when it is a copy (``copy_of``) or the
     record this machine's outbox writes one of its histories to — all of them and more. Recorded
@@ -370,15 +374,9 @@ def _held_here(remote: Any, local: Any, key: SessionKey, report: PullReport) -> 
     return False
 
 
-def _outbox_target(local: Any, key: SessionKey) -> str | None:
+def _outbox_target(local: SessionStore, key: SessionKey) -> str | None:
     """The mirror session this machine's outbox copies ``key`` to (a mirrored store), else None."""
-    outbox = getattr(local, "outbox", None)
-    try:
-        copy = outbox.copy_of(key) if outbox is not None else None
-    except Exception as err:  # sqlite3.Error: an unreadable outbox only loses this shortcut
-        log.warning("pull: cannot read the mirror outbox (%s)", err)
-        return None
-    return copy.target if copy is not None else None
+    return local.copy_target(key) if is_mirrored(local) else None
 
 
 def _entries_after(entries: list[dict[str, Any]], held: int) -> list[dict[str, Any]]:
@@ -399,7 +397,7 @@ def _entries_after(entries: list[dict[str, Any]], held: int) -> list[dict[str, A
     return out
 
 
-def _extend_copy(local: Any, key: SessionKey, copy: _History, entries: list[dict[str, Any]],
+def _extend_copy(local: SessionStore, key: SessionKey, copy: _History, entries: list[dict[str, Any]],
                  report: PullReport) -> None:
     """Append to ``copy`` (a version an earlier pull kept of the mirror's ``key``) what the other
     machine wrote since, with the sub-agent records of its new task calls (pulled into ``key``)."""

@@ -35,7 +35,7 @@ import contextlib
 import json
 import logging
 import os
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from core.errors import SessionConflict, SessionExists, SessionNotFound, StoreUnavailable
 from core.session.entries import SessionState, encode_entry
@@ -45,6 +45,9 @@ from core.session.store import check_new_record, check_version
 from core.stores.blobs import referenced_in
 from core.stores.memory_log import check_scope
 from core.stores.remote_meta import decode_entries, folded, session_meta, state_of
+
+if TYPE_CHECKING:
+    from core.stores.leases import LeaseBoard
 
 log = logging.getLogger(__name__)
 
@@ -370,6 +373,23 @@ class RedisSessionStore:
     def memory_log(self) -> "RedisMemoryLog":
         """The memory log kept in the same database."""
         return RedisMemoryLog(self)
+
+    def describe(self) -> str:
+        """The Redis URL without its user name and password."""
+        scheme, _, rest = self.url.partition("://")
+        return f"{scheme}://{rest.rpartition('@')[2]}"
+
+    def leases(self) -> LeaseBoard:
+        """A new :class:`~core.stores.leases.MemoryLeases`: reply leases of this process only
+        (a Redis store is a mirror first; as the store of record, ``expected_count`` still
+        catches a racing writer)."""
+        from core.stores.leases import MemoryLeases
+
+        return MemoryLeases()
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._r.close()
 
 
 class RedisMemoryLog:

@@ -32,6 +32,8 @@ from typing import Any, Callable, Iterable
 from core.session.experts import is_expert_id
 from core.session.keys import SessionKey
 from core.session.models import SessionMeta
+from core.session.store import SessionStore, indexes_projects, is_mirrored
+from core.stores.aliases import header_identity
 
 log = logging.getLogger(__name__)
 
@@ -51,15 +53,12 @@ class RemoteView:
     checked_at: float | None = None
 
 
-def mirror_identity(remote: Any, project_key: str) -> str | None:
+def mirror_identity(remote: SessionStore, project_key: str) -> str | None:
     """The git identity recorded for ``project_key`` in the mirror: from the store's metadata
-    (``project_identity(project_key)`` of the S3, Redis and SQL stores), else from the header of
-    the project's newest session (:func:`core.stores.aliases.header_identity`)."""
-    own = getattr(remote, "project_identity", None)
-    if callable(own):
-        return own(project_key)
-    from core.stores.aliases import header_identity
-
+    (:class:`~core.session.store.IndexesProjects`: the S3, Redis and SQL stores), else from the
+    header of the project's newest session (:func:`core.stores.aliases.header_identity`)."""
+    if indexes_projects(remote):
+        return remote.project_identity(project_key)
     return header_identity(remote, project_key)[0]
 
 
@@ -70,7 +69,7 @@ class RemoteListing:
     unreachable); ``local``: this machine's store (``exists`` decides what is only there);
     ``ttl``: seconds between background refreshes."""
 
-    def __init__(self, remote: Callable[[], Any], local: Any, *, ttl: float = DEFAULT_TTL):
+    def __init__(self, remote: Callable[[], SessionStore], local: SessionStore, *, ttl: float = DEFAULT_TTL):
         self._remote, self._local, self.ttl = remote, local, ttl
         self._lock = threading.Lock()
         self._views: dict[tuple[Any, ...], RemoteView] = {}
@@ -129,8 +128,7 @@ class RemoteListing:
     def _removing(self) -> set[str]:
         """Ids deleted on this machine whose delete the mirror has not had yet (a mirrored local
         store says; any other says none)."""
-        removing = getattr(self._local, "removing", None)
-        return removing() if callable(removing) else set()
+        return self._local.removing() if is_mirrored(self._local) else set()
 
     def pulled(self, session_ids: Iterable[str]) -> None:
         """``session_ids`` were brought here: drop them from the views at once."""
@@ -166,8 +164,8 @@ class RemoteListing:
         remote = self._remote()
         wanted = set(keys)
         if identity:
-            keys_of = getattr(remote, "project_keys", None)
-            for pk in (keys_of() if callable(keys_of) else [p.project_key for p in remote.list_projects()]):
+            listed = remote.project_keys() if indexes_projects(remote) else [p.project_key for p in remote.list_projects()]
+            for pk in listed:
                 if pk not in self._identities:
                     self._identities[pk] = mirror_identity(remote, pk)
                 if self._identities[pk] == identity:

@@ -36,7 +36,7 @@ import logging
 import os
 import time
 import urllib.parse
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from core.errors import SessionConflict, SessionExists, SessionNotFound, StoreUnavailable
 from core.session.entries import SessionState, encode_entry
@@ -45,6 +45,9 @@ from core.session.models import ProjectInfo, SessionMeta
 from core.session.store import check_new_record, check_version
 from core.stores.memory_log import check_scope
 from core.stores.remote_meta import decode_entries, folded, session_meta, state_of
+
+if TYPE_CHECKING:
+    from core.stores.leases import LeaseBoard
 
 log = logging.getLogger(__name__)
 
@@ -416,6 +419,22 @@ class S3SessionStore:
     def memory_log(self) -> "S3MemoryLog":
         """The memory log kept in the same bucket and prefix."""
         return S3MemoryLog(self)
+
+    def describe(self) -> str:
+        """The ``s3://BUCKET/PREFIX`` URL (it holds no credentials)."""
+        return self.url
+
+    def leases(self) -> LeaseBoard:
+        """A new :class:`~core.stores.leases.MemoryLeases`: a bucket offers no atomic
+        check-and-set to share reply leases through, so they are this process's (an S3 store is
+        a mirror first; as the store of record, ``expected_count`` still catches a racing writer)."""
+        from core.stores.leases import MemoryLeases
+
+        return MemoryLeases()
+
+    def close(self) -> None:
+        """Close the S3 client's connections."""
+        self._s3.close()
 
     def put_lifecycle(self, days: int) -> dict[str, Any]:
         """Put (replace) the bucket lifecycle rule ``anycode-expire`` that expires every object

@@ -26,7 +26,7 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from core import settings
 from core.session.entries import SessionState
@@ -42,6 +42,10 @@ try:  # optional extra: anycode[sql]
     from sqlalchemy.engine import make_url
 except ImportError:  # pragma: no cover - exercised by the "extra missing" test in a subprocess
     sa = None  # type: ignore[assignment]
+
+if TYPE_CHECKING:
+    from core.stores.leases import LeaseBoard
+    from core.stores.memory_log import MemoryLog
 
 log = logging.getLogger(__name__)
 
@@ -400,13 +404,23 @@ class SqlSessionStore:
         out.sort(key=lambda p: p.updated_at, reverse=True)
         return out
 
-    def memory_log(self) -> Any:
+    def memory_log(self) -> MemoryLog:
         """A new :class:`~core.stores.memory_log.SqlMemoryLog` in the same database (table
-        ``anycode_memory``); callers use :func:`core.stores.memory_log.memory_log_for`, which
-        keeps one per store."""
+        ``anycode_memory``). :class:`core.storage.Storage` keeps one per storage."""
         from core.stores.memory_log import SqlMemoryLog
 
         return SqlMemoryLog(self)
+
+    def describe(self) -> str:
+        """The database URL as opened (password hidden; a relative SQLite path resolved)."""
+        return self.url
+
+    def leases(self) -> LeaseBoard:
+        """A new :class:`~core.stores.leases.SqlLeases`: reply leases in the ``anycode_leases``
+        table, seen by every process and machine on this database."""
+        from core.stores.leases import SqlLeases
+
+        return SqlLeases(self)
 
     def list_token(self, project_key: str) -> str:
         """A short text that changes whenever the project's list could (issue 25, the live list):

@@ -15,6 +15,7 @@ from core.session.entries import header_entry, message_entry, title_entry
 from core.session.keys import SessionKey, new_session_id, project_key
 from core.stores.jsonl_store import LocalSessionStore
 from tests.support.chromium import TIMEOUT_MS, expect, wait_loaded
+from tests.support.storage import storage_of
 
 pytestmark = pytest.mark.browser
 
@@ -439,9 +440,8 @@ class TestMemoryPanel:
     light and dark."""
 
     def test_count_apart_small_close_no_empty_room(self, world, page):
-        from core.memory.store import MemoryStore
 
-        MemoryStore.for_store(LocalSessionStore(world["data"])).add(
+        storage_of(LocalSessionStore(world["data"])).memories.add(
             "Tests run with pytest -q", project_key=project_key(str(world["proj"])))
         url = world["start_app"]()
         for locale, scheme in VARIANTS:

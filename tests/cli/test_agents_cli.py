@@ -12,6 +12,7 @@ from core import LocalSessionStore
 from core.agent.definitions import AgentDefinition
 from core.agent.experts import Consultation
 from core.session.keys import project_key
+from tests.support.storage import storage_of
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,7 +36,7 @@ class TestAgentsCli:
         (home / "agents" / "mine.md").write_text("---\nname: mine\ndescription: The user's own\n---\nHi.\n")
         agent = AgentDefinition("architect", "Knows the design", "You are the architect.", mode="expert")
         store = LocalSessionStore(home)
-        with Consultation.open(store, project_key(os.path.realpath(proj)), agent, str(proj), "sys") as c:
+        with Consultation.open(storage_of(store), project_key(os.path.realpath(proj)), agent, str(proj), "sys") as c:
             c.ask("What is the design?")
 
         out = anycode(home, "list", cwd=proj)

@@ -25,7 +25,9 @@ from core.stores.jsonl_store import LocalSessionStore
 from core.session.keys import SessionKey, new_session_id, project_key
 from core.session.manager import SessionManager
 from webui.cli import launcher as cli
+from webui.cli import options
 from webui.server import preflight
+from tests.support.storage import storage_of
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -91,11 +93,11 @@ class TestInitialSession:
         a = manager.create(tmp_path, title="a")
         b = manager.create(tmp_path, title="b")
         manager.add_messages(a.key, [{"role": "user", "content": "later"}])
-        assert cli.initial_session(manager, str(tmp_path), args_for("--continue")) == a.id
+        assert cli.initial_session(storage_of(manager.store), manager, str(tmp_path), args_for("--continue")) == a.id
         del b
 
     def test_continue_without_sessions(self, manager, tmp_path, capsys):
-        assert cli.initial_session(manager, str(tmp_path), args_for("--continue")) is None
+        assert cli.initial_session(storage_of(manager.store), manager, str(tmp_path), args_for("--continue")) is None
         assert "no session to continue" in capsys.readouterr().err
 
     def test_resume_prefix_ambiguous_and_missing(self, manager, tmp_path):
@@ -103,15 +105,15 @@ class TestInitialSession:
         for _ in range(40):  # enough for two ids to share a first hex digit
             ids.append(manager.create(tmp_path, title="t").id)
         one = ids[0]
-        assert cli.initial_session(manager, str(tmp_path), args_for("--resume", one[:13])) == one
+        assert cli.initial_session(storage_of(manager.store), manager, str(tmp_path), args_for("--resume", one[:13])) == one
         prefix = next(i[0] for i in ids if sum(j.startswith(i[0]) for j in ids) > 1)
         with pytest.raises(cli.CliError) as err:
-            cli.initial_session(manager, str(tmp_path), args_for("--resume", prefix))
+            cli.initial_session(storage_of(manager.store), manager, str(tmp_path), args_for("--resume", prefix))
         matching = [i for i in ids if i.startswith(prefix)]
         msg = str(err.value)
         assert all(msg.count(i) == 1 for i in matching), msg  # each candidate listed once
         with pytest.raises(cli.CliError) as err:
-            cli.initial_session(manager, str(tmp_path), args_for("--resume", "zzzz"))
+            cli.initial_session(storage_of(manager.store), manager, str(tmp_path), args_for("--resume", "zzzz"))
         msg = str(err.value)
         assert "No session" in msg and "Sessions in this project" in msg
         assert sum(i in msg for i in ids) == 10
@@ -120,7 +122,7 @@ class TestInitialSession:
     def test_unknown_id_with_few_sessions_lists_them_all(self, manager, tmp_path):
         ids = [manager.create(tmp_path, title=f"t{n}").id for n in range(3)]
         with pytest.raises(cli.CliError) as err:
-            cli.initial_session(manager, str(tmp_path), args_for("--resume", "zzzz"))
+            cli.initial_session(storage_of(manager.store), manager, str(tmp_path), args_for("--resume", "zzzz"))
         msg = str(err.value)
         assert all(i in msg for i in ids) and "more" not in msg
 
@@ -128,7 +130,7 @@ class TestInitialSession:
     def test_empty_resume_is_an_error(self, manager, tmp_path, empty):
         manager.create(tmp_path, title="would be opened by mistake")
         with pytest.raises(cli.CliError, match="--resume needs a session id"):
-            cli.initial_session(manager, str(tmp_path), args_for("--resume", empty))
+            cli.initial_session(storage_of(manager.store), manager, str(tmp_path), args_for("--resume", empty))
 
     def test_resume_finds_other_project(self, manager, tmp_path):
         other = tmp_path / "other"
@@ -136,7 +138,7 @@ class TestInitialSession:
         s = manager.create(other)
         here = tmp_path / "here"
         here.mkdir()
-        assert cli.initial_session(manager, str(here), args_for("--resume", s.id)) == s.id
+        assert cli.initial_session(storage_of(manager.store), manager, str(here), args_for("--resume", s.id)) == s.id
 
 
 class TestSubcommand:
@@ -189,16 +191,13 @@ class TestStoreOption:
 
         proj, data, db = tmp_path / "proj", tmp_path / "data", tmp_path / "s.db"
         proj.mkdir()
-        store = cli.make_store(args_for("--store", f"sqlite:///{db}", "--data-dir", str(data)))
-        try:
-            assert isinstance(store, SqlSessionStore)
-            assert cli.describe_store(store, None) == f"sqlite:///{db}"
-            ctx = WebContext(manager=SessionManager(store), store=store, project_path=str(proj),
+        with options.open_storage(args_for("--store", f"sqlite:///{db}", "--data-dir", str(data))) as storage:
+            assert isinstance(storage.sessions, SqlSessionStore)
+            assert storage.describe() == f"sqlite:///{db}" and storage.data_dir == data
+            ctx = WebContext(storage=storage, manager=SessionManager(storage.sessions), project_path=str(proj),
                              export_dir=tmp_path / "exports")
             view = handlers.rename(ctx, handlers.tab_state(ctx.project_key), "Kept in SQLite")
             assert view.session_id
-        finally:
-            store.close()
         again = SqlSessionStore(f"sqlite:///{db}")
         try:
             assert [m.title for m in again.list(project_key(str(proj)))] == ["Kept in SQLite"]
@@ -209,9 +208,7 @@ class TestStoreOption:
     def test_relative_sqlite_path_lives_in_the_data_dir(self, tmp_path, monkeypatch):
         monkeypatch.chdir(tmp_path)
         data = tmp_path / "data"
-        store = cli.make_store(args_for("--store", "sqlite:///sessions.db", "--data-dir",
-                                        str(data)))
-        store.close()
+        options.open_storage(args_for("--store", "sqlite:///sessions.db", "--data-dir", str(data))).close()
         assert (data / "sessions.db").exists() and not (tmp_path / "sessions.db").exists()
 
     def test_env_default_and_mirror(self, tmp_path, monkeypatch):
@@ -220,17 +217,16 @@ class TestStoreOption:
 
         monkeypatch.setenv("ANYCODE_STORE", f"sqlite:///{tmp_path / 'env.db'}")
         monkeypatch.setenv("ANYCODE_MIRROR", f"jsonl:{tmp_path / 'copy'}")
-        store = cli.make_store(args_for("--data-dir", str(tmp_path / "data")))
-        try:
-            assert isinstance(store, MirroredSessionStore)
-            assert isinstance(store.primary, SqlSessionStore)
-            label = cli.describe_store(store, None)
+        with options.open_storage(args_for("--data-dir", str(tmp_path / "data"))) as storage:
+            assert isinstance(storage.sessions, MirroredSessionStore) and storage.mirror is storage.sessions
+            assert isinstance(storage.local, SqlSessionStore)
+            label = storage.describe()
             assert str(tmp_path / "env.db") in label and "mirrored to jsonl:" in label
-        finally:
-            store.close()
 
     def test_passwords_are_masked(self):
-        label = cli.store_spec_label("postgresql+psycopg://me:s3cret@db.example/anycode")
+        from core.stores.factory import describe
+
+        label = describe("postgresql+psycopg://me:s3cret@db.example/anycode")
         assert "s3cret" not in label and "db.example" in label
 
     @pytest.mark.parametrize("spec", ["mysql://x", "nonsense", "://"])
@@ -256,16 +252,16 @@ class TestStoreOption:
 
     def test_store_closed_when_the_launcher_stops_early(self, tmp_path, monkeypatch, capsys):
         opened = []
-        real = cli.make_store
+        real = options.open_storage
 
         def spy(args):
-            store = real(args)
-            close = store.close
-            store.close = lambda: (opened.append("closed"), close())
-            opened.append(store)
-            return store
+            storage = real(args)
+            close = storage.close
+            storage.close = lambda *a: (opened.append("closed"), close(*a))
+            opened.append(storage)
+            return storage
 
-        monkeypatch.setattr(cli, "make_store", spy)
+        monkeypatch.setattr(options, "open_storage", spy)
         code = cli.main(["--store", f"sqlite:///{tmp_path / 's.db'}", "--project", str(tmp_path),
                          "--resume", "zzzz", "--no-browser"])
         assert code == 2 and "No session" in capsys.readouterr().err

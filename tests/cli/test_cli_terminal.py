@@ -13,6 +13,7 @@ import sys
 from core import SessionManager
 from tests.support.cli import ROOT
 from webui.cli.console import terminal_text
+from tests.support.storage import storage_of
 
 
 class _Tty(io.StringIO):
@@ -61,8 +62,7 @@ class TestCommandsOnATerminal:
         s = mgr.create(proj, title="Title \u202eevil")
         mgr.add_messages(s.key, [{"role": "user", "content": "clear it \x1b[2J\x1b]0;pwned\x07 now \u202eevil"},
                                  {"role": "assistant", "content": "ok"}])
-        from core.memory.store import MemoryStore
-        MemoryStore.for_store(mgr.store).add("prefers \u202etabs", scope="project", project_key=s.key.project_key)
+        storage_of(mgr.store).memories.add("prefers \u202etabs", scope="project", project_key=s.key.project_key)
         for args in (["sessions", "show", s.id[:8]], ["sessions", "list"], ["sessions", "search", "clear"],
                      ["memory", "list"]):
             out = run_on_a_terminal(anycode_home, *args, cwd=proj)

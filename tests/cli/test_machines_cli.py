@@ -83,8 +83,8 @@ class TestPullAfterBothMachinesWrote:
 
     def test_pull_twice_on_a_leaves_two_versions_with_a_own_in_use(self, tmp_path):
         from core.stores.mirror import MirroredSessionStore
-        from core.stores.pull import pull_sessions
         from core.stores.sql_store import SqlSessionStore
+        from tests.support.storage import pull_into
 
         url = f"sqlite:///{tmp_path / 'mirror.db'}"
         SqlSessionStore(url).close()
@@ -101,7 +101,7 @@ class TestPullAfterBothMachinesWrote:
         chat = ma.create(proj)
         ma.add_messages(chat.key, [{"role": "user", "content": "q1"}, {"role": "assistant", "content": "a1"}])
         assert a.flush(15)
-        assert pull_sessions(SqlSessionStore(url, fsync=False), b).ok
+        assert pull_into(SqlSessionStore(url, fsync=False), b).ok
         mb.add_messages(chat.key, [{"role": "user", "content": "from B"}])
         assert b.flush(15)
         ma.add_messages(chat.key, [{"role": "user", "content": "from A"}])

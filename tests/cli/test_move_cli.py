@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from core import SessionKey, project_key
 from tests.cli.test_sessions_cli import run
+from tests.support.storage import storage_of
 
 
 def _chats(mgr, folder, n):
@@ -84,7 +85,7 @@ class TestExpertSessionsMove:
         new.mkdir()
         [chat] = _chats(mgr, old, 1)
         arch = AgentDefinition("architect", "d", "You are the architect.", mode="expert")
-        with Consultation.open(mgr.store, chat.project_key, arch, str(old), "sys") as c:
+        with Consultation.open(storage_of(mgr.store), chat.project_key, arch, str(old), "sys") as c:
             c.ask("where?")
         code, out, err = run(capsys, "move", "--all-from", str(old), "--project", str(new))
         assert code == 0, err

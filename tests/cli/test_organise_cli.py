@@ -7,6 +7,7 @@ import pytest
 
 from webui.cli import launcher
 from webui.cli.sessions import main
+from tests.support.storage import storage_of
 
 
 def run(capsys, *argv):
@@ -52,12 +53,12 @@ class TestFindByTitle:
         a = chat(mgr, proj, "Refactor the parser")
         chat(mgr, proj, "Refactor the lexer")
         args = launcher.parse_args(["--resume", "parser refactor"])
-        assert launcher.initial_session(mgr, str(proj), args) == a.id
+        assert launcher.initial_session(storage_of(mgr.store), mgr, str(proj), args) == a.id
         with pytest.raises(launcher.CliError) as err:
-            launcher.initial_session(mgr, str(proj), launcher.parse_args(["--resume", "refactor"]))
+            launcher.initial_session(storage_of(mgr.store), mgr, str(proj), launcher.parse_args(["--resume", "refactor"]))
         assert "match 2 conversations" in str(err.value) and "Refactor the lexer" in str(err.value)
         with pytest.raises(launcher.CliError, match="No session with id or title"):
-            launcher.initial_session(mgr, str(proj), launcher.parse_args(["--resume", "zzzz"]))
+            launcher.initial_session(storage_of(mgr.store), mgr, str(proj), launcher.parse_args(["--resume", "zzzz"]))
 
 
 class TestPinAndTagCommands:

@@ -16,6 +16,7 @@ from core.session.manager import SessionManager
 from core.stores.jsonl_store import LocalSessionStore
 from webui.chat import handlers
 from webui.chat.context import WebContext
+from tests.support.storage import storage_of
 
 
 @pytest.fixture
@@ -32,9 +33,11 @@ def store(tmp_path):
 
 
 def make_ctx(store, project, **overrides) -> WebContext:
-    """A ``WebContext`` on ``store`` for ``project``; ``overrides`` are the model settings
-    (``api_key``, ``base_url``, ``max_retries`` ...); exports go to ``project.parent / "exports"``."""
-    return WebContext(manager=SessionManager(store), store=store, project_path=str(project),
+    """A ``WebContext`` on ``store`` (a store, or a Storage: :func:`tests.support.storage.storage_of`)
+    for ``project``; ``overrides`` are the model settings (``api_key``, ``base_url``, ``max_retries``
+    ...); exports go to ``project.parent / "exports"``."""
+    storage = storage_of(store)
+    return WebContext(storage=storage, manager=SessionManager(storage.sessions), project_path=str(project),
                       model_overrides=overrides, export_dir=project.parent / "exports")
 
 

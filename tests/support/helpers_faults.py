@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 
 from core import SessionKey, SessionManager, header_entry, message_entry
-from core.stores.factory import open_store
+from core.storage import open_store
 
 
 def big_entries(key: SessionKey, n: int) -> list[dict]:
@@ -31,12 +31,13 @@ def big_entries(key: SessionKey, n: int) -> list[dict]:
 
 def main(argv: list[str]) -> int:
     cmd, spec = argv[0], argv[1]
-    store = open_store(spec)
+    storage = open_store(spec)
+    store = storage.sessions
     if cmd == "restore":
         from core.stores.backup import restore_backup
 
         print("go", flush=True)
-        report = restore_backup(argv[2], store)
+        report = restore_backup(argv[2], store, memory_log=storage.memory_log, blobs=storage.blobs)
         print("done" if report.ok else f"failed {report.to_dict()}", flush=True)
         return 0
     pk, sid = argv[2], argv[3]

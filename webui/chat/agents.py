@@ -59,7 +59,7 @@ def _folder(ctx: WebContext, project: str) -> str | None:
 def section(ctx: WebContext, project: str) -> Section:
     """The Agents section of project ``project``: its definitions and its experts' sessions.
     A store that cannot be read lists the definitions only (logged)."""
-    found = load_definitions(_folder(ctx, project), quiet=True)
+    found = load_definitions(_folder(ctx, project), user_dir=ctx.storage.data_dir / "agents", quiet=True)
     try:
         sessions = {expert_name(m.id) for m in ctx.manager.experts(project)}
     except (AnycodeError, OSError) as err:
@@ -93,12 +93,12 @@ def open_agent(ctx: WebContext, state: dict[str, Any] | None, name: str) -> Tran
     heading is the agent's name and how many consultations it holds), or its definition when it
     has no session. An unknown name or an unreadable store gives a ``notice``."""
     project = (state or {}).get("project") or ctx.project_key
-    found = load_definitions(_folder(ctx, project), quiet=True)
+    found = load_definitions(_folder(ctx, project), user_dir=ctx.storage.data_dir / "agents", quiet=True)
     agent: AgentDefinition | None = found.agents.get(name)
     key = None
     try:
         key = expert_key(project, name)
-        session = ctx.manager.get(key) if ctx.store.exists(key) else None
+        session = ctx.manager.get(key) if ctx.storage.sessions.exists(key) else None
     except (AnycodeError, OSError, ValueError) as err:
         log.warning("cannot read the expert session of %s: %s", name, err)
         return Transcript(notice=i18n.t("agent_unreadable", error=err))

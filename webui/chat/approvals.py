@@ -90,10 +90,11 @@ def view(ctx: WebContext, state: dict[str, Any] | None) -> ApprovalView:
             project = state.get("project") or ctx.project_key
             cwd = project_cwd(ctx, project)
             checked = check_workspace(SessionKey(project, new_session_id()), cwd,
-                                      chosen=grants(ctx).workspace(_workspace_slot(project, cwd)))
+                                      chosen=grants(ctx).workspace(_workspace_slot(project, cwd)),
+                                      protected_dirs=ctx.storage.protected_dirs())
             return ApprovalView(ask=mode == "ask", workspace_problem=checked.problem,
                                 choosable=checked.choosable, cwd=cwd)
-        entries = ctx.store.load(key) or []
+        entries = ctx.storage.sessions.load(key) or []
         # The entries just loaded are folded (once per change of the file), not loaded again
         folded = ctx.manager.state(key, entries=entries) if entries else SessionState()
     except (AnycodeError, OSError) as err:
@@ -101,7 +102,8 @@ def view(ctx: WebContext, state: dict[str, Any] | None) -> ApprovalView:
         return ApprovalView(ask=mode == "ask")
     cwd = folded.cwd
     checked = check_workspace(key, cwd, chosen=grants(ctx).workspace(_workspace_slot(key.project_key, cwd)),
-                              origin=folded.origin, opened_in=ctx.project_path, identity=folded.identity)
+                              origin=folded.origin, opened_in=ctx.project_path, identity=folded.identity,
+                              protected_dirs=ctx.storage.protected_dirs())
     pending = ap.ApprovalState.from_entries(entries).pending()
     chat_mode = grants(ctx).chat_mode(str(key)) or mode
     return ApprovalView(pending=pending[0] if pending else None, ask=chat_mode == "ask",
@@ -119,7 +121,7 @@ def decide(ctx: WebContext, state: dict[str, Any], call_id: str | None, *, allow
     if key is None or not call_id:
         return ANSWERED_NOTICE
     try:
-        waiting = {p.call_id: p for p in ap.ApprovalState.from_entries(ctx.store.load(key) or []).pending()}
+        waiting = {p.call_id: p for p in ap.ApprovalState.from_entries(ctx.storage.sessions.load(key) or []).pending()}
     except SessionNotFound as err:
         return describe(err)
     if call_id not in waiting:
@@ -146,7 +148,7 @@ def stop_pending(ctx: WebContext, state: dict[str, Any]) -> bool:
     key = _key(state)
     if key is None:
         return False
-    entries = ctx.store.load(key) or []
+    entries = ctx.storage.sessions.load(key) or []
     approvals = ap.ApprovalState.from_entries(entries)
     if not approvals.pending():
         return False
@@ -205,7 +207,7 @@ def runner_kwargs(ctx: WebContext, state: dict[str, Any], *, folded: SessionStat
         # alone never trusts the recorded folder of such a chat). A chat of the same git checkout
         # recorded at another path (another machine): its tools use the folder opened here.
         opened = check_workspace(key, cwd, origin=folded.origin, opened_in=ctx.project_path,
-                                 identity=folded.identity)
+                                 identity=folded.identity, protected_dirs=ctx.storage.protected_dirs())
         if opened.workspace is not None:
             out["workspace"] = opened.workspace
     return out

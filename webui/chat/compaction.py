@@ -70,9 +70,9 @@ def meter_html(ctx: WebContext, state: dict[str, Any] | None, model: str | None,
         if state.get("session"):
             if session is None:
                 session = ctx.manager.get(SessionKey(state["project"], state["session"]))
-            usage = context_usage(session, client, name, probe=probe)
+            usage = context_usage(session, client, name, probe=probe, data_dir=ctx.storage.data_dir)
         else:
-            window = context_window(client, name, probe=probe)
+            window = context_window(client, name, probe=probe, data_dir=ctx.storage.data_dir)
             usage = Usage(0, window.tokens, False, window.source, window.note)
     except (AnycodeError, OSError) as err:
         log.info("context meter unavailable: %s", err)
@@ -171,7 +171,8 @@ def compact_updates(ctx: WebContext, state: dict[str, Any], model: str | None, r
     client = ctx.client()
     try:
         for event in compact_session(SessionKey(state["project"], state["session"]), ctx.manager, client=client,
-                                     model=model or ctx.model_config().model, cancel=run.cancel):
+                                     model=model or ctx.model_config().model, cancel=run.cancel,
+                                     data_dir=ctx.storage.data_dir):
             if apply_event(rows, event):
                 yield SendUpdate(current.state, [dict(r) for r in rows], current.title, label=current.label)
     except (ModelError, AnycodeError) as err:

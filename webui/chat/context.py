@@ -1,5 +1,5 @@
-"""What every handler needs, built once by the launcher: the session manager, the default project,
-the model configuration and the runs of each browser tab (Stop, switching conversations).
+"""What every handler needs, built once by the launcher: the storage, the session manager, the default
+project, the model configuration and the runs of each browser tab (Stop, switching conversations).
 
 This is one object per running app, passed to ``build_app``; nothing here is module-level state.
 """
@@ -17,6 +17,8 @@ from typing import Any
 from core.agent.approval import Grants
 from core.errors import ModelError
 from core.session.keys import normalize_path, project_key
+from core.session.manager import SessionManager
+from core.storage import Storage
 from webui.chat.titles import TitleThreads
 
 log = logging.getLogger(__name__)
@@ -26,17 +28,17 @@ log = logging.getLogger(__name__)
 class WebContext:
     """Shared, read-mostly configuration of one running web UI.
 
-    ``manager``: a ``core.session.manager.SessionManager``; ``store``: its ``SessionStore`` (exports read
-    raw entries); ``project_path``: the default project's real path; ``data_dir``: where sessions
-    live (shown at start); ``model_overrides``: ``ModelConfig.from_env`` keyword overrides from
-    the command line (``model``, ``base_url``); ``initial_session``: a session id to open in a tab
-    whose URL names none (``--continue`` / ``--resume``).
+    ``storage``: the app's :class:`~core.storage.Storage` (its ``sessions``, leases, search, memories,
+    blobs, mirror); ``manager``: the :class:`~core.session.manager.SessionManager` over
+    ``storage.sessions`` (ValueError otherwise), shared by every handler so a chat is folded once;
+    ``project_path``: the default project's real path; ``model_overrides``: ``ModelConfig.from_env``
+    keyword overrides from the command line (``model``, ``base_url``); ``initial_session``: a
+    session id to open in a tab whose URL names none (``--continue`` / ``--resume``).
     """
 
-    manager: Any
-    store: Any
+    storage: Storage
+    manager: SessionManager
     project_path: str
-    data_dir: Path | None = None
     model_overrides: dict[str, Any] = field(default_factory=dict)
     initial_session: str | None = None
     export_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="anycode-export-")))
@@ -62,6 +64,8 @@ class WebContext:
     _mcp: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
+        if self.manager.store is not self.storage.sessions:
+            raise ValueError("the manager of a WebContext works on its storage's sessions")
         self.project_path = normalize_path(self.project_path)
 
     @property
@@ -76,12 +80,11 @@ class WebContext:
         once in the data dir's alias registry so other machines' sessions of it are found here."""
         if "identity" not in self._model_cache:
             from core.session.identity import project_identity
-            from core.stores.aliases import ProjectAliases
 
             ident = project_identity(self.project_path)
             self._model_cache["identity"] = ident
             try:
-                ProjectAliases(self.data_dir).record(ident, self.project_key, self.project_path)
+                self.storage.aliases.record(ident, self.project_key, self.project_path)
             except OSError as err:
                 log.warning("cannot record this project's identity: %s", err)
         return self._model_cache["identity"]
@@ -92,9 +95,7 @@ class WebContext:
         opened project has aliases here: its sessions elsewhere are listed and opened with it."""
         if project != self.project_key or not self.identity():
             return []
-        from core.stores.aliases import ProjectAliases
-
-        return sorted(k for k in ProjectAliases(self.data_dir).keys_for(self.identity()) if k != project)
+        return sorted(k for k in self.storage.aliases.keys_for(self.identity()) if k != project)
 
     # --- model ------------------------------------------------------------------------------
 

@@ -327,8 +327,9 @@ def exports(ctx: WebContext, state: dict[str, Any]) -> tuple[Path | None, Path |
         # Both files carry the sub-agent records of the session (core.session.subagents); the
         # Markdown says which version of the conversation it is (issue 15).
         version = ctx.manager.version_number(key) if session.version_of or session.current_version else None
-        return write_exports(ctx.export_dir, session, export_entries(ctx.store, key),
-                             subagent_records(ctx.store, key), version, tags=ctx.manager.pin_and_tags(key)[1])
+        store = ctx.storage.sessions
+        return write_exports(ctx.export_dir, session, export_entries(store, key), subagent_records(store, key),
+                             version, tags=ctx.manager.pin_and_tags(key)[1])
     except (AnycodeError, OSError) as err:  # gone, database down, disk full: no download now
         log.warning("cannot prepare the exports of %s: %s", key.session_id, err)
         return None, None
@@ -403,8 +404,8 @@ MIRROR_POLL_SECONDS = 5.0  # how often the sidebar's mirror line is refreshed (o
 
 
 def has_mirror(ctx: WebContext) -> bool:
-    """True when the store reports mirror health (a ``core.stores.mirror.MirroredSessionStore``)."""
-    return callable(getattr(ctx.store, "status", None))
+    """True when the app's storage is mirrored (its mirror's health is shown)."""
+    return ctx.storage.mirror is not None
 
 
 def mirror_status_html(status: dict[str, Any] | None, now: float | None = None) -> str:
@@ -464,12 +465,13 @@ def _entries(count: Any) -> str:
 
 
 def mirror_status(ctx: WebContext, now: float | None = None) -> str:
-    """The mirror line for ``ctx.store`` ("" without a mirror). Never raises: a status poll
+    """The mirror line of the app's storage ("" without a mirror). Never raises: a status poll
     must not break the page."""
-    if not has_mirror(ctx):
+    mirror = ctx.storage.mirror
+    if mirror is None:
         return ""
     try:
-        status = ctx.store.status()
+        status = mirror.status()
     except Exception as err:  # noqa: BLE001 -- status() reads a local file; report, don't fail
         log.warning("mirror status unavailable: %s", err)
         status = {"state": "failing", "last_error": f"status unavailable: {err}"}

@@ -55,7 +55,7 @@ def detect_format(path: str | os.PathLike[str]) -> str | None:
 
 
 def import_upload(ctx: WebContext, path: str | os.PathLike[str] | None, default_cwd: str) -> tuple[str, ImportReport | None]:
-    """Import the uploaded file at ``path`` into ``ctx.store``; return ``(one-sentence summary,
+    """Import the uploaded file at ``path`` into the app's sessions; return ``(one-sentence summary,
     report)``. Conversations whose source names no project (ChatGPT) go to ``default_cwd``; the
     uploaded copy is removed afterwards (it holds conversation text)."""
     if not path:
@@ -67,7 +67,7 @@ def import_upload(ctx: WebContext, path: str | os.PathLike[str] | None, default_
         reader = {"chatgpt": chatgpt.read_export, "claude-code": claude_code.read_session,
                   "codex": codex.read_rollout}[kind]
         try:
-            report = import_sessions(ctx.store, reader(path), default_cwd=default_cwd)
+            report = import_sessions(ctx.storage.sessions, reader(path), default_cwd=default_cwd)
         except AnycodeError as err:
             return t("import_stopped", error=err), None
         written = report.imported or report.skipped or report.updated or report.versions

@@ -19,11 +19,15 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.session.keys import SessionKey
-from core.stores.leases import HeldLease, leases_for
+from core.session.store import has_list_token
+from core.stores.leases import HeldLease
 from webui.i18n import Msg
+
+if TYPE_CHECKING:
+    from webui.chat.context import WebContext
 
 log = logging.getLogger(__name__)
 
@@ -54,21 +58,21 @@ def _mine(lease: Any, tab: str) -> bool:
     return lease is not None and str(lease.holder).startswith(f"{tab}:")
 
 
-def list_token(ctx: Any, project: str) -> str:
+def list_token(ctx: WebContext, project: str) -> str:
     """The store's change token for ``project``'s list ("" when the store has none or fails)."""
-    token = getattr(ctx.store, "list_token", None)
-    if not callable(token):
+    store = ctx.storage.sessions
+    if not has_list_token(store):
         return ""
     try:
         from webui.chat import remote
 
-        return str(token(project)) + remote.token(ctx, project)  # chats from another machine found since
+        return str(store.list_token(project)) + remote.token(ctx, project)  # chats from another machine found since
     except Exception as err:  # noqa: BLE001 -- a check must never break the page
         log.warning("list check of %s failed: %s", project, err)
         return ""
 
 
-def start_token(ctx: Any, project: str) -> str:
+def start_token(ctx: WebContext, project: str) -> str:
     """The list token a page load starts its live check from, taken before the list is drawn
     (a change in between is then seen by the first check, never missed). With a mirror, a
     listing of the chats only it has that is more than a moment old is refreshed in the background
@@ -83,19 +87,19 @@ def start_token(ctx: Any, project: str) -> str:
     return list_token(ctx, project)
 
 
-def other_writing(ctx: Any, key: SessionKey | None, tab: str) -> bool:
+def other_writing(ctx: WebContext, key: SessionKey | None, tab: str) -> bool:
     """True when a reply is being written in session ``key`` by another tab or process."""
     if key is None:
         return False
     try:
-        lease = leases_for(ctx.store).current(key)
+        lease = ctx.storage.leases.current(key)
     except Exception as err:  # noqa: BLE001 -- unknown: say nothing rather than block
         log.warning("lease check of %s failed: %s", key.session_id, err)
         return False
     return lease is not None and not _mine(lease, tab)
 
 
-def other_writing_in_conversation(ctx: Any, key: SessionKey | None, tab: str) -> bool:
+def other_writing_in_conversation(ctx: WebContext, key: SessionKey | None, tab: str) -> bool:
     """True when another tab or process is writing a reply in any version of ``key``'s
     conversation (what Delete removes: the root and every version). A store that cannot list the
     family is asked about ``key`` alone."""
@@ -109,7 +113,7 @@ def other_writing_in_conversation(ctx: Any, key: SessionKey | None, tab: str) ->
     return any(other_writing(ctx, k, tab) for k in keys)
 
 
-def check(ctx: Any, state: dict[str, Any] | None, tab: str, known: str | None) -> LiveCheck:
+def check(ctx: WebContext, state: dict[str, Any] | None, tab: str, known: str | None) -> LiveCheck:
     """The page's once-a-second question (see the module docstring). ``known``: the token the page
     last drew the list with (None or "": the first check, never a change)."""
     state = state or {}
@@ -129,7 +133,7 @@ class TitleNow:
     text: str
 
 
-def open_meta(ctx: Any, state: dict[str, Any]) -> Any:
+def open_meta(ctx: WebContext, state: dict[str, Any]) -> Any:
     """The stored metadata (``SessionMeta``) of the tab's open chat, ``state["session"]`` in
     ``state["project"]``, found among its versions; None when it is not among them. Metadata only
     (:meth:`SessionManager.family`). Raises what the store raises (deleted, moved, unreadable):
@@ -138,7 +142,7 @@ def open_meta(ctx: Any, state: dict[str, Any]) -> Any:
     return next((m for m in members if m.id == state["session"]), None)
 
 
-def title_now(ctx: Any, state: dict[str, Any] | None, tab: str) -> TitleNow | None:
+def title_now(ctx: WebContext, state: dict[str, Any] | None, tab: str) -> TitleNow | None:
     """The open chat's stored title when another tab or process renamed it (or a title was
     generated there) since this tab showed it; None when it is unchanged, without an open chat,
     while this tab runs a reply of its own (its send owns the state then) or when the store
@@ -157,7 +161,7 @@ def title_now(ctx: Any, state: dict[str, Any] | None, tab: str) -> TitleNow | No
     return TitleNow(me.title or "", "" if me.title_source == "fallback" else (me.title or ""))
 
 
-def behind(ctx: Any, state: dict[str, Any] | None, tab: str) -> bool:
+def behind(ctx: WebContext, state: dict[str, Any] | None, tab: str) -> bool:
     """True when the open chat holds more messages in the store than the tab shows (another tab or
     process wrote in it since): the page then re-reads it (:func:`refreshed`). The page asks it
     when the list token changed, so a reply written elsewhere is shown even when no check fell
@@ -176,7 +180,7 @@ def behind(ctx: Any, state: dict[str, Any] | None, tab: str) -> bool:
     return me is not None and int(me.message_count or 0) > int(st.get("count") or 0)
 
 
-def deleted_elsewhere(ctx: Any, state: dict[str, Any] | None, tab: str) -> bool:
+def deleted_elsewhere(ctx: WebContext, state: dict[str, Any] | None, tab: str) -> bool:
     """True when the open chat no longer exists: deleted in another tab or process since this tab
     showed it (no version of it left). False without an open chat, while this tab runs a reply
     of its own (its send says so itself: :func:`webui.chat.send._gone_update`) or when the store
@@ -195,7 +199,7 @@ def deleted_elsewhere(ctx: Any, state: dict[str, Any] | None, tab: str) -> bool:
     return False
 
 
-def refreshed(ctx: Any, state: dict[str, Any] | None, tab: str) -> Any:
+def refreshed(ctx: WebContext, state: dict[str, Any] | None, tab: str) -> Any:
     """The open chat re-read once another tab's or process's reply is done, so this tab shows it
     and its next send continues from it (a :class:`~webui.chat.views.SessionView`); None while
     this tab runs a reply of its own, without an open chat, when the page sent ``state`` before
@@ -214,18 +218,18 @@ def refreshed(ctx: Any, state: dict[str, Any] | None, tab: str) -> Any:
     return view
 
 
-def hold(ctx: Any, key: SessionKey, tab: str) -> HeldLease | None:
+def hold(ctx: WebContext, key: SessionKey, tab: str) -> HeldLease | None:
     """Take ``key``'s reply lease for a send from ``tab`` (renewed until released); None when
     another tab or process is writing a reply there. A store that cannot keep leases (an error)
     gives a free pass: the send goes on, and a racing reply is still kept as a version."""
     try:
-        return HeldLease.take(ctx.store, key, holder(tab))
+        return HeldLease.take(ctx.storage.leases, key, holder(tab))
     except Exception as err:  # noqa: BLE001 -- see the docstring
         log.warning("could not take the reply lease of %s: %s", key.session_id, err)
         return _NoLease()
 
 
-def wait_for_other(ctx: Any, key: SessionKey, tab: str, cancel: Any, timeout: float | None = None) -> bool:
+def wait_for_other(ctx: WebContext, key: SessionKey, tab: str, cancel: Any, timeout: float | None = None) -> bool:
     """Wait while another tab or process writes a reply in ``key``; True once it is done (or its
     writer died: the lease lapses within 10 s), False when ``cancel`` (the tab's Stop) was set
     or ``timeout`` seconds passed."""

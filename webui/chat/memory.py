@@ -57,13 +57,9 @@ def toast_due(watch: dict[str, Any] | None, now: float) -> bool:
 SCOPE_TITLES = {"project": "memory_scope_project", "user": "memory_scope_user"}  # catalogue keys
 
 
-def _data_dir(ctx: WebContext) -> Any:
-    return getattr(ctx.store, "base_dir", None)
-
-
 def memories_of(ctx: WebContext) -> MemoryStore:
-    """The memory store beside the app's session store."""
-    return MemoryStore.for_store(ctx.store)
+    """The app's memories (its storage's :attr:`~core.storage.Storage.memories`)."""
+    return ctx.storage.memories
 
 
 def _item_html(m: Memory, titles: dict[str, str], now: float) -> str:
@@ -220,7 +216,7 @@ def switch_state(ctx: WebContext) -> tuple[bool, bool, str]:
     """``(checked, interactive, info)`` of the Automatic memory switch."""
     if env_mode() == "off":
         return False, False, t("memory_off")
-    mode = memory_mode(_data_dir(ctx))
+    mode = memory_mode(ctx.storage.files_dir)
     return mode == "auto", True, t("memory_auto_info" if mode == "auto" else "memory_manual_info")
 
 
@@ -234,7 +230,7 @@ def set_automatic_memory(ctx: WebContext, enabled: bool) -> str | None:
     (:func:`core.memory.mode.set_automatic`). Returns the notice when the choice could not be
     saved (an ``OSError``), else None."""
     try:
-        set_automatic(bool(enabled), _data_dir(ctx))
+        set_automatic(bool(enabled), ctx.storage.files_dir)
     except OSError as err:
         return t("memory_switch_not_saved", error=err)
     return None

@@ -58,7 +58,7 @@ def offer(ctx: WebContext, state: dict[str, Any] | None) -> MoveOffer | None:
     except (AnycodeError, OSError) as err:
         log.warning("cannot read the folder of %s: %s", key.session_id, err)
         return None
-    checked = check_workspace(key, cwd)
+    checked = check_workspace(key, cwd, protected_dirs=ctx.storage.protected_dirs())
     target = ctx.project_path
     if not checked.missing or not checked.cwd or ctx.project_key == key.project_key or not os.path.isdir(target):
         return None
@@ -74,7 +74,8 @@ def move_to_current(ctx: WebContext, state: dict[str, Any]) -> Any:
     if found is None:  # moved already (reload opens it where it is now), or the folder is back
         return reload(ctx, state)
     try:
-        report = move_conversation(ctx.store, SessionKey(state["project"], state["session"]), found.target)
+        report = move_conversation(ctx.storage.sessions, SessionKey(state["project"], state["session"]), found.target,
+                                   protected_dirs=ctx.storage.protected_dirs())
     except (AnycodeError, OSError) as err:
         log.warning("moving %s failed: %s", state["session"], err)
         text = describe(err) if isinstance(err, AnycodeError) else None

@@ -15,7 +15,10 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from core.errors import StoreUnavailable
-from core.session.keys import SessionKey
+from core.session.identity import project_identity
+from core.session.keys import SessionKey, project_key
+from core.storage import Storage
+from core.stores.pull import pull_sessions
 from core.stores.remote_list import RemoteListing, RemoteView
 
 if TYPE_CHECKING:
@@ -26,12 +29,12 @@ log = logging.getLogger(__name__)
 
 def listing(ctx: WebContext) -> RemoteListing | None:
     """The app's listing of mirror-only chats; None without a mirror."""
-    mirror_store = getattr(ctx.store, "mirror_store", None)
-    if not callable(mirror_store):
+    mirror = ctx.storage.mirror
+    if mirror is None:
         return None
     found = ctx._model_cache.get("remote_listing")
     if found is None:
-        found = ctx._model_cache["remote_listing"] = RemoteListing(mirror_store, ctx.store)
+        found = ctx._model_cache["remote_listing"] = RemoteListing(mirror.mirror_store, mirror)
     return found
 
 
@@ -101,18 +104,15 @@ def pull_if_remote(ctx: WebContext, session_id: str, project: str | None = None,
         meta = _look_up_now(ctx, found, project, session_id, OPEN_WAIT if wait is None else wait)
     if meta is None:
         return None
-    from core.stores.aliases import ProjectAliases
-    from core.stores.pull import pull_sessions
-
-    report = pull_sessions(ctx.store.mirror_store(), ctx.store, project_keys=[meta.project_key],
-                           aliases=ProjectAliases(ctx.data_dir), session_ids=[session_id])
+    report = _pull(ctx.storage, [meta.project_key], [session_id])
+    store = ctx.storage.sessions
     key = SessionKey(meta.project_key, session_id)
-    if not ctx.store.exists(key) and str(key) in report.already_here:
+    if not store.exists(key) and str(key) in report.already_here:
         # A version left out because a history of its conversation here holds its messages
         # (a copy of it): its conversation opens instead, on the version in use.
         root = SessionKey(meta.project_key, meta.family)
-        key = ctx.manager.current_version(root) if ctx.store.exists(root) else key
-    if not ctx.store.exists(key):
+        key = ctx.manager.current_version(root) if store.exists(root) else key
+    if not store.exists(key):
         why = "; ".join(w for _, w in report.errors) or "the mirror no longer has it"
         raise StoreUnavailable(f"The chat from another machine could not be brought here ({why}).")
     log.info("pulled %s from the mirror on open: %s", session_id, report.summary())
@@ -146,16 +146,22 @@ def _refresh_within(found: RemoteListing, keys: list[str], identity: str | None,
     return answer[0] if answer else None
 
 
-def alias_keys_of_folder(store: Any, project_path: str) -> list[str]:
-    """The other keys this data dir recorded for the project at ``project_path`` (its git
-    identity at other paths; :mod:`core.stores.aliases`), sorted; [] without an identity."""
-    from core.session.identity import project_identity
-    from core.session.keys import project_key
-    from core.stores.aliases import aliases_for
+def _pull(storage: Storage, project_keys: list[str], session_ids: list[str]) -> Any:
+    """:func:`core.stores.pull.pull_sessions` of ``session_ids`` from ``storage``'s mirror into it.
+    Raises :class:`StoreUnavailable` without a mirror or while it cannot be reached."""
+    if storage.mirror is None:
+        raise StoreUnavailable("No mirror is configured, so nothing can be brought from another machine.")
+    return pull_sessions(storage.mirror.mirror_store(), storage.sessions, aliases=storage.aliases,
+                         memory_log=storage.memory_log, blobs=storage.blobs, project_keys=project_keys,
+                         session_ids=session_ids)
 
+
+def alias_keys_of_folder(storage: Storage, project_path: str) -> list[str]:
+    """The other keys ``storage`` recorded for the project at ``project_path`` (its git identity
+    at other paths; :mod:`core.stores.aliases`), sorted; [] without an identity."""
     identity, own = project_identity(project_path), project_key(project_path)
     try:
-        return sorted(k for k in aliases_for(store).keys_for(identity) if k != own) if identity else []
+        return sorted(k for k in storage.aliases.keys_for(identity) if k != own) if identity else []
     except OSError as err:
         log.warning("cannot read project aliases: %s", err)
         return []
@@ -164,7 +170,7 @@ def alias_keys_of_folder(store: Any, project_path: str) -> list[str]:
 CONTINUE_WAIT = 10.0  # seconds `anycode --continue` waits for the mirror before going on without it
 
 
-def newest_for_continue(store: Any, project_path: str, local_latest: Any, *,
+def newest_for_continue(storage: Storage, project_path: str, local_latest: Any, *,
                         wait: float | None = None) -> tuple[SessionKey | None, str | None]:
     """``anycode --continue`` with a mirror: when the newest conversation of the project at
     ``project_path`` (its key, aliases and git identity) is one only the mirror has and it is
@@ -172,18 +178,13 @@ def newest_for_continue(store: Any, project_path: str, local_latest: Any, *,
     ``(None, None)`` without a mirror or when this machine's is the newest; ``(None, sentence)``
     when the mirror did not answer within ``wait`` seconds (default :data:`CONTINUE_WAIT`) or the pull failed (the local newest
     is opened then)."""
-    from core.session.identity import project_identity
-    from core.session.keys import project_key
-    from core.stores.aliases import aliases_for
-    from core.stores.pull import pull_sessions
-
-    mirror_store = getattr(store, "mirror_store", None)
-    if not callable(mirror_store):
+    mirror = storage.mirror
+    if mirror is None:
         return None, None
     wait = CONTINUE_WAIT if wait is None else wait
-    keys = [project_key(project_path), *alias_keys_of_folder(store, project_path)]
-    identity, aliases = project_identity(project_path), aliases_for(store)
-    found = RemoteListing(mirror_store, store)
+    keys = [project_key(project_path), *alias_keys_of_folder(storage, project_path)]
+    identity = project_identity(project_path)
+    found = RemoteListing(mirror.mirror_store, mirror)
     seen = _refresh_within(found, keys, identity, wait)
     if seen is None:
         return None, f"the mirror did not answer within {wait:g} s; continuing this machine's newest chat"
@@ -193,12 +194,11 @@ def newest_for_continue(store: Any, project_path: str, local_latest: Any, *,
     if newest is None or (local_latest is not None and local_latest.updated_at >= newest.updated_at):
         return None, None
     try:
-        report = pull_sessions(mirror_store(), store, project_keys=[newest.project_key], aliases=aliases,
-                               session_ids=[newest.id])
+        report = _pull(storage, [newest.project_key], [newest.id])
     except Exception as err:  # noqa: BLE001 -- the local chat still opens
         return None, f"the newest chat (from another machine) could not be pulled ({err})"
     key = SessionKey(newest.project_key, newest.id)
-    if not store.exists(key):
+    if not storage.sessions.exists(key):
         return None, "the newest chat (from another machine) could not be pulled: " + (
             "; ".join(w for _, w in report.errors) or "the mirror no longer has it")
     return key, None

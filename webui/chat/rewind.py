@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.agent import checkpoints
 from core.agent.tools import ToolError, Workspace
@@ -23,6 +23,9 @@ from webui import i18n
 from webui.chat import handlers
 from webui.render import rows as render
 from webui.text.chat_text import visible_bidi
+
+if TYPE_CHECKING:
+    from webui.chat.context import WebContext
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +49,7 @@ def _key(state: dict[str, Any]) -> SessionKey:
     return SessionKey(state["project"], state["session"])
 
 
-def workspace(ctx: Any, state: dict[str, Any]) -> Workspace | None:
+def workspace(ctx: WebContext, state: dict[str, Any]) -> Workspace | None:
     """The folder the tab's session's tools use (the one the user chose by hand, else the checked
     project folder); None when it is unavailable."""
     from webui.chat import approvals
@@ -59,7 +62,8 @@ def workspace(ctx: Any, state: dict[str, Any]) -> Workspace | None:
     chosen = approvals.runner_kwargs(ctx, state, folded=folded).get("workspace")
     if chosen is not None:
         return chosen
-    return check_workspace(key, folded.cwd, origin=folded.origin, opened_in=ctx.project_path).workspace
+    return check_workspace(key, folded.cwd, origin=folded.origin, opened_in=ctx.project_path,
+                           protected_dirs=ctx.storage.protected_dirs()).workspace
 
 
 def sentence(change: checkpoints.FileChange) -> str:
@@ -85,11 +89,12 @@ def card(ctx: Any, state: dict[str, Any], message_index: int) -> RewindCard:
     key = _key(state)
     ws = workspace(ctx, state)
     try:
-        plan = checkpoints.plan_rewind(ctx.manager, key, message_index, ws, mode="files")
+        plan = checkpoints.plan_rewind(ctx.manager, key, message_index, ws, mode="files", blobs=ctx.storage.blobs)
     except RewindError:
         if ws is not None:
             raise
-        plan = checkpoints.plan_rewind(ctx.manager, key, message_index, None, mode="conversation")
+        plan = checkpoints.plan_rewind(ctx.manager, key, message_index, None, mode="conversation",
+                                           blobs=ctx.storage.blobs)
     out = RewindCard(message_index, _title(ctx, key, message_index, plan.keep))
     shown = [f for f in plan.files if f.status != "same"]
     out.lines = [sentence(f) for f in shown] or [i18n.t("rewind_no_files")]
@@ -106,7 +111,8 @@ def apply(ctx: Any, state: dict[str, Any], message_index: int, mode: str, chosen
     key = _key(state)
     try:
         ws = workspace(ctx, state) if mode != "conversation" else None
-        result = checkpoints.rewind(ctx.manager, key, message_index, ws, mode=mode, chosen=chosen or [])
+        result = checkpoints.rewind(ctx.manager, key, message_index, ws, mode=mode, chosen=chosen or [],
+                                    blobs=ctx.storage.blobs)
     except (AnycodeError, OSError, ToolError) as err:
         log.warning("rewind of %s failed: %s", key.session_id, err)
         return handlers.reload(ctx, state, notice=i18n.t("rewind_failed", error=_reason(err)))
@@ -119,7 +125,7 @@ def can_undo(ctx: Any, state: dict[str, Any]) -> bool:
     if not state.get("session"):
         return False
     try:
-        return checkpoints.last_rewind(ctx.store.load(_key(state)) or []) is not None
+        return checkpoints.last_rewind(ctx.storage.sessions.load(_key(state)) or []) is not None
     except (AnycodeError, OSError):
         return False
 
@@ -129,7 +135,7 @@ def undo(ctx: Any, state: dict[str, Any]) -> handlers.SessionView:
     a conversation rewind's earlier version is shown again."""
     key = _key(state)
     try:
-        result = checkpoints.undo(ctx.manager, key, workspace(ctx, state))
+        result = checkpoints.undo(ctx.manager, key, workspace(ctx, state), blobs=ctx.storage.blobs)
     except (AnycodeError, OSError, ToolError) as err:
         log.warning("undo of a rewind of %s failed: %s", key.session_id, err)
         return handlers.reload(ctx, state, notice=i18n.t("rewind_failed", error=_reason(err)))
@@ -204,7 +210,7 @@ def replaced_turn(ctx: Any, state: dict[str, Any], kind: str, row_index: int, te
         ws = workspace(ctx, state)
         if keep < 0 or ws is None:
             return None
-        plan = checkpoints.plan_rewind(ctx.manager, _key(state), keep, ws, mode="files")
+        plan = checkpoints.plan_rewind(ctx.manager, _key(state), keep, ws, mode="files", blobs=ctx.storage.blobs)
     except (AnycodeError, IndexError, OSError, ToolError) as err:
         log.info("no file rewind offered for %s of row %d: %s", kind, row_index, err)
         return None
@@ -240,7 +246,7 @@ def replace_turn(ctx: Any, state: dict[str, Any], target: dict[str, Any], mode: 
                 return versions.edit(ctx, state, int(target["row"]), target.get("text"))
             return versions.regenerate(ctx, state, int(target["row"])), None
         result = checkpoints.rewind(ctx.manager, _key(state), int(target["message"]), workspace(ctx, state),
-                                    mode="both", chosen=chosen or [])
+                                    mode="both", chosen=chosen or [], blobs=ctx.storage.blobs)
     except (AnycodeError, IndexError, ValueError, OSError, ToolError) as err:
         log.warning("%s with a rewind of %s failed: %s", kind, state.get("session"), err)
         return handlers.reload(ctx, state, notice=i18n.t("rewind_failed", error=_reason(err))), None

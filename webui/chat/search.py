@@ -24,9 +24,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from core.session.experts import is_expert_id
-from core.errors import AnycodeError
+from core.errors import AnycodeError, SearchUnavailable
 from core.session.text import clean_text
-from core.search import SearchHit, open_search
+from core.search import SearchHit
 from core.search.text import LABEL_ROLES
 from core.session.lookup import has_tags, split_tags
 from webui.i18n import t
@@ -154,14 +154,14 @@ def results_html(ctx: WebContext, project: str, query: str, *, all_projects: boo
     try:
         # This project's sessions include its aliases (the same checkout on another machine).
         keys = None if all_projects else [project, *ctx.alias_keys(project)]
-        hits = open_search(ctx.store).search(query, project_keys=keys, archived=archived,
-                                             limit=max(limit * 10, 300) if wanted else limit)
+        hits = ctx.storage.search.search(query, project_keys=keys, archived=archived,
+                                         limit=max(limit * 10, 300) if wanted else limit)
         if wanted:
             tags: dict[str, tuple[str, ...]] = {}
             for pk in keys or [p.project_key for p in ctx.manager.list_projects()]:
                 tags.update(ctx.manager.conversation_tags(pk))
             hits = [h for h in hits if has_tags(tags.get(h.session_id, ()), wanted)][:limit]
-    except (AnycodeError, TypeError, OSError) as err:
+    except (AnycodeError, OSError) as err:
         log.warning("search failed: %s", err)
         return STYLE + f'<div class="ac-hits"><div class="ac-hits-label">{html.escape(describe(err))}</div></div>'
     hits = [h for h in hits if not is_expert_id(h.session_id)]  # an expert's session is no chat (issue 30)
@@ -267,8 +267,8 @@ def warm_up(ctx: WebContext) -> threading.Thread | None:
     search after a long time (or ever: a first build reads every session) does not wait for it.
     Returns the thread (None when the store has no search)."""
     try:
-        index = open_search(ctx.store)
-    except TypeError:
+        index = ctx.storage.search
+    except SearchUnavailable:
         return None
 
     def run() -> None:

@@ -197,7 +197,7 @@ def too_long_notice(ctx: WebContext, text: str, model: str | None) -> str | None
     from core.agent.context import context_window, estimate_message_tokens, reply_reserve
 
     tokens = estimate_message_tokens({"role": "user", "content": text})
-    found = context_window(ctx.client(), model or ctx.model_config().model, probe=False)
+    found = context_window(ctx.client(), model or ctx.model_config().model, probe=False, data_dir=ctx.storage.data_dir)
     window = found.tokens
     if found.source == "default" or tokens <= window - reply_reserve(window):
         return None
@@ -567,7 +567,7 @@ def _deleted_elsewhere(ctx: WebContext, key: SessionKey) -> bool:
     """True when session ``key`` is no longer in the store (deleted by another tab or process);
     False while it is, and when the store cannot tell (a failure here never stops a reply)."""
     try:
-        return not ctx.store.exists(key)
+        return not ctx.storage.sessions.exists(key)
     except Exception as err:  # noqa: BLE001 -- unknown: the reply goes on, its store says later
         log.warning("cannot tell whether %s still exists: %s", key.session_id, err)
         return False
@@ -696,7 +696,7 @@ def _runner_kwargs(ctx: WebContext, state: dict[str, Any], client: Any, model: s
                    cancel: Any) -> dict[str, Any]:
     # tools left to the runner: TOOL_SPECS, in the session's checked project folder.
     return {
-        "client": client, "model": model, "expected_count": state["count"], "cancel": cancel,
+        "storage": ctx.storage, "client": client, "model": model, "expected_count": state["count"], "cancel": cancel,
         "title_client": client, "title_model": getattr(config, "title_model", None) or model,
         # The page can ask: a fact from a turn that read files or tool output waits for the user's yes.
         "confirm_memories": True,

@@ -133,7 +133,7 @@ def transcript(ctx: WebContext, state: dict[str, Any] | None, call_id: str) -> T
         return Transcript(notice=i18n.t("subagent_none"))
     key = SessionKey(state["project"], state["session"])
     try:
-        rec = find_record(ctx.store, key, call_id)
+        rec = find_record(ctx.storage.sessions, key, call_id)
     except (AnycodeError, OSError) as err:
         log.warning("cannot read the sub-agent record of %s in %s: %s", call_id, key.session_id, err)
         return Transcript(notice=i18n.t("subagent_unreadable", error=err))

@@ -14,7 +14,6 @@ import logging
 import os
 import sys
 import time
-from pathlib import Path
 from typing import Any, Sequence
 
 import click
@@ -23,6 +22,7 @@ from core.agent.definitions import AgentDefinition, Definitions, load_definition
 from core.session.experts import expert_key, expert_name
 from core.session.keys import project_key
 from core.session.manager import SessionManager
+from core.storage import Storage
 from webui.cli import console, options
 from webui.cli.transfer import _run
 
@@ -94,12 +94,11 @@ def _print_listing(found: Definitions, experts: list[dict[str, Any]]) -> None:
 
 def _execute(args: argparse.Namespace) -> int:
     root = os.path.realpath(args.project or os.getcwd())
-    user_dir = Path(args.data_dir) / "agents" if args.data_dir else None
-    found: Definitions = load_definitions(root, user_dir=user_dir, quiet=True)
+    found: Definitions = load_definitions(root, user_dir=options.data_dir_of(args) / "agents", quiet=True)
     pk = project_key(root)
 
-    def body(store: Any) -> int:
-        manager = SessionManager(store)
+    def body(storage: Storage) -> int:
+        manager = SessionManager(storage.sessions)
         experts = _expert_rows(manager, pk)
         if args.command == "list":
             if args.json:

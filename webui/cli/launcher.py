@@ -20,12 +20,15 @@ import threading
 import time
 import webbrowser
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import click
 from click.core import ParameterSource
 
 from webui.cli import options
+
+if TYPE_CHECKING:
+    from core.storage import Storage
 
 log = logging.getLogger(__name__)
 
@@ -187,10 +190,10 @@ def find_free_port(host: str, start: int, tries: int = PORT_SCAN) -> int:
 def check_data_dir(args: argparse.Namespace, data_dir: Path) -> None:
     """For the JSONL store, make sure its folder can be created and written now, not at the
     first message (a database store is checked by opening it). Raises :class:`CliError`."""
-    from core.stores.factory import DEFAULT_SPEC, STORE_ENV
+    from core.stores.factory import DEFAULT_SPEC, effective_spec
     from webui.server import preflight
 
-    spec = (args.store if args.store is not None else os.environ.get(STORE_ENV, "")).strip()
+    spec = effective_spec(args.store)
     if spec in ("", DEFAULT_SPEC):
         folder, what, fix = data_dir, "the data directory", "set ANYCODE_HOME or --data-dir"
     elif spec.startswith("jsonl:") and "://" not in spec:
@@ -242,68 +245,6 @@ def make_host_policy(args: argparse.Namespace) -> Any:
 # --- sessions --------------------------------------------------------------------------------
 
 
-def make_store(args: argparse.Namespace) -> Any:
-    """The session store chosen by ``--store`` (default ``$ANYCODE_STORE``, else the JSONL files
-    under the data directory), mirrored when ``$ANYCODE_MIRROR`` is set.
-
-    Raises :class:`CliError` (one sentence) when it cannot be opened: an unknown spec, the
-    ``anycode[sql]`` extra missing, an unreachable database, an unusable folder."""
-    from core.errors import AnycodeError
-    from core.stores.factory import open_store
-
-    sql_log = logging.getLogger("core.stores.sql_store")
-    level = sql_log.level
-    if not getattr(args, "verbose", False):
-        # Its "open failed" warning repeats the error below with driver details: -v shows it.
-        sql_log.setLevel(logging.ERROR)
-    try:
-        return open_store(args.store, Path(args.data_dir) if args.data_dir else None)
-    except AnycodeError as err:  # StoreUnavailable: str(err) is already the sentence
-        raise CliError(str(err)) from err
-    except OSError as err:
-        raise CliError(f"The session store {store_spec_label(args.store)} cannot be opened "
-                       f"({err.strerror or err}).") from err
-    finally:
-        sql_log.setLevel(level)
-
-
-def store_spec_label(spec: str | None) -> str:
-    """The effective store spec (``spec``, else ``$ANYCODE_STORE``, else ``jsonl``), any password
-    masked."""
-    from core.stores.factory import DEFAULT_SPEC, STORE_ENV, describe
-
-    spec = (spec if spec is not None else os.environ.get(STORE_ENV, "")).strip() or DEFAULT_SPEC
-    return describe(spec)
-
-
-def describe_store(store: Any, spec: str | None) -> str:
-    """What the startup message says about the store (passwords masked): the JSONL folder, the
-    database URL as opened (a relative SQLite path shown resolved), and the mirror if any."""
-    primary = getattr(store, "primary", None)
-    mirror_name = getattr(store, "mirror_name", None)
-    if primary is not None and mirror_name:
-        return f"{describe_store(primary, spec)}, mirrored to {mirror_name}"
-    url = getattr(store, "url", None)
-    if isinstance(url, str) and url:
-        return url  # SqlSessionStore.url: already rendered with the password hidden
-    base = getattr(store, "base_dir", None)
-    if base is not None:
-        return f"jsonl ({base})"
-    return store_spec_label(spec)
-
-
-def close_store(store: Any) -> None:
-    """Close ``store`` if it has a ``close()`` (database pools, the mirror's delivery thread);
-    a failure is logged, never raised: the app is stopping anyway."""
-    close = getattr(store, "close", None)
-    if not callable(close):
-        return
-    try:
-        close()
-    except Exception as err:  # noqa: BLE001 -- shutting down: report and go on
-        log.warning("closing the session store failed: %s", err)
-
-
 def describe_sessions(manager: Any, project: str, limit: int = 10) -> str:
     """A few lines listing the project's recent sessions (``id  title``) for error messages,
     ending with "… and N more" when there are more than ``limit``."""
@@ -329,8 +270,9 @@ def _describe_candidates(manager: Any, project: str, ids: list[str], limit: int 
     return "\n".join(lines)
 
 
-def find_initial(manager: Any, project_path: str, args: argparse.Namespace) -> Any:
-    """The ``SessionKey`` to open first for ``--continue`` / ``--resume``, or None.
+def find_initial(storage: Storage, manager: Any, project_path: str, args: argparse.Namespace) -> Any:
+    """The ``SessionKey`` to open first for ``--continue`` / ``--resume`` in ``storage`` (whose
+    sessions ``manager`` manages), or None.
 
     ``--resume`` looks for the id (or a unique prefix) in the project first, then in every other
     project; when none matches, for a conversation whose title holds the words given
@@ -344,12 +286,12 @@ def find_initial(manager: Any, project_path: str, args: argparse.Namespace) -> A
         from webui.chat import remote
 
         latest = manager.latest(key)
-        for alias in remote.alias_keys_of_folder(manager.store, project_path):  # the same checkout elsewhere
+        for alias in remote.alias_keys_of_folder(storage, project_path):  # the same checkout elsewhere
             other = manager.latest(alias)
             if other is not None and (latest is None or other.updated_at > latest.updated_at):
                 latest = other
         # With a mirror, the newest chat may be one another machine wrote (issue 26): pulled first.
-        pulled, why = remote.newest_for_continue(manager.store, project_path, latest)
+        pulled, why = remote.newest_for_continue(storage, project_path, latest)
         if why:
             print(f"anycode: {why}.", file=sys.stderr)
         if pulled is not None:
@@ -388,10 +330,10 @@ def find_initial(manager: Any, project_path: str, args: argparse.Namespace) -> A
                    + describe_sessions(manager, key))
 
 
-def initial_session(manager: Any, project_path: str, args: argparse.Namespace) -> str | None:
+def initial_session(storage: Storage, manager: Any, project_path: str, args: argparse.Namespace) -> str | None:
     """The session id to open first for ``--continue`` / ``--resume``, or None (see
     :func:`find_initial`)."""
-    found = find_initial(manager, project_path, args)
+    found = find_initial(storage, manager, project_path, args)
     return found.session_id if found is not None else None
 
 
@@ -404,15 +346,14 @@ def check_resume(value: str | None) -> str | None:
     return value.strip()
 
 
-def _same_project(store: Any, project_path: str, other_key: str) -> bool:
+def _same_project(storage: Storage, project_path: str, other_key: str) -> bool:
     """Whether ``other_key`` is the project at ``project_path`` recorded at another path (the
     same git identity, e.g. on another machine: issue 26), so the folder opened here stays."""
     from core.session.identity import project_identity
-    from core.stores.aliases import aliases_for
 
     identity = project_identity(project_path)
     try:
-        return bool(identity) and other_key in aliases_for(store).keys_for(identity)
+        return bool(identity) and other_key in storage.aliases.keys_for(identity)
     except OSError:
         return False
 
@@ -497,33 +438,25 @@ def _run(args: argparse.Namespace) -> int:
         ModelConfig.from_env(**overrides)
     except ValueError as err:  # e.g. ANYCODE_TIMEOUT=abc: str(err) is one sentence
         raise CliError(str(err)) from err
-    if args.data_dir:
-        # Core settings (and anything they start) read ANYCODE_HOME: keep both in agreement.
-        os.environ["ANYCODE_HOME"] = str(Path(args.data_dir).expanduser().resolve())
-    from core import settings
-
-    data_dir = settings.data_dir()
+    data_dir = options.data_dir_of(args)  # handed to the storage, which hands it to whoever needs it
     check_data_dir(args, data_dir)
-    store = make_store(args)
-    try:
-        return _serve(args, store, project_path, data_dir, auth, overrides, host_policy)
-    finally:
-        close_store(store)
+    with options.open_storage(args) as storage:
+        return _serve(args, storage, project_path, auth, overrides, host_policy)
 
 
-def _expire_mirror_copies(store: Any) -> None:
+def _expire_mirror_copies(storage: Storage) -> None:
     """The mirror's own retention at start (issue 25): with ``ANYCODE_MIRROR_RETENTION_DAYS`` set,
     remove the mirror's copies idle for longer, in the background (the mirror may be slow or
     away; the app does not wait for it). Local cleanup never touches the mirror."""
     from core import settings
 
-    expire = getattr(store, "expire_mirror", None)
-    if not callable(expire) or settings.mirror_retention_days() is None:
+    mirror = storage.mirror
+    if mirror is None or settings.mirror_retention_days() is None:
         return
 
     def run() -> None:
         try:
-            gone = expire()
+            gone = mirror.expire_mirror()
             if gone:
                 log.info("mirror retention removed %d expired mirror copies", len(gone))
         except Exception as err:  # noqa: BLE001 -- retried at the next start
@@ -534,24 +467,24 @@ def _expire_mirror_copies(store: Any) -> None:
     threading.Thread(target=run, name="anycode-mirror-retention", daemon=True).start()
 
 
-def _collect_blobs(store: Any) -> None:
+def _collect_blobs(storage: Storage) -> None:
     """Delete checkpoint blobs no session refers to (issue 29); never stops the start."""
     from core.stores.blobs import collect_unreferenced
 
     try:
-        collect_unreferenced(store)
+        collect_unreferenced(storage.sessions, storage.blobs)
     except Exception as err:  # noqa: BLE001 -- a failed listing must not stop the app
         log.warning("checkpoint blobs not collected: %s", err)
 
 
-def _serve(args: argparse.Namespace, store: Any, project_path: str, data_dir: Path,
+def _serve(args: argparse.Namespace, storage: Storage, project_path: str,
            auth: tuple[str, str] | None, overrides: dict[str, Any], host_policy: Any = None) -> int:
     """Clean up, resolve the first session, launch the UI and block until Ctrl+C / SIGTERM."""
     from core.session.keys import project_key
     from core.session.manager import SessionManager
     from webui.server import preflight
 
-    manager = SessionManager(store)
+    manager = SessionManager(storage.sessions, protected_dirs=storage.protected_dirs())
     # Archive first: a session idle long enough to archive is kept, not cleaned up.
     archived = manager.auto_archive()
     if archived:
@@ -563,16 +496,16 @@ def _serve(args: argparse.Namespace, store: Any, project_path: str, data_dir: Pa
                  ", ".join(k.session_id for k in removed))
     else:
         log.info("cleanup: no expired sessions")
-    _expire_mirror_copies(store)
-    _collect_blobs(store)
-    found = find_initial(manager, project_path, args)
+    _expire_mirror_copies(storage)
+    _collect_blobs(storage)
+    found = find_initial(storage, manager, project_path, args)
     first = found.session_id if found is not None else None
     started_in = project_path
     if found is not None and found.project_key != project_key(project_path):
         # --resume of another project's session: the UI opens that project, so say so and make
         # it the default project (new chats, the project picker) instead of the current folder.
         opened = session_project(manager, found, project_path)
-        if project_key(opened) == found.project_key and not _same_project(store, project_path, found.project_key):
+        if project_key(opened) == found.project_key and not _same_project(storage, project_path, found.project_key):
             project_path = opened
     port = find_free_port(args.host, args.port)
     if port != args.port:
@@ -584,13 +517,12 @@ def _serve(args: argparse.Namespace, store: Any, project_path: str, data_dir: Pa
     from webui.chat.context import WebContext
 
     # Exports, uploads and Gradio's cache: a 0700 folder of this run, removed when it stops.
-    private = private_files.make_root(os.environ.get("GRADIO_TEMP_DIR") or None)
-    os.environ["GRADIO_TEMP_DIR"] = str(private)  # read by every Gradio component when built
-    ctx = WebContext(manager=manager, store=store, project_path=project_path, data_dir=data_dir,
+    private = private_files.make_root(private_files.gradio_temp_dir())
+    private_files.use_for_gradio(private)
+    ctx = WebContext(storage=storage, manager=manager, project_path=project_path,
                      model_overrides=overrides, initial_session=first,
                      export_dir=private_files.private_dir(private / "exports"))
     model_line = describe_model(ctx.model_config())
-    _no_proxy_for(args.host)
     demo = build_app(ctx)
     from core.agent import language
 
@@ -616,8 +548,8 @@ def _serve(args: argparse.Namespace, store: Any, project_path: str, data_dir: Pa
     print(f"anycode is running at {url}", flush=True)
     note = " (the resumed session's project)" if project_path != started_in else ""
     print(f"  project: {project_path}{note}", flush=True)
-    print(f"  store:   {describe_store(store, args.store)}", flush=True)
-    print(f"  data:    {data_dir}", flush=True)
+    print(f"  store:   {storage.describe()}", flush=True)
+    print(f"  data:    {storage.data_dir}", flush=True)
     print(f"  model:   {model_line}", flush=True)
     print("  press Ctrl+C to stop", flush=True)
     if not args.no_browser:
@@ -686,19 +618,6 @@ def exit_now(code: int) -> None:
         except (OSError, ValueError):  # a closed pipe: nothing more can be said
             pass
     os._exit(code)
-
-
-def _no_proxy_for(host: str) -> None:
-    """Keep a configured HTTP proxy away from the app's own address (Gradio checks its URL at
-    start); ``webui.server.offline`` already covers 127.0.0.1 and localhost."""
-    from webui.server import preflight
-
-    v6 = preflight.ipv6_literal(host)
-    extra = [v6] if v6 else [host.strip()]
-    current = [p for p in os.environ.get("NO_PROXY", "").split(",") if p]
-    missing = [h for h in extra if h and h not in current]
-    if missing:
-        os.environ["NO_PROXY"] = os.environ["no_proxy"] = ",".join(current + missing)
 
 
 def _wait(demo: Any) -> None:

@@ -17,7 +17,8 @@ from typing import Any
 
 import click
 
-from core.stores.aliases import ProjectAliases, learn_from_store
+from core.storage import Storage
+from core.stores.aliases import learn_from_store
 from webui.cli import console, options
 from webui.cli.transfer import _run
 
@@ -39,11 +40,11 @@ def projects_cli(ctx: click.Context, **_: Any) -> int:
 
 
 def _projects(args: argparse.Namespace) -> int:
-    def body(store: Any) -> int:
-        aliases = ProjectAliases(args.data_dir)
-        learn_from_store(store, aliases)  # headers are the source; the registry only a cache
+    def body(storage: Storage) -> int:
+        aliases = storage.aliases
+        learn_from_store(storage.sessions, aliases)  # headers are the source; the registry only a cache
         rows = []
-        for info in store.list_projects():
+        for info in storage.sessions.list_projects():
             rows.append({"project_key": info.project_key, "cwd": info.cwd, "sessions": info.session_count,
                          "identity": aliases.identity_of(info.project_key)})
         if args.json:

@@ -22,6 +22,7 @@ from core.memory.model import Memory
 from core.memory.store import MemoryStore
 from core.session.keys import project_key
 from core.session.text import counted
+from core.storage import Storage
 from webui.cli import console, options
 from webui.cli.transfer import _run
 
@@ -103,8 +104,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _execute(args: argparse.Namespace) -> int:
     """Run the memory command ``args.command`` on the store ``args`` names; the exit status."""
-    def body(store: Any) -> int:
-        memories = MemoryStore.for_store(store)
+    def body(storage: Storage) -> int:
+        memories = storage.memories
         scope = "user" if args.user else "project"
         pk = None if args.user else _project(args)
         if args.command == "list":

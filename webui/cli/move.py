@@ -13,7 +13,7 @@ import argparse
 import logging
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -22,6 +22,9 @@ from core.session.export import session_label
 from core.session.keys import SessionKey, normalize_path, project_key
 from core.session.text import counted
 from webui.cli import options
+
+if TYPE_CHECKING:
+    from core.storage import Storage
 
 log = logging.getLogger(__name__)
 
@@ -34,20 +37,21 @@ PARAMS = (
 )
 
 
-def _keys(mgr: Any, args: argparse.Namespace, resolve: Any) -> list[SessionKey]:
+def _keys(storage: Storage, mgr: Any, args: argparse.Namespace, resolve: Any) -> list[SessionKey]:
     keys: list[SessionKey] = []
     if args.all_from:
         old = project_key(normalize_path(args.all_from))
         keys += [m.key for archived in (False, True) for m in mgr.list(old, archived=archived)]
         keys += [m.key for m in mgr.experts(old)]  # the experts' sessions (issue 30) go with the project
     for sid in args.ids:
-        keys.append(resolve(mgr, argparse.Namespace(id=sid, project=None)))
+        keys.append(resolve(storage, mgr, argparse.Namespace(id=sid, project=None)))
     return list(dict.fromkeys(keys))
 
 
-def run(mgr: Any, args: argparse.Namespace, resolve: Any, out: Any = None) -> int:
-    """Move the sessions ``args`` names to ``args.project`` (default: the current folder).
-    ``resolve(mgr, namespace_with_id_and_project)`` finds a session by id in any project.
+def run(storage: Storage, mgr: Any, args: argparse.Namespace, resolve: Any, out: Any = None) -> int:
+    """Move the sessions ``args`` names to ``args.project`` (default: the current folder), in
+    ``storage`` (whose sessions ``mgr`` manages).
+    ``resolve(storage, mgr, namespace_with_id_and_project)`` finds a session by id in any project.
     Prints one line per conversation; returns the exit status (1 when any failed)."""
     from core.stores.move import move_conversation
 
@@ -60,14 +64,14 @@ def run(mgr: Any, args: argparse.Namespace, resolve: Any, out: Any = None) -> in
         print(f"anycode sessions move: the target folder {target} does not exist; nothing was moved.",
               file=sys.stderr)
         return 1
-    keys = _keys(mgr, args, resolve)
+    keys = _keys(storage, mgr, args, resolve)
     moved = failed = 0
     for key in keys:
-        if not mgr.store.exists(key):
+        if not storage.sessions.exists(key):
             continue  # moved with its conversation's root
         try:
             meta = mgr.get(key)
-            report = move_conversation(mgr.store, key, target)
+            report = move_conversation(storage.sessions, key, target, protected_dirs=storage.protected_dirs())
         except (AnycodeError, OSError) as err:
             why = str(err) if isinstance(err, AnycodeError) else f"{os_error_message(err)}; re-run to finish"
             print(f"not moved {key.session_id}: {why}", file=sys.stderr)

@@ -1,6 +1,7 @@
 """What every ``anycode`` command shares, defined once: the store options (``--store``,
-``--data-dir``, ``-v``), ``--project``, ``--json``, typed-text arguments, arguments with help, and
-how a command runs (:func:`run`: exit statuses, usage errors, Unicode output).
+``--data-dir``, ``-v``) and the storage they open (:func:`open_storage`), ``--project``, ``--json``,
+typed-text arguments, arguments with help, and how a command runs (:func:`run`: exit statuses,
+usage errors, Unicode output).
 
 The command tree is built with click (installed with Gradio, via typer): the launcher group
 (:mod:`webui.cli.launcher`) with ``sessions`` (:mod:`webui.cli.sessions`), ``memory``
@@ -19,12 +20,16 @@ import argparse
 import importlib
 import logging
 import sys
-from typing import Any, Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import click
 from click.core import ParameterSource
 
 from webui.cli import console
+
+if TYPE_CHECKING:
+    from core.storage import Storage
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +110,40 @@ def store_options(f: Any) -> Any:
         click.option("--data-dir", metavar="DIR", default=None, help=DATA_DIR_HELP),
         click.option("-v", "--verbose", is_flag=True, default=False, help=VERBOSE_HELP),
     ])(f)
+
+
+def data_dir_of(args: argparse.Namespace) -> Path:
+    """The data folder ``--data-dir`` names (made absolute), else ``$ANYCODE_HOME`` or the user data
+    directory (:func:`core.settings.data_dir`)."""
+    from core import settings
+
+    given = getattr(args, "data_dir", None)
+    return Path(given).expanduser().resolve() if given else settings.data_dir()
+
+
+def open_storage(args: argparse.Namespace) -> Storage:
+    """The storage the store options name (``--store``, ``--data-dir``; ``$ANYCODE_STORE``,
+    ``$ANYCODE_MIRROR``): every command opens its :class:`~core.storage.Storage` here and uses it
+    in a ``with`` block (leaving it closes the storage: database pools, the mirror's last writes).
+
+    Raises :class:`~core.errors.StoreUnavailable` (one sentence) when it cannot be opened: an
+    unknown spec, the ``anycode[sql]`` extra missing, an unreachable database, an unusable folder.
+    The SQL store's own "open failed" warning (driver details) shows with ``-v`` only."""
+    from core.errors import StoreUnavailable
+    from core.storage import open_store
+    from core.stores.factory import DEFAULT_SPEC, describe, effective_spec
+
+    sql_log = logging.getLogger("core.stores.sql_store")
+    level = sql_log.level
+    if not getattr(args, "verbose", False):
+        sql_log.setLevel(logging.ERROR)
+    try:
+        return open_store(args.store, data_dir_of(args))
+    except OSError as err:
+        label = describe(effective_spec(args.store) or DEFAULT_SPEC)
+        raise StoreUnavailable(f"The session store {label} cannot be opened ({err.strerror or err}).") from err
+    finally:
+        sql_log.setLevel(level)
 
 
 def project_option(help: str, **kwargs: Any) -> Callable[[Any], Any]:  # noqa: A002

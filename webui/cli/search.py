@@ -18,12 +18,13 @@ from typing import Any
 
 import click
 
-from core.search import SearchHit, open_search
+from core.search import SearchHit
 from core.session.entries import clean_tag
 from core.session.lookup import has_tags, split_tags
 from core.session.export import session_label
 from core.session.keys import project_key
 from core.session.manager import SessionManager
+from core.storage import Storage
 from webui.chat.remote import alias_keys_of_folder
 from webui.chat.search import one_per_conversation
 from webui.cli import console, options
@@ -71,16 +72,17 @@ def _tag_only_hits(mgr: SessionManager, projects: list[str] | None, wanted: list
                       created_at=m.created_at) for m in rows[:limit]]
 
 
-def keys_of_folder(mgr: SessionManager, folder: str) -> list[str]:
+def keys_of_folder(storage: Storage, folder: str) -> list[str]:
     """The project keys whose sessions are the project at ``folder``'s: its own key first, then
     the keys its git identity was recorded under at other paths (another checkout, another
     machine: :func:`webui.chat.remote.alias_keys_of_folder`), as the page lists them."""
-    return [project_key(folder), *alias_keys_of_folder(mgr.store, folder)]
+    return [project_key(folder), *alias_keys_of_folder(storage, folder)]
 
 
-def run(mgr: SessionManager, args: argparse.Namespace) -> int:
-    """Print the sessions matching ``args.query``; exit status 0 (also when nothing matched)."""
-    projects = None if args.all_projects else keys_of_folder(mgr, args.project or os.getcwd())
+def run(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> int:
+    """Print the sessions of ``storage`` matching ``args.query``; exit status 0 (also when nothing
+    matched)."""
+    projects = None if args.all_projects else keys_of_folder(storage, args.project or os.getcwd())
     wanted, query = split_tags(args.query)
     wanted += [clean_tag(t) for t in getattr(args, "tags", ()) or ()]
     limit = max(1, args.limit)
@@ -88,13 +90,13 @@ def run(mgr: SessionManager, args: argparse.Namespace) -> int:
     for pk in projects or [p.project_key for p in mgr.list_projects()]:
         tags.update(mgr.conversation_tags(pk))
     if not wanted:
-        hits = open_search(mgr.store).search(query, project_keys=projects, archived=args.archived, limit=limit)
+        hits = storage.search.search(query, project_keys=projects, archived=args.archived, limit=limit)
     elif not query:  # only tags: the conversations having them
         hits = _tag_only_hits(mgr, projects, wanted, args.archived, limit)
     else:
         # tag:NAME is an exact tag, not a word: search widely, then keep the tagged conversations' hits.
-        found = open_search(mgr.store).search(query, project_keys=projects, archived=args.archived,
-                                              limit=max(limit * 20, 500))
+        found = storage.search.search(query, project_keys=projects, archived=args.archived,
+                                      limit=max(limit * 20, 500))
         hits = [h for h in found if has_tags(tags.get(h.session_id, ()), wanted)][:limit]
     # One hit per conversation, as on the page (issue 31, item 3): its version in use, or the
     # version the match is in, labelled "version n of m".

@@ -31,6 +31,8 @@ from core.session.manager import TITLE_SHORTENED, SessionManager, title_shortene
 from core.session.models import SessionMeta
 from core.session.text import counted
 from core.session.subagents import export_entries, subagent_records
+from core.storage import Storage
+from core.stores.mirror import MirroredSessionStore
 from core.stores.whole_file import place_whole
 from webui.cli import console, options
 from webui.cli import move as move_cli
@@ -193,12 +195,10 @@ def _execute(args: argparse.Namespace) -> int:
     """Open the store ``args`` names and run the command ``args.command`` on it; the exit status."""
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
-    store = None
     try:
-        from core.stores.factory import open_store
-
-        store = open_store(args.store, args.data_dir)
-        return _COMMANDS[args.command](SessionManager(store), args)
+        with options.open_storage(args) as storage:
+            mgr = SessionManager(storage.sessions, protected_dirs=storage.protected_dirs())
+            return _COMMANDS[args.command](storage, mgr, args)
     except AmbiguousTitle as e:  # the matches, to pick from by id
         lines = [f"  {sid}  {title}" for sid, title in e.candidates[:20]]
         if len(e.candidates) > 20:
@@ -214,10 +214,6 @@ def _execute(args: argparse.Namespace) -> int:
         log.info("%s failed", args.command, exc_info=True)
         print(f"{PROG}: {os_error_message(e)}; nothing was saved.", file=sys.stderr)
         return 1
-    finally:
-        close = getattr(store, "close", None)
-        if callable(close):
-            close()
 
 
 # --- helpers -----------------------------------------------------------------------------------
@@ -227,12 +223,12 @@ def _project(args: argparse.Namespace) -> str:
     return project_key(args.project or os.getcwd())
 
 
-def _resolve(mgr: SessionManager, args: argparse.Namespace) -> SessionKey:
+def _resolve(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> SessionKey:
     """The session ``args.id`` names: an id or unique id prefix in the chosen project, else (no
     --project) in any project; when none matches, the conversation whose title holds those words
     (:meth:`SessionManager.find_title`, the same order). Raises ``SessionNotFound``,
     ``AmbiguousSessionId``, ``AmbiguousTitle``."""
-    here = search_cli.keys_of_folder(mgr, args.project or os.getcwd())
+    here = search_cli.keys_of_folder(storage, args.project or os.getcwd())
     for pk in here:  # this folder's project, then its other paths (another checkout or machine)
         try:
             return mgr.find(pk, args.id)
@@ -291,7 +287,7 @@ def _out(text: str, *, exact: bool = False) -> None:
 # --- commands ----------------------------------------------------------------------------------
 
 
-def _cmd_list(mgr: SessionManager, args: argparse.Namespace) -> int:
+def _cmd_list(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> int:
     if args.all_projects:
         projects = [(p.project_key, p.cwd) for p in mgr.list_projects()]
     else:
@@ -301,7 +297,7 @@ def _cmd_list(mgr: SessionManager, args: argparse.Namespace) -> int:
         # This folder's project includes its sessions recorded at another path of the same git
         # checkout (another machine's, after a pull): the page lists them too (trial 7, defect 3).
         pk, cwd, metas = groups[0]
-        aliases = search_cli.keys_of_folder(mgr, cwd)[1:]
+        aliases = search_cli.keys_of_folder(storage, cwd)[1:]
         if aliases:
             for alias in aliases:
                 metas = metas + mgr.list(alias, archived=args.archived)
@@ -315,7 +311,7 @@ def _cmd_list(mgr: SessionManager, args: argparse.Namespace) -> int:
     if getattr(args, "usage", False):
         for _, _, metas in groups:
             for m in metas:
-                used[m.id] = usage_totals(mgr.store.load(m.key) or [])
+                used[m.id] = usage_totals(storage.sessions.load(m.key) or [])
     if args.json:
         rows = [_meta_dict(m) | ({"usage": used[m.id].to_dict() | {"cost": used[m.id].cost(prices())}} if used else {})
                 for _, _, metas in groups for m in metas]
@@ -351,10 +347,10 @@ def _shown(mgr: SessionManager, key: SessionKey) -> tuple[SessionKey, tuple[int,
     return key, ((n, m, in_use) if m > 1 else None)
 
 
-def _cmd_show(mgr: SessionManager, args: argparse.Namespace) -> int:
-    key, version = _shown(mgr, _resolve(mgr, args))
+def _cmd_show(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> int:
+    key, version = _shown(mgr, _resolve(storage, mgr, args))
     session = mgr.get(key)
-    records = subagent_records(mgr.store, session.key) if args.subagents else []
+    records = subagent_records(storage.sessions, session.key) if args.subagents else []
     if args.json:
         pinned, tags = mgr.pin_and_tags(key)  # the conversation's (a version's record has none)
         data = dataclasses.asdict(session) | {"key": str(session.key), "id": session.id, "pinned": pinned,
@@ -366,29 +362,29 @@ def _cmd_show(mgr: SessionManager, args: argparse.Namespace) -> int:
             data["subagents"] = [{"subpath": r.key.subpath, "tool_call_id": r.tool_call_id,
                                   "description": r.description, "parent": r.parent,
                                   "messages": messages_of(r.entries)} for r in records]
-        totals = usage_totals(mgr.store.load(key) or [])
+        totals = usage_totals(storage.sessions.load(key) or [])
         data["usage"] = totals.to_dict() | {"cost": totals.cost(prices())}
         _out(console.json_text(data, indent=2), exact=True)
     else:
         _out(session_to_markdown(session, records, version, tags=mgr.pin_and_tags(key)[1]))
-        totals = usage_totals(mgr.store.load(key) or [])
+        totals = usage_totals(storage.sessions.load(key) or [])
         if totals.replies:
             _out(f"Usage: {describe_usage(totals)}")
     return 0
 
 
-def _cmd_export(mgr: SessionManager, args: argparse.Namespace) -> int:
-    key, version = _shown(mgr, _resolve(mgr, args))
+def _cmd_export(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> int:
+    key, version = _shown(mgr, _resolve(storage, mgr, args))
     # Both formats carry the session's sub-agent records (core.session.subagents).
     if args.format == "html":
         from webui.chat.share_page import session_to_html
 
         data = session_to_html(mgr.get(key), version=version, tags=mgr.pin_and_tags(key)[1]).encode("utf-8")
     elif args.format == "md":
-        data = session_to_markdown(mgr.get(key), subagent_records(mgr.store, key), version,
+        data = session_to_markdown(mgr.get(key), subagent_records(storage.sessions, key), version,
                                    tags=mgr.pin_and_tags(key)[1]).encode("utf-8")
     else:
-        entries = export_entries(mgr.store, key)
+        entries = export_entries(storage.sessions, key)
         if not entries:
             raise SessionNotFound(key.session_id)
         data = session_to_jsonl(entries)
@@ -417,16 +413,16 @@ def _name_output(err: OSError, output: str) -> str:
     return os_error_message(OSError(err.errno, err.strerror, output))
 
 
-def _cmd_compact(mgr: SessionManager, args: argparse.Namespace) -> int:
+def _cmd_compact(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> int:
     """Summarise with the configured model (OPENAI_BASE_URL, ANYCODE_MODEL), printing progress."""
     from core.agent.compaction import compact_session
     from core.agent.events import CompactionFinished, CompactionStarted
     from core.agent.config import ModelConfig, make_client
 
-    key = _resolve(mgr, args)
+    key = _resolve(storage, mgr, args)
     config = ModelConfig.from_env()
     client = make_client(config)
-    for event in compact_session(key, mgr, client=client, model=config.model):
+    for event in compact_session(key, mgr, client=client, model=config.model, data_dir=storage.data_dir):
         if isinstance(event, CompactionStarted):
             print(f"Summarising {event.messages} earlier messages with {config.model}…", file=sys.stderr)
         elif isinstance(event, CompactionFinished):
@@ -439,9 +435,9 @@ def _cmd_compact(mgr: SessionManager, args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_fork(mgr: SessionManager, args: argparse.Namespace) -> int:
+def _cmd_fork(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> int:
     try:
-        new = mgr.fork(_resolve(mgr, args), args.at)
+        new = mgr.fork(_resolve(storage, mgr, args), args.at)
     except IndexError as e:
         print(f"{PROG}: {e}.", file=sys.stderr)
         return 1
@@ -449,8 +445,8 @@ def _cmd_fork(mgr: SessionManager, args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_versions(mgr: SessionManager, args: argparse.Namespace) -> int:
-    key = _resolve(mgr, args)
+def _cmd_versions(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> int:
+    key = _resolve(storage, mgr, args)
     members = mgr.family(key)
     current = mgr.current_version(key).session_id
     if args.json:
@@ -467,8 +463,8 @@ def _cmd_versions(mgr: SessionManager, args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_rename(mgr: SessionManager, args: argparse.Namespace) -> int:
-    key = _resolve(mgr, args)
+def _cmd_rename(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> int:
+    key = _resolve(storage, mgr, args)
     try:
         title = mgr.rename(key, args.title)
     except InvalidTitle as e:  # nothing written: say why, and that the old title stays
@@ -480,14 +476,14 @@ def _cmd_rename(mgr: SessionManager, args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_pin(mgr: SessionManager, args: argparse.Namespace) -> int:
-    key = mgr.pin(_resolve(mgr, args), args.command == "pin")
+def _cmd_pin(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> int:
+    key = mgr.pin(_resolve(storage, mgr, args), args.command == "pin")
     _out(f"{'Pinned' if args.command == 'pin' else 'Unpinned'} {key.session_id}")
     return 0
 
 
-def _cmd_tag(mgr: SessionManager, args: argparse.Namespace) -> int:
-    key = _resolve(mgr, args)
+def _cmd_tag(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> int:
+    key = _resolve(storage, mgr, args)
     removing = tuple("-" + REMOVE_MARK)
     add = [c[1:] if c.startswith("+") else c for c in args.changes if not c.startswith(removing)]
     remove = [c[1:] for c in args.changes if c.startswith(removing)]
@@ -496,22 +492,22 @@ def _cmd_tag(mgr: SessionManager, args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_archive(mgr: SessionManager, args: argparse.Namespace) -> int:
-    key = _resolve(mgr, args)
+def _cmd_archive(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> int:
+    key = _resolve(storage, mgr, args)
     mgr.archive(key)
     _out(f"Archived {key.session_id}")
     return 0
 
 
-def _cmd_unarchive(mgr: SessionManager, args: argparse.Namespace) -> int:
-    key = _resolve(mgr, args)
+def _cmd_unarchive(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> int:
+    key = _resolve(storage, mgr, args)
     mgr.unarchive(key)
     _out(f"Unarchived {key.session_id}")
     return 0
 
 
-def _cmd_rm(mgr: SessionManager, args: argparse.Namespace) -> int:
-    key = _resolve(mgr, args)
+def _cmd_rm(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> int:
+    key = _resolve(storage, mgr, args)
     if not args.yes:
         session = mgr.get(key)
         prompt = f"Delete session {key.session_id} ({session_label(session.title, session.created_at)}, {counted(len(session.messages), 'message')}) for good? [y/N] "
@@ -527,15 +523,14 @@ def _cmd_rm(mgr: SessionManager, args: argparse.Namespace) -> int:
     return 0
 
 
-def _mirrored(mgr: SessionManager) -> Any:
-    store = mgr.store
-    if not callable(getattr(store, "expire_mirror", None)):
+def _mirrored(storage: Storage) -> MirroredSessionStore:
+    if storage.mirror is None:
         raise AnycodeError("No mirror is configured: set ANYCODE_MIRROR (a database URL) to keep a second copy.")
-    return store
+    return storage.mirror
 
 
-def _cmd_cleanup_mirror(mgr: SessionManager, args: argparse.Namespace) -> int:
-    store = _mirrored(mgr)
+def _cmd_cleanup_mirror(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> int:
+    store = _mirrored(storage)
     days = settings.mirror_retention_days() if args.days is None else args.days
     if not days or days <= 0:
         _out("The mirror keeps every copy (ANYCODE_MIRROR_RETENTION_DAYS is not set; give --days N to "
@@ -550,8 +545,8 @@ def _cmd_cleanup_mirror(mgr: SessionManager, args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_mirror(mgr: SessionManager, args: argparse.Namespace) -> int:
-    store = _mirrored(mgr)
+def _cmd_mirror(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> int:
+    store = _mirrored(storage)
     if args.flush > 0:
         store.flush(args.flush)
     st = store.status()
@@ -587,9 +582,9 @@ def _cmd_mirror(mgr: SessionManager, args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_cleanup(mgr: SessionManager, args: argparse.Namespace) -> int:
+def _cmd_cleanup(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> int:
     if args.mirror:
-        return _cmd_cleanup_mirror(mgr, args)
+        return _cmd_cleanup_mirror(storage, mgr, args)
     days = settings.cleanup_days() if args.days is None else args.days
     if days <= 0:
         _out(f"Cleanup is disabled ({days:g} days; 0 or less turns it off).")
@@ -603,7 +598,7 @@ def _cmd_cleanup(mgr: SessionManager, args: argparse.Namespace) -> int:
     removed = mgr.cleanup(days)
     from core.stores.blobs import collect_unreferenced
 
-    blobs = collect_unreferenced(mgr.store)  # checkpoint bytes no session refers to any more
+    blobs = collect_unreferenced(storage.sessions, storage.blobs)  # checkpoint bytes no session refers to any more
     for key in removed:
         _out(f"deleted {key.session_id}")
     if blobs:
@@ -612,17 +607,16 @@ def _cmd_cleanup(mgr: SessionManager, args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_migrate(mgr: SessionManager, args: argparse.Namespace) -> int:
+def _cmd_migrate(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> int:
+    from core.storage import Storage as StorageOf
     from core.stores.migrate import migrate_sessions
     from core.stores.factory import describe, store_from_spec
 
-    target = store_from_spec(args.to, args.data_dir)
-    try:
-        report = migrate_sessions(mgr.store, target, progress=not args.no_progress)
-    finally:
-        close = getattr(target, "close", None)
-        if callable(close):
-            close()
+    # The target's own memory log and blob folder (a JSONL folder keeps them beside its sessions;
+    # a database's blobs stay in this data dir, where they already are).
+    with StorageOf(store_from_spec(args.to, storage.data_dir), data_dir=storage.data_dir) as target:
+        report = migrate_sessions(storage.sessions, target.sessions, memories=(storage.memory_log, target.memory_log),
+                                  blobs=(storage.blobs, target.blobs), progress=not args.no_progress)
     if args.json:
         _out(console.json_text(report.to_dict(), indent=2), exact=True)
     else:
@@ -640,19 +634,19 @@ def _cmd_migrate(mgr: SessionManager, args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def _rewind_workspace(mgr: SessionManager, key: SessionKey):
+def _rewind_workspace(storage: Storage, mgr: SessionManager, key: SessionKey):
     from core.agent.workspace import check_workspace
 
     session = mgr.get(key)
-    checked = check_workspace(key, session.cwd, origin=session.origin)
+    checked = check_workspace(key, session.cwd, origin=session.origin, protected_dirs=storage.protected_dirs())
     return checked.workspace
 
 
-def _cmd_checkpoints(mgr: SessionManager, args: argparse.Namespace) -> int:
+def _cmd_checkpoints(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> int:
     from core.agent.checkpoints import checkpoints_of
 
-    key, _ = _shown(mgr, _resolve(mgr, args))
-    cps = checkpoints_of(mgr.store.load(key) or [])
+    key, _ = _shown(mgr, _resolve(storage, mgr, args))
+    cps = checkpoints_of(storage.sessions.load(key) or [])
     if args.json:
         _out(console.json_text(cps, indent=2), exact=True)
         return 0
@@ -672,20 +666,20 @@ def _cmd_checkpoints(mgr: SessionManager, args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_rewind(mgr: SessionManager, args: argparse.Namespace) -> int:
+def _cmd_rewind(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> int:
     from core.agent import checkpoints
 
-    key, _ = _shown(mgr, _resolve(mgr, args))
-    ws = _rewind_workspace(mgr, key)
+    key, _ = _shown(mgr, _resolve(storage, mgr, args))
+    ws = _rewind_workspace(storage, mgr, key)
     if args.undo:
         if args.to is not None:
             print(f"{PROG}: --undo takes no --to.", file=sys.stderr)
             return 2
         if args.dry_run:
-            _, plan = checkpoints.plan_undo(mgr, key, ws)
+            _, plan = checkpoints.plan_undo(mgr, key, ws, blobs=storage.blobs)
             _out("\n".join(["Undo would put back:"] + [f"  {c.sentence()}" for c in plan]))
             return 0
-        result = checkpoints.undo(mgr, key, ws, chosen=args.include)
+        result = checkpoints.undo(mgr, key, ws, chosen=args.include, blobs=storage.blobs)
         _out("\n".join([f"Undid the last rewind; showing {result.key.session_id[:8]}."]
                        + [f"  {c.path}: put back" for c in result.files]
                        + [f"  {c.sentence()}" for c in result.left]))
@@ -695,13 +689,14 @@ def _cmd_rewind(mgr: SessionManager, args: argparse.Namespace) -> int:
         return 2
     mode = "files" if args.files_only else "conversation" if args.conversation_only else "both"
     if args.dry_run:
-        plan = checkpoints.plan_rewind(mgr, key, args.to, ws if mode != "conversation" else None, mode=mode)
+        plan = checkpoints.plan_rewind(mgr, key, args.to, ws if mode != "conversation" else None, mode=mode,
+                                       blobs=storage.blobs)
         lines = [f"Rewind to message {plan.keep - 1} ({ {'both': 'conversation and files', 'files': 'files only', 'conversation': 'conversation only'}[mode] }):"]
         lines += [f"  {f.sentence()}" for f in plan.files] or (["  no file changes"] if mode != "conversation" else [])
         _out("\n".join(lines))
         return 0
     result = checkpoints.rewind(mgr, key, args.to, ws if mode != "conversation" else None, mode=mode,
-                                chosen=args.include)
+                                chosen=args.include, blobs=storage.blobs)
     lines = [f"Rewound to message {args.to}" + (f"; the conversation continues in version {result.key.session_id[:8]}."
                                                 if result.key != key else ".")]
     lines += [f"  {c.sentence()}" for c in result.files] + [f"  {c.sentence()}" for c in result.left]
@@ -709,7 +704,7 @@ def _cmd_rewind(mgr: SessionManager, args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_pull(mgr: SessionManager, args: argparse.Namespace) -> int:
+def _cmd_pull(storage: Storage, mgr: SessionManager, args: argparse.Namespace) -> int:
     from core.session.identity import project_identity
     from core.stores.aliases import header_identity
     from core.stores.factory import describe, store_from_spec
@@ -720,7 +715,7 @@ def _cmd_pull(mgr: SessionManager, args: argparse.Namespace) -> int:
         print(f"{PROG} pull: no mirror is configured: set ANYCODE_MIRROR to the mirror's URL or give --from SPEC.",
               file=sys.stderr)
         return 1
-    remote = store_from_spec(spec, args.data_dir)
+    remote = store_from_spec(spec, storage.data_dir)
     try:
         keys = None
         if not args.all_projects:
@@ -730,11 +725,10 @@ def _cmd_pull(mgr: SessionManager, args: argparse.Namespace) -> int:
             # machine's checkout at another path).
             keys = [p.project_key for p in remote.list_projects()
                     if p.project_key == own or (identity and header_identity(remote, p.project_key)[0] == identity)]
-        report = pull_sessions(remote, mgr.store, project_keys=keys)
+        report = pull_sessions(remote, storage.sessions, aliases=storage.aliases, memory_log=storage.memory_log,
+                               blobs=storage.blobs, project_keys=keys)
     finally:
-        close = getattr(remote, "close", None)
-        if callable(close):
-            close()
+        remote.close()
     if args.json:
         _out(console.json_text(report.to_dict()), exact=True)
     else:
@@ -753,8 +747,9 @@ _COMMANDS = {
     "versions": _cmd_versions,
     "pin": _cmd_pin, "unpin": _cmd_pin, "tag": _cmd_tag,
     "archive": _cmd_archive, "unarchive": _cmd_unarchive, "rm": _cmd_rm, "cleanup": _cmd_cleanup,
-    "migrate": _cmd_migrate, "mirror": _cmd_mirror, "search": lambda mgr, args: search_cli.run(mgr, args),
-    "move": lambda mgr, args: move_cli.run(mgr, args, _resolve),
+    "migrate": _cmd_migrate, "mirror": _cmd_mirror,
+    "search": lambda storage, mgr, args: search_cli.run(storage, mgr, args),
+    "move": lambda storage, mgr, args: move_cli.run(storage, mgr, args, _resolve),
 }
 
 if __name__ == "__main__":

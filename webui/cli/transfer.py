@@ -11,13 +11,16 @@ import argparse
 import logging
 import os
 import sys
-from typing import Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import click
 
 from core.errors import AnycodeError, os_error_message
 from core.session.text import counted
 from webui.cli import console, options
+
+if TYPE_CHECKING:
+    from core.storage import Storage
 
 log = logging.getLogger(__name__)
 
@@ -81,35 +84,21 @@ def restore_cli(ctx: click.Context, **_: Any) -> int:
     return _restore(options.args_of(ctx))
 
 
-def _open(args: argparse.Namespace) -> Any:
-    from core.stores.factory import open_store
-
-    return open_store(args.store, args.data_dir)
-
-
-def _close(store: Any) -> None:
-    close = getattr(store, "close", None)
-    if callable(close):
-        close()
-
-
-def _run(prog: str, args: argparse.Namespace, body: Callable[[Any], int]) -> int:
+def _run(prog: str, args: argparse.Namespace, body: Callable[[Storage], int]) -> int:
+    """Open the storage the store options name (:func:`webui.cli.options.open_storage`), run
+    ``body`` on it and close it; the exit status (1 with one sentence for a store or OS error)."""
     console.setup_stdio()  # titles and folder names print whatever the locale (issue 20)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
-    store = None
     try:
-        store = _open(args)
-        return body(store)
+        with options.open_storage(args) as storage:
+            return body(storage)
     except AnycodeError as err:
         print(f"{prog}: {err}", file=sys.stderr)
         return 1
     except OSError as err:
         print(f"{prog}: {os_error_message(err)}.", file=sys.stderr)
         return 1
-    finally:
-        if store is not None:
-            _close(store)
 
 
 def _with_progress(items: Iterable[Any], enabled: bool) -> tuple[Iterable[Any], Callable[[Any], None] | None, Any]:
@@ -129,7 +118,7 @@ def import_main(argv: Sequence[str] | None = None) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    def body(store: Any) -> int:
+    def body(storage: Storage) -> int:
         from core.importers import chatgpt, claude_code, codex
         from core.importers.base import import_sessions
 
@@ -148,7 +137,7 @@ def _import(args: argparse.Namespace) -> int:
             items = codex.read_sessions(args.dir or codex.default_dir(), project=args.project)
         items, progress, bar = _with_progress(items, not args.no_progress)
         try:
-            report = import_sessions(store, items, default_cwd=default_cwd, dry_run=args.dry_run, progress=progress)
+            report = import_sessions(storage.sessions, items, default_cwd=default_cwd, dry_run=args.dry_run, progress=progress)
         finally:
             if bar is not None:
                 bar.close()
@@ -173,10 +162,11 @@ def backup_main(argv: Sequence[str] | None = None) -> int:
 
 
 def _backup(args: argparse.Namespace) -> int:
-    def body(store: Any) -> int:
+    def body(storage: Storage) -> int:
         from core.stores.backup import backup_store
 
-        report = backup_store(store, args.file, replace=args.force)
+        report = backup_store(storage.sessions, args.file, memory_log=storage.memory_log, blobs=storage.blobs,
+                              replace=args.force)
         print(f"Backed up {counted(report.sessions, 'session')} ({counted(report.records, 'record')}, "
               f"{counted(report.bytes, 'byte')}) and {counted(report.memories, 'memory entry', 'memory entries')} "
               f"to {report.path}.")
@@ -191,10 +181,11 @@ def restore_main(argv: Sequence[str] | None = None) -> int:
 
 
 def _restore(args: argparse.Namespace) -> int:
-    def body(store: Any) -> int:
+    def body(storage: Storage) -> int:
         from core.stores.backup import restore_backup
 
-        report = restore_backup(args.file, store, progress=not args.no_progress and sys.stderr.isatty())
+        report = restore_backup(args.file, storage.sessions, memory_log=storage.memory_log, blobs=storage.blobs,
+                                progress=not args.no_progress and sys.stderr.isatty())
         if args.json:
             print(console.json_text(report.to_dict(), indent=2))
             return 0 if report.ok else 1

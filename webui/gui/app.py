@@ -949,9 +949,16 @@ CSS_FILES = ("style.css", "chat_state.css", "layout.css", "chat-text.css", "cont
 def launch_kwargs(*, host: str, port: int, auth: tuple[str, str] | None = None,
                   quiet: bool = False) -> dict[str, Any]:
     """Keyword arguments for ``Blocks.launch``: privacy (no share link, no API page links, no
-    monitoring, no run history kept in the browser), the theme, CSS and icon from ``assets``."""
+    monitoring, no run history kept in the browser), the theme, CSS and icon from ``assets``.
+
+    ``_frontend=False``: Gradio 6.31 otherwise sends one HEAD request to its own address after
+    it started (``networking.url_ok``, to offer a share link when "localhost is not accessible"),
+    with the environment's proxy settings — a proxy set for the internet fails it and the app
+    would not start. anycode never offers share links and binds its port itself first
+    (:mod:`webui.server.preflight`), so the check is not made rather than the environment
+    rewritten (``NO_PROXY``). The flag does nothing else in this Gradio release."""
     return dict(
-        server_name=host, server_port=port, auth=auth, share=False, inbrowser=False,
+        server_name=host, server_port=port, auth=auth, share=False, inbrowser=False, _frontend=False,
         footer_links=[], run_history=False, enable_monitoring=False, ssr_mode=False,
         show_error=False, quiet=quiet, theme=theme(), css="\n".join(asset_text(n) for n in CSS_FILES),
         i18n=i18n_ui.gradio_i18n(), head=i18n_ui.HEAD + theme_switch.HEAD_JS,

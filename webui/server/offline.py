@@ -1,8 +1,15 @@
-"""Keep Gradio and huggingface_hub from reaching the internet.
+"""Keep Gradio and huggingface_hub from reaching the internet: their own settings, set before they load.
 
-These variables are read when Gradio is imported, so every module that imports Gradio imports this
-one first. ``setdefault`` would let a user's ``GRADIO_ANALYTICS_ENABLED=True`` through; a local
-chat app over private sessions never wants analytics, so the values are forced.
+These variables are Gradio's and huggingface_hub's own switches, read when Gradio is imported
+(they offer no other way to turn analytics and hub calls off), so every module that imports Gradio
+imports this one first. ``setdefault`` would let a user's ``GRADIO_ANALYTICS_ENABLED=True``
+through; a local chat app over private sessions never wants analytics, so the values are forced.
+
+Nothing of anycode's own is passed through the environment here. A proxy the environment sets for
+the internet is kept away from loopback traffic explicitly: anycode's HTTP clients bypass it for
+this machine's addresses (:mod:`core.agent.http`), and Gradio's one request to its own address at
+start (``networking.url_ok``, which would go through such a proxy and fail) is not made
+(``_frontend=False`` in :func:`webui.gui.app.launch_kwargs`; anycode binds and checks the port itself).
 """
 from __future__ import annotations
 
@@ -17,15 +24,9 @@ OFFLINE_ENV = {
 
 
 def apply() -> None:
-    """Set the offline environment variables in ``os.environ`` (idempotent)."""
+    """Set Gradio's and huggingface_hub's own offline switches in ``os.environ`` (idempotent): they
+    read them from the environment when Gradio is imported and from nowhere else."""
     os.environ.update(OFFLINE_ENV)
-    # A proxy configured for the internet must not intercept the app's own loopback traffic
-    # (Gradio checks its own URL at start).
-    no_proxy = [p for p in os.environ.get("NO_PROXY", "").split(",") if p]
-    for host in ("127.0.0.1", "localhost"):
-        if host not in no_proxy:
-            no_proxy.append(host)
-    os.environ["NO_PROXY"] = os.environ["no_proxy"] = ",".join(no_proxy)
 
 
 apply()

@@ -4,7 +4,8 @@ Files holding conversation text must be readable by their owner only (``0600``) 
 their own (``0700``), and gone when no longer needed. Gradio keeps its files under
 ``$GRADIO_TEMP_DIR`` (default ``<system temp>/gradio``, shared, ``0755``) and copies every file a
 component shows there, one copy per content, never removed. The launcher instead points
-``GRADIO_TEMP_DIR`` at a fresh ``0700`` folder of this process (:func:`make_root`), writes the
+``GRADIO_TEMP_DIR`` at a fresh ``0700`` folder of this process (:func:`make_root`,
+:func:`use_for_gradio`), writes the
 exports inside it (so Gradio serves them where they are and copies nothing), and removes the whole
 folder when it stops; a folder left by a killed run is removed at the next start
 (:func:`sweep_stale`).
@@ -22,6 +23,27 @@ log = logging.getLogger(__name__)
 
 PREFIX = "anycode-web-"
 _NAME = re.compile(re.escape(PREFIX) + r"(\d+)-")
+
+
+GRADIO_TEMP_DIR = "GRADIO_TEMP_DIR"
+
+
+def gradio_temp_dir() -> str | None:
+    """The folder the user gave Gradio for its files (``$GRADIO_TEMP_DIR``), None when unset: where
+    :func:`make_root` makes this run's folder."""
+    return os.environ.get(GRADIO_TEMP_DIR) or None
+
+
+def use_for_gradio(root: Path) -> None:
+    """Make ``root`` the folder Gradio keeps uploads, its file cache and served files in.
+
+    ``GRADIO_TEMP_DIR`` is Gradio's own setting, not anycode's: Gradio 6.31 reads it from the
+    environment wherever it needs the folder (``gradio.utils.get_upload_folder`` when each component
+    and the app are built, ``route_utils``' and ``mcp``'s module constants) and takes it from nowhere
+    else — no ``launch`` or ``Blocks`` parameter sets it. So this is the one place anycode writes an
+    environment variable, before the app is built. (anycode's own settings are passed as arguments:
+    the data folder travels in :class:`core.storage.Storage`.)"""
+    os.environ[GRADIO_TEMP_DIR] = str(root)
 
 
 def make_root(base: str | os.PathLike[str] | None = None) -> Path:

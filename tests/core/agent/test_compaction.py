@@ -252,6 +252,23 @@ class TestOverflowRecovery:
         run_session(session.key, store, "Thanks", client=fake_openai.client(), model=MODEL)
         assert sum(1 for r in _chat_bodies(fake_openai) if r["error"] and "context" in r["error"]) == 1
 
+    def test_a_learnt_window_is_kept_in_the_storages_data_folder(self, fake_openai, setup, anycode_home, tmp_path):
+        """``anycode --data-dir X``: the window the server named is remembered in X (the storage's
+        data folder, handed to the turn), and read from there — never in ``$ANYCODE_HOME``."""
+        from core.storage import Storage
+
+        store, manager, session, ws = setup
+        data = tmp_path / "given-data-dir"
+        self._grow(fake_openai, store, session, ws)
+        fake_openai.allow_rejections = True
+        fake_openai.context_limit, fake_openai.context_style = 3500, "openai"
+        run_session(session.key, store, "What did the log say?", client=fake_openai.client(), model=MODEL,
+                    storage=Storage(store, data_dir=data))
+        assert list(json.loads((data / ctx.WINDOWS_FILE).read_text()).values()) == [3500]
+        assert not (anycode_home / ctx.WINDOWS_FILE).exists()
+        ctx.forget_windows()  # as a restart: read back from that folder
+        assert ctx.context_window(fake_openai.client(), MODEL, probe=False, data_dir=data).source == "learnt"
+
     def test_still_too_big_is_one_clear_error_not_a_loop(self, fake_openai, setup):
         store, manager, session, ws = setup
         fake_openai.allow_rejections = True

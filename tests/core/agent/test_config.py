@@ -71,6 +71,20 @@ class TestMakeClient:
         client = make_client(ModelConfig(api_key="sk-right", base_url=fake_openai.base_url, max_retries=0))
         assert list_models(client, "x") == sorted(fake_openai.models)
 
+    def test_a_proxy_for_the_internet_does_not_swallow_a_local_server(self, fake_openai, monkeypatch):
+        """An ``HTTP_PROXY`` set for the internet (no ``NO_PROXY``: anycode writes none) must not
+        stand between the app and a model server on this machine: the client goes there directly."""
+        proxy = closed_port_url().removesuffix("/v1")
+        for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+            monkeypatch.setenv(name, proxy)
+        for name in ("no_proxy", "NO_PROXY"):
+            monkeypatch.delenv(name, raising=False)
+        fake_openai.api_key = "sk-right"
+        client = make_client(ModelConfig(api_key="sk-right", base_url=fake_openai.base_url, max_retries=0))
+        reply = client.chat.completions.create(model=DEFAULT_MODEL, messages=[{"role": "user", "content": "hi"}])
+        assert reply.choices[0].message.content == "You said: hi"
+        assert list_models(client, "x") == sorted(fake_openai.models)
+
     def test_base_url_without_key_for_local_servers(self, fake_openai):
         client = make_client(ModelConfig(base_url=fake_openai.base_url), local_url=closed_port_url())
         assert list_models(client, "x") == sorted(fake_openai.models)

@@ -15,8 +15,8 @@ from core.agent.memory_job import extract_memories
 from core.agent.runner import run_session, run_session_stream
 from core.agent.events import TitleStarted
 from core.agent.titles import MAX_REQUEST_CHARS, title_request_messages
-from core.memory.store import MemoryStore
 from core.session.compaction import compaction_entry
+from tests.support.storage import storage_of
 
 MODEL = "gpt-4o-mini"
 CHINESE = "请帮我写一个解析 CSV 文件的函数，要处理引号里的逗号。"
@@ -207,7 +207,7 @@ class TestCompactedView:
                                len(messages))
         session = manager.get(session.key)
         fake_openai.push({"text": '{"add": [], "remove": []}'}, kind="memory")
-        extract_memories(MemoryStore.for_store(store), session.project_key, session.id, session.messages,
+        extract_memories(storage_of(store).memories, session.project_key, session.id, session.messages,
                          client=fake_openai.client(), model=MODEL, compactions=session.compactions)
         [body] = fake_openai.chat_requests("memory")
         asked = body["messages"][1]["content"]

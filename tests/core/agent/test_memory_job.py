@@ -18,8 +18,8 @@ from core import LocalSessionStore, SessionManager
 from core.agent.memory_job import REMEMBER_TOOL
 from core.agent.runner import run_session
 from core.memory.context import MEMORY_HEADING
-from core.memory.store import MemoryStore
-from core.stores.memory_log import memory_log_for, project_scope
+from core.stores.memory_log import project_scope
+from tests.support.storage import storage_of
 
 MODEL = "gpt-4o-mini"
 ROOT = Path(__file__).resolve().parents[3]
@@ -31,7 +31,7 @@ def env(tmp_path, monkeypatch):
     store = LocalSessionStore(tmp_path / "home")
     ws = tmp_path / "ws"
     ws.mkdir()
-    return store, SessionManager(store), ws, MemoryStore.for_store(store)
+    return store, SessionManager(store), ws, storage_of(store).memories
 
 
 def turn(fake, store, key, text, **kw):
@@ -103,7 +103,7 @@ class TestWrittenAtPersistence:
         ]})}, kind="memory")
         turn(fake_openai, store, s.key, "my key is sk-proj-Zx81KqLm2Np4Rs7Tv0Wy3Ab6 and the password Winter2024!")
         assert [m.text for m in memories.list(s.project_key)] == ["Staging runs on port 8443"]
-        raw = memory_log_for(store).path(project_scope(s.project_key)).read_text()
+        raw = storage_of(store).memory_log.path(project_scope(s.project_key)).read_text()
         assert "sk-proj" not in raw and "Winter2024" not in raw
 
     @pytest.mark.parametrize("reply", [{"error": 500}, {"text": ""}, {"text": "I could not decide, sorry."},
@@ -342,5 +342,5 @@ def test_two_sessions_extracting_at_once_lose_nothing(fake_openai, tmp_path, mon
         assert p.returncode == 0 and "done" in out, err[-2000:]
     store = LocalSessionStore(home)
     [session_pk] = {m.project_key for m in SessionManager(store).list_projects()}
-    stored = sorted(m.text for m in MemoryStore.for_store(store).list(session_pk))
+    stored = sorted(m.text for m in storage_of(store).memories.list(session_pk))
     assert stored == sorted(facts)

@@ -65,6 +65,23 @@ class TestTaskWithAgent:
         assert "- reviewer: Reviews a change for bugs." in spec["description"]
         assert "- architect (expert" in spec["description"]
 
+    def test_the_users_agents_come_from_the_storages_data_folder(self, fake_openai, store, workspace, tmp_path,
+                                                                 anycode_home):
+        """``anycode --data-dir X``: the user's agent definitions are X's (``X/agents``), handed to
+        the turn in its storage — not those of ``$ANYCODE_HOME``, which the app no longer rewrites."""
+        from core.storage import Storage
+
+        data = tmp_path / "given-data-dir"
+        (data / "agents").mkdir(parents=True)
+        (data / "agents" / "planner.md").write_text("---\nname: planner\ndescription: Plans the work.\n---\nPlan.\n")
+        (anycode_home / "agents").mkdir(parents=True)
+        (anycode_home / "agents" / "stray.md").write_text("---\nname: stray\ndescription: Not this app's.\n---\nNo.\n")
+        key = SessionManager(store).create(workspace).key
+        drain(run_session_stream(key, store, "hi", client=fake_openai.client(), model=MODEL,
+                                 storage=Storage(store, data_dir=data)))
+        spec = task_spec(fake_openai.chat_requests("chat")[0])
+        assert spec["parameters"]["properties"]["agent"]["enum"] == ["architect", "planner", "reviewer"]
+
     def test_named_agent_runs_its_definition(self, fake_openai, store, workspace):
         key = SessionManager(store).create(workspace).key
         fake_openai.push({"tool_calls": [agent_call("call_rev", "reviewer", "Review src/app.py")]},
@@ -225,10 +242,11 @@ CHILD_CONSULTATION = """
 import sys, time
 from core.agent.definitions import find_agent
 from core.agent.experts import Consultation
+from core.storage import Storage
 from core.stores.jsonl_store import LocalSessionStore
 home, workspace, pk, hold = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 agent = find_agent("architect", workspace)
-c = Consultation.open(LocalSessionStore(home), pk, agent, workspace, "You are the project's architect.")
+c = Consultation.open(Storage(LocalSessionStore(home)), pk, agent, workspace, "You are the project's architect.")
 with c:
     c.ask("the other window's question")
     print("turn taken", flush=True)

@@ -160,17 +160,28 @@ class TestForeignFolders:
             assert check_workspace(key, str(folder), chosen=str(folder)).workspace is None
         assert store.exists(session.key), "a refused move must leave the chat where it was"
 
-    def test_the_data_folder_given_with_data_dir_is_refused_too(self, tmp_path):
+    @pytest.mark.parametrize("spec", ["jsonl", "sqlite:///sessions.db"])
+    def test_the_data_folder_given_with_data_dir_is_refused_too(self, tmp_path, spec):
+        """The data folder given as ``--data-dir`` (not the settings' one) is the storage's: no
+        chat, move or workspace may be inside it, whatever the store kind."""
         from core.errors import ForbiddenProjectFolder
+        from core.storage import open_store
         from core.stores.move import move_conversation
 
-        elsewhere = LocalSessionStore(tmp_path / "custom-data")
-        project = tmp_path / "project"
-        project.mkdir()
-        session = SessionManager(elsewhere).create(project)
-        (tmp_path / "custom-data" / "x").mkdir(parents=True)
-        with pytest.raises(ForbiddenProjectFolder):
-            move_conversation(elsewhere, session.key, str(tmp_path / "custom-data" / "x"))
+        with open_store(spec, tmp_path / "custom-data") as storage:
+            manager = SessionManager(storage.sessions, protected_dirs=storage.protected_dirs())
+            project = tmp_path / "project"
+            project.mkdir()
+            session = manager.create(project)
+            inside = tmp_path / "custom-data" / "x"
+            inside.mkdir(parents=True)
+            with pytest.raises(ForbiddenProjectFolder):
+                move_conversation(storage.sessions, session.key, str(inside), protected_dirs=storage.protected_dirs())
+            with pytest.raises(ForbiddenProjectFolder):
+                manager.create(inside)
+            key = SessionKey(project_key(str(inside)), new_session_id())
+            checked = check_workspace(key, str(inside), protected_dirs=storage.protected_dirs())
+            assert checked.workspace is None and "data folder" in checked.problem
 
     def test_a_hard_linked_agents_md_is_not_read(self, tmp_path):
         from core.memory.context import instruction_files

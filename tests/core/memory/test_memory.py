@@ -22,8 +22,8 @@ from core.memory.context import (
 from core.memory.mode import memory_mode, set_automatic
 from core.memory.model import Memory
 from core.memory.secrets import hide_secrets, looks_secret
-from core.memory.store import MemoryStore
-from core.stores.memory_log import memory_log_for, project_scope
+from core.stores.memory_log import project_scope
+from tests.support.storage import storage_of
 
 PK = project_key("/home/user/my-project")
 
@@ -129,22 +129,22 @@ class TestLogOnDisk:
 
     def test_damaged_line_is_skipped_with_a_warning(self, tmp_path, caplog):
         store = LocalSessionStore(tmp_path / "home")
-        memories = MemoryStore.for_store(store)
+        memories = storage_of(store).memories
         a = memories.add("We use tabs", project_key=PK)
-        path = memory_log_for(store).path(project_scope(PK))
+        path = storage_of(store).memory_log.path(project_scope(PK))
         with open(path, "ab") as f:
             f.write(b'{"op": "add", "eid": "torn", "id": "x", "te\n')
         b = memories.add("Tests run with pytest", project_key=PK)
         with caplog.at_level(logging.WARNING):
-            listed = MemoryStore.for_store(LocalSessionStore(tmp_path / "home")).list(PK)
+            listed = storage_of(LocalSessionStore(tmp_path / "home")).memories.list(PK)
         assert {m.id for m in listed} == {a.id, b.id}
         assert any("damaged" in r.getMessage() and str(path) in r.getMessage() for r in caplog.records)
 
     def test_torn_tail_does_not_swallow_the_next_entry(self, tmp_path):
         store = LocalSessionStore(tmp_path / "home")
-        memories = MemoryStore.for_store(store)
+        memories = storage_of(store).memories
         memories.add("first", scope="user")
-        path = memory_log_for(store).path("user")
+        path = storage_of(store).memory_log.path("user")
         with open(path, "ab") as f:
             f.write(b'{"op": "add", "ei')  # a crash mid-write, no newline
         second = memories.add("second", scope="user")
@@ -152,8 +152,8 @@ class TestLogOnDisk:
 
     def test_files_are_private(self, tmp_path):
         store = LocalSessionStore(tmp_path / "home")
-        MemoryStore.for_store(store).add("We use tabs", project_key=PK)
-        path = memory_log_for(store).path(project_scope(PK))
+        storage_of(store).memories.add("We use tabs", project_key=PK)
+        path = storage_of(store).memory_log.path(project_scope(PK))
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
         for d in (path.parent, path.parent.parent):
             assert stat.S_IMODE(os.stat(d).st_mode) == 0o700

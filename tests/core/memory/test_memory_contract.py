@@ -1,7 +1,7 @@
 """The memory backend contract, written once and run on every store kind (JSONL, SQLite, PostgreSQL)
 through the ``store`` fixture, plus the mirror and ``migrate`` carrying memories.
 
-Covers :class:`core.stores.memory_log.MemoryLog` (as returned by ``memory_log_for(store)``) and
+Covers :class:`core.stores.memory_log.MemoryLog` (a storage's ``memory_log``) and
 :class:`core.memory.store.MemoryStore` over it.
 """
 from __future__ import annotations
@@ -12,20 +12,26 @@ from core import LocalSessionStore, project_key
 from core.errors import InvalidMemory, MemoryNotFound
 from core.memory.model import add_entry, remove_entry, update_entry
 from core.memory.store import MemoryStore
-from core.stores.memory_log import copy_memory_log, memory_log_for, project_scope
+from core.storage import Storage
+from core.stores.memory_log import copy_memory_log, project_scope
 
 PK = project_key("/home/user/my-project")
 OTHER = project_key("/home/user/other")
 
 
 @pytest.fixture
-def memlog(store):
-    return memory_log_for(store)
+def storage(store) -> Storage:
+    return Storage(store)
 
 
 @pytest.fixture
-def memories(store) -> MemoryStore:
-    return MemoryStore.for_store(store)
+def memlog(storage):
+    return storage.memory_log
+
+
+@pytest.fixture
+def memories(storage) -> MemoryStore:
+    return storage.memories
 
 
 class TestLog:
@@ -133,24 +139,24 @@ class TestMemoryStore:
 class TestCarried:
     """Memories left behind by ``migrate`` or the mirror, or a removal not travelling with its add."""
 
-    def test_migrate_copies_memories_and_removals(self, store, memories, tmp_path):
+    def test_migrate_copies_memories_and_removals(self, storage, memories, tmp_path):
         from core.stores.migrate import migrate_sessions
 
         keep = memories.add("We use tabs", project_key=PK)
         gone = memories.add("We use Python 3.8", project_key=PK)
         memories.remove(gone.id, project_key=PK)
         memories.add("I like terse answers", scope="user")
-        target = LocalSessionStore(tmp_path / "target")
-        report = migrate_sessions(store, target)
+        target = Storage(LocalSessionStore(tmp_path / "target"))
+        logs = (storage.memory_log, target.memory_log)
+        report = migrate_sessions(storage.sessions, target.sessions, memories=logs)
         assert report.ok and report.memory_entries == 4
-        moved = MemoryStore.for_store(target)
-        assert [m.text for m in moved.list(PK)] == ["I like terse answers", keep.text]
-        again = migrate_sessions(store, target)  # safe to re-run: nothing doubled
+        assert [m.text for m in target.memories.list(PK)] == ["I like terse answers", keep.text]
+        again = migrate_sessions(storage.sessions, target.sessions, memories=logs)  # safe to re-run: nothing doubled
         assert again.ok and again.memory_entries == 0
-        assert len(memory_log_for(target).load(project_scope(PK))) == 3
+        assert len(target.memory_log.load(project_scope(PK))) == 3
 
     def test_copy_is_a_union(self, memlog, tmp_path):
-        other = memory_log_for(LocalSessionStore(tmp_path / "other"))
+        other = Storage(LocalSessionStore(tmp_path / "other")).memory_log
         a, b = add_entry("m1", "one", "user"), add_entry("m2", "two", "user")
         memlog.append("user", [a])
         other.append("user", [b])
@@ -164,13 +170,14 @@ def test_mirror_carries_memories(tmp_path):
 
     primary = LocalSessionStore(tmp_path / "primary")
     mirror = LocalSessionStore(tmp_path / "mirror")
-    mirrored = MirroredSessionStore(primary, mirror, outbox_path=tmp_path / "outbox.sqlite3")
+    storage = Storage(primary, mirror=MirroredSessionStore(primary, mirror, outbox_path=tmp_path / "outbox.sqlite3"))
     try:
-        memories = MemoryStore.for_store(mirrored)
+        memories = storage.memories
         m = memories.add("We use tabs", project_key=PK)
         memories.remove(memories.add("temporary", project_key=PK).id, project_key=PK)
         assert memories.log.flush(10)
-        assert [x.id for x in MemoryStore.for_store(mirror).list(PK)] == [m.id]
-        assert len(memory_log_for(mirror).load(project_scope(PK))) == 3
+        the_mirror = Storage(mirror)
+        assert [x.id for x in the_mirror.memories.list(PK)] == [m.id]
+        assert len(the_mirror.memory_log.load(project_scope(PK))) == 3
     finally:
-        mirrored.close()
+        storage.close()

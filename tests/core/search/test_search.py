@@ -8,14 +8,15 @@ import stat
 import subprocess
 import sys
 import time
+import weakref
 from pathlib import Path
 
 import pytest
 
 from core import LocalSessionStore, SessionKey, SessionManager, message_entry
-from core.search import open_search
 from core.search.jsonl_index import SCHEMA_VERSION
 from core.search.text import make_snippet, parse_query
+from core.storage import Storage
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -33,6 +34,17 @@ CONVERSATION = [
 
 def _ids(hits):
     return [h.session_id for h in hits]
+
+
+_STORAGES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def open_search(store):
+    """The search index of the one :class:`Storage` a test holds over ``store`` (as the app holds
+    one storage per store: the index it builds is told of that store's writes)."""
+    if store not in _STORAGES:
+        _STORAGES[store] = Storage(store)
+    return _STORAGES[store].search
 
 
 @pytest.fixture
@@ -455,8 +467,8 @@ class TestJsonlIndexFile:
             s = m.create(tmp_path / "ws")
             m.add_messages(s.key, [{"role": "user", "content": f"wombat {i} " + "filler text " * 400}])
             keys.append(s.id)
-        code = ("import sys; from core import LocalSessionStore; from core.search import open_search\n"
-                "idx = open_search(LocalSessionStore(sys.argv[1])); print('start', flush=True); idx.update()\n")
+        code = ("import sys; from core import LocalSessionStore; from core.storage import Storage\n"
+                "idx = Storage(LocalSessionStore(sys.argv[1])).search; print('start', flush=True); idx.update()\n")
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         p = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "home")], stdout=subprocess.PIPE, env=env)
         try:

@@ -17,6 +17,7 @@ from core.agent.workspace import check_workspace
 from core.session.identity import normalize_remote, project_identity
 from core.session.keys import project_key
 from core.stores.aliases import ProjectAliases, learn_from_store
+from core.storage import Storage
 from core.stores.pull import pull_sessions
 from tests.support.machines import checkout
 
@@ -68,7 +69,9 @@ class TestOtherMachine:
         machine_b = LocalSessionStore(tmp_path / "b-data")
         aliases = ProjectAliases(tmp_path / "b-data")
         aliases.record(project_identity(b_dir), project_key(str(b_dir)), str(b_dir))  # B opened its folder
-        pull_sessions(machine_a, machine_b, aliases=aliases)  # A's store stands in for the mirror
+        b_storage = Storage(machine_b)
+        pull_sessions(machine_a, machine_b, aliases=aliases, memory_log=b_storage.memory_log,
+                      blobs=b_storage.blobs)  # A's store stands in for the mirror
         keys = aliases.keys_for(project_identity(b_dir))
         assert set(keys) == {project_key(str(b_dir)), chat.key.project_key}, "A's project is B's project"
         assert chat.key.project_key != project_key(str(b_dir))  # stored keys never change

@@ -16,8 +16,23 @@ import pytest
 from core import LocalSessionStore, SessionManager
 from core.session.entries import header_entry, message_entry
 from core.session.keys import SessionKey
-from core.stores.backup import BackupArchive, BackupError, backup_store, restore_backup
+from core.stores import backup as backups
+from core.stores.backup import BackupArchive, BackupError
+from tests.support.storage import storage_of
 from tests.core.importers.test_import import chatgpt_conversation, write_chatgpt
+
+
+def backup_store(store, path, **kwargs):
+    """:func:`core.stores.backup.backup_store` of ``store`` with its storage's memories and blobs."""
+    storage = storage_of(store)
+    return backups.backup_store(storage.sessions, path, memory_log=storage.memory_log, blobs=storage.blobs, **kwargs)
+
+
+def restore_backup(path, store, **kwargs):
+    """:func:`core.stores.backup.restore_backup` into ``store`` with its storage's memories and blobs."""
+    storage = storage_of(store)
+    return backups.restore_backup(path, storage.sessions, memory_log=storage.memory_log, blobs=storage.blobs,
+                                  **kwargs)
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -117,13 +132,12 @@ class TestBackupRoundTrip:
         assert len(report.copied) == 3
 
     def test_memories_travel_and_a_removed_one_stays_removed(self, tmp_path, store):
-        from core.memory.store import MemoryStore
 
         ws = tmp_path / "ws"
         ws.mkdir()
         src = LocalSessionStore(tmp_path / "src")
         keys = _fill(src, ws)
-        mem = MemoryStore.for_store(src)
+        mem = storage_of(src).memories
         kept = mem.add("The user prefers tabs over spaces.", scope="user")
         gone = mem.add("The project uses Python 3.8.", scope="project", project_key=keys["a"].project_key)
         mem.remove(gone.id, project_key=keys["a"].project_key)
@@ -131,10 +145,10 @@ class TestBackupRoundTrip:
         assert backup_store(src, zpath).memories == 3  # two adds and a removal
         report = restore_backup(zpath, store)
         assert report.ok, report.to_dict()
-        restored = MemoryStore.for_store(store)
+        restored = storage_of(store).memories
         assert [m.text for m in restored.list(keys["a"].project_key)] == [kept.text]
         assert restore_backup(zpath, store).ok  # again: nothing doubled, nothing revived
-        assert [m.text for m in MemoryStore.for_store(store).list(keys["a"].project_key)] == [kept.text]
+        assert [m.text for m in storage_of(store).memories.list(keys["a"].project_key)] == [kept.text]
 
     def test_not_a_backup(self, tmp_path):
         junk = tmp_path / "junk.zip"

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from core import SessionKey, header_entry
-from core.stores.leases import LEASE_SECONDS, HeldLease, leases_for
+from core.storage import Storage
+from core.stores.leases import LEASE_SECONDS, HeldLease
 
 ROOT = Path(__file__).resolve().parents[3]
 PK = "-home-user-proj-0123456789abcdef"
@@ -27,7 +28,8 @@ def made(store, sid="s1"):
 
 def test_one_holder_at_a_time(store):
     key = made(store)
-    board = leases_for(store)
+    storage = Storage(store)
+    board = storage.leases
     assert board.current(key) is None
     assert board.acquire(key, "tab-a")
     assert not board.acquire(key, "tab-b"), "another tab's reply is being written"
@@ -37,12 +39,12 @@ def test_one_holder_at_a_time(store):
     assert board.current(key).holder == "tab-a"
     board.release(key, "tab-a")
     assert board.current(key) is None and board.acquire(key, "tab-b")
-    assert leases_for(store) is board
+    assert storage.leases is board, "one board per storage"
 
 
 def test_an_unrenewed_lease_expires(store):
     key = made(store)
-    board = leases_for(store)
+    board = Storage(store).leases
     assert board.acquire(key, "gone", ttl=0.3)
     assert not board.acquire(key, "next")
     time.sleep(0.4)
@@ -55,19 +57,20 @@ def test_held_lease_is_renewed_while_held(store, monkeypatch):
     monkeypatch.setattr(leases, "LEASE_SECONDS", 0.4)
     monkeypatch.setattr(leases, "RENEW_SECONDS", 0.1)
     key = made(store)
-    held = HeldLease.take(store, key)
+    board = Storage(store).leases
+    held = HeldLease.take(board, key)
     try:
-        assert held is not None and HeldLease.take(store, key) is None
+        assert held is not None and HeldLease.take(board, key) is None
         time.sleep(1.0)  # well past one lease: still held, it was renewed
-        assert leases_for(store).current(key).holder == held.holder
+        assert board.current(key).holder == held.holder
     finally:
         held.release()
-    assert leases_for(store).current(key) is None
+    assert board.current(key) is None
 
 
 def test_a_lease_held_on_another_host_expires_by_time(store):
     key = made(store)
-    board = leases_for(store)
+    board = Storage(store).leases
     from core.stores import leases
 
     real = leases.HOST
@@ -87,7 +90,7 @@ CHILD = textwrap.dedent("""
     from core.stores.factory import store_from_spec
     from core.stores.leases import HeldLease
     store = store_from_spec(sys.argv[1])
-    held = HeldLease.take(store, SessionKey(sys.argv[2], sys.argv[3]))
+    held = HeldLease.take(store.leases(), SessionKey(sys.argv[2], sys.argv[3]))
     print("HELD" if held else "BUSY", flush=True)
     time.sleep(120)
 """)
@@ -116,9 +119,9 @@ def test_kill_9_of_the_holder_frees_the_chat_within_15_s(kind, tmp_path):
                                  stdout=subprocess.PIPE, text=True)
         try:
             assert child.stdout.readline().strip() == "HELD"
-            board = leases_for(store)
+            board = Storage(store).leases
             assert board.current(key) is not None and board.current(key).pid == child.pid
-            assert HeldLease.take(store, key) is None
+            assert HeldLease.take(board, key) is None
         finally:
             os.kill(child.pid, signal.SIGKILL)
             child.wait(10)
@@ -126,17 +129,15 @@ def test_kill_9_of_the_holder_frees_the_chat_within_15_s(kind, tmp_path):
         while board.current(key) is not None and time.monotonic() - started < 15:
             time.sleep(0.05)
         assert time.monotonic() - started < LEASE_SECONDS + 1
-        mine = HeldLease.take(store, key)
+        mine = HeldLease.take(board, key)
         assert mine is not None
         assert mine.took_over is not None and mine.took_over.pid == child.pid, "it knows a writer died"
         mine.release()
-        again = HeldLease.take(store, key)
+        again = HeldLease.take(board, key)
         assert again.took_over is None, "a lease given up normally is no one's to take over"
         again.release()
     finally:
-        close = getattr(store, "close", None)
-        if callable(close):
-            close()
+        store.close()
 
 
 def test_list_token_moves_with_every_change_of_the_list(store):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from core import LocalSessionStore, SessionKey, SessionManager, message_entry
-from core.stores.migrate import migrate_sessions, subpaths_of
+from core.stores.migrate import migrate_sessions
 from core.stores.sql_store import SqlSessionStore
 from tests.support.pg_server import fresh_database_url
 
@@ -90,7 +90,7 @@ class TestRoundTrip:
         src = LocalSessionStore(tmp_path / "a", fsync=False)
         records = populate(src, tmp_path)
         subs = {(k.session_id, k.subpath) for k, _ in records if k.subpath}
-        found = {(k.session_id, s) for k, _ in records if k.subpath is None for s in subpaths_of(src, k)}
+        found = {(k.session_id, s) for k, _ in records if k.subpath is None for s in src.list_subpaths(k)}
         assert found == subs
 
 

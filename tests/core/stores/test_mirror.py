@@ -398,9 +398,9 @@ class TestWhatOtherMachinesRead:
     def test_blobs_project_keys_and_identity(self, mirror_db):
         import zlib
 
-        from core.stores.blobs import carrier_for, sha256_hex
+        from core.stores.blobs import BlobCarrier, sha256_hex
 
-        carrier = carrier_for(mirror_db)
+        carrier = BlobCarrier.of(mirror_db)
         data = b"\x00bytes of a file \xe2\x9c\x93\n" * 50
         name = sha256_hex(data)
         assert not carrier.has(name) and carrier.get_packed(name) is None

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from core import LocalSessionStore, SessionKey, SessionManager
-from core.stores.pull import pull_sessions
 from tests.core.agent.test_two_writers import strict_problem
 from tests.core.stores.test_mirror import mirror_url, open_mirror
 from tests.support.machines import mirrored
+from tests.support.storage import pull_into
 
 
 def user(text):
@@ -67,7 +67,7 @@ def resync_adds_nothing(a, b, mirror, key, empty=()):
         redeliver(a, key)
         redeliver(b, key)
         for store in (a, b):
-            again = pull_sessions(mirror, store)
+            again = pull_into(mirror, store)
             assert again.ok and not any(getattr(again, f) for f in empty), again.to_dict()
     assert counts((a, key), (b, key), (mirror, key)) == before
 
@@ -79,7 +79,7 @@ def start(two_machines, tmp_path):
     chat = ma.create(tmp_path / "proj", title="Plan")
     ma.add_messages(chat.key, [user("q1"), assistant("a1")])
     assert a.flush(15), a.status()
-    assert pull_sessions(mirror, b).ok
+    assert pull_into(mirror, b).ok
     return ma, mb, chat
 
 
@@ -110,7 +110,7 @@ class TestRenameOnBWhileAWritesMessages:
         assert texts(on_mirror) == ["q1", "a1", "q2", "a2"] and on_mirror.title == "Plan from B"
         assert strict_problem(on_mirror.messages) is None
 
-        report = pull_sessions(mirror, b)
+        report = pull_into(mirror, b)
         assert report.ok and str(key) in report.extended, report.to_dict()
         assert texts(mb.get(key)) == ["q1", "a1", "q2", "a2"] and mb.get(key).title == "Plan from B"
         assert [m.id for m in mb.list(key.project_key)] == [key.session_id], "no version on B either"
@@ -119,7 +119,7 @@ class TestRenameOnBWhileAWritesMessages:
         ma.rename(key, "Plan, final")
         assert a.flush(15), a.status()
         assert SessionManager(mirror).get(key).title == "Plan, final"
-        assert pull_sessions(mirror, b).ok
+        assert pull_into(mirror, b).ok
         assert mb.get(key).title == "Plan, final" and ma.get(key).title == "Plan, final"
         assert b.flush(15), b.status()
 
@@ -140,14 +140,14 @@ class TestRenameOnBWhileAWritesMessages:
         assert b.flush(15), b.status()
         assert a.flush(15), a.status()
         # Each machine's delivery takes what the mirror holds then; a pull takes the rest.
-        assert pull_sessions(mirror, a).ok and pull_sessions(mirror, b).ok
+        assert pull_into(mirror, a).ok and pull_into(mirror, b).ok
         for m in (ma, mb):
             pinned, tags = m.pin_and_tags(key)
             assert pinned is None and sorted(tags) == ["urgent", "work"], (m, pinned, tags)
 
         ma.tag(key, remove=["urgent"])  # a later removal on A removes it on B
         assert a.flush(15), a.status()
-        assert pull_sessions(mirror, b).ok and pull_sessions(mirror, a).ok
+        assert pull_into(mirror, b).ok and pull_into(mirror, a).ok
         assert mb.pin_and_tags(key) == (None, ("work",)) and ma.pin_and_tags(key) == (None, ("work",))
 
 
@@ -175,7 +175,7 @@ class TestDivergedConversationKeepsOneTitle:
         assert ma.pin_and_tags(key)[0] is not None
         assert texts(ma.get(key)) == ["q1", "a1", "from A", "A's answer"]
 
-        report = pull_sessions(mirror, a)
+        report = pull_into(mirror, a)
         assert report.ok and len(report.versions) == 1, report.to_dict()
         assert ma.current_version(key) == key, "A's own history stays the one in use"
         kept = ma.get(SessionKey(key.project_key, report.versions[0][1]))
@@ -191,7 +191,7 @@ class TestDivergedConversationKeepsOneTitle:
         assert a.flush(15), a.status()
         assert SessionManager(mirror).get(key).title == "Plan, A's way"
         assert texts(SessionManager(mirror).get(key)) == ["q1", "a1", "from B", "B's answer"]
-        assert pull_sessions(mirror, b).ok
+        assert pull_into(mirror, b).ok
         assert mb.get(key).title == "Plan, A's way" and mb.pin_and_tags(key)[1] == ()
         assert texts(mb.get(key)) == ["q1", "a1", "from B", "B's answer"]
         assert mb.current_version(key) == key
@@ -222,22 +222,22 @@ class TestPullTakesMetadataWithoutTheMirrorSync:
             ma.add_messages(chat.key, [user("q1"), assistant("a1")])
             while a.deliver_once():
                 pass
-            assert pull_sessions(mirror, b).ok
+            assert pull_into(mirror, b).ok
             key = chat.key
             mb.rename(key, "B's name")  # older than A's rename below
             ma.rename(key, "A's name")  # not delivered yet
             mb.pin(key)
             assert b.flush(15), b.status()
-            report = pull_sessions(mirror, a)
+            report = pull_into(mirror, a)
             assert report.ok and report.metadata == [str(key)], report.to_dict()
             assert ma.get(key).title == "A's name", "A renamed after B: A's title stays"
             assert ma.pin_and_tags(key)[0] is not None, "B's pin came"
             assert texts(ma.get(key)) == ["q1", "a1"]
-            assert not pull_sessions(mirror, a).metadata, "a repeat pull takes nothing"
+            assert not pull_into(mirror, a).metadata, "a repeat pull takes nothing"
             while a.deliver_once():
                 pass
             assert SessionManager(mirror).get(key).title == "A's name"
-            assert pull_sessions(mirror, b).ok
+            assert pull_into(mirror, b).ok
             assert mb.get(key).title == "A's name" and mb.pin_and_tags(key)[0] is not None
         finally:
             a.close()
@@ -261,7 +261,7 @@ class TestArchiveChoiceFollows:
         assert b.flush(15), b.status()
         ma.add_messages(key, [user("q2"), assistant("a2")])
         assert a.flush(15), a.status()
-        assert pull_sessions(mirror, a).ok
+        assert pull_into(mirror, a).ok
         assert key.session_id in archived_ids(ma, key.project_key), "B's archive reached A"
         assert texts(ma.get(key)) == ["q1", "a1", "q2", "a2"]
         assert a.flush(15), a.status()
@@ -270,7 +270,7 @@ class TestArchiveChoiceFollows:
         ma.unarchive(key)  # later on A: unarchived everywhere
         assert a.flush(15), a.status()
         assert key.session_id not in archived_ids(SessionManager(mirror), key.project_key)
-        assert pull_sessions(mirror, b).ok
+        assert pull_into(mirror, b).ok
         assert key.session_id not in archived_ids(mb, key.project_key)
         assert texts(mb.get(key)) == ["q1", "a1", "q2", "a2"]
         assert b.flush(15), b.status()
@@ -292,7 +292,7 @@ class TestArchiveChoiceFollows:
         assert a.flush(15), a.status()
         assert key.session_id in archived_ids(SessionManager(mirror), key.project_key), \
             "the mirror's root (B's conversation there) follows, not only A's version"
-        assert pull_sessions(mirror, b).ok
+        assert pull_into(mirror, b).ok
         assert key.session_id in archived_ids(mb, key.project_key)
         assert texts(mb.get(key)) == ["q1", "a1", "from B"]
 
@@ -305,6 +305,6 @@ class TestArchiveChoiceFollows:
         assert ma.auto_archive(1, now=time.time() + 5 * 86400) == [key]
         mb.rename(key, "Renamed on B")
         assert b.flush(15), b.status()
-        assert pull_sessions(mirror, a).ok
+        assert pull_into(mirror, a).ok
         assert key.session_id in archived_ids(ma, key.project_key), "B made no archive choice"
         assert ma.get(key).title == "Renamed on B"

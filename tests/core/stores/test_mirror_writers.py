@@ -205,7 +205,7 @@ def test_sessions_mirror_and_the_sidebar_name_the_diverged_conversation(tmp_path
     import json as _json
 
     from core import header_entry, message_entry
-    from core.stores.factory import open_store
+    from core.storage import open_store
     from webui.chat.handlers import mirror_status_html
     from webui.cli.sessions import main
 
@@ -213,7 +213,8 @@ def test_sessions_mirror_and_the_sidebar_name_the_diverged_conversation(tmp_path
     monkeypatch.setenv("ANYCODE_HOME", str(home))
     monkeypatch.setenv("ANYCODE_MIRROR", pg_url)
     monkeypatch.delenv("ANYCODE_STORE", raising=False)
-    a = open_store()
+    storage = open_store()
+    a = storage.mirror
     b = SqlSessionStore(pg_url, fsync=False)
     try:
         (tmp_path / "ws").mkdir()

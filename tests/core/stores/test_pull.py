@@ -9,10 +9,9 @@ from __future__ import annotations
 import pytest
 
 from core import LocalSessionStore, SessionKey, SessionManager, message_entry
-from core.memory.store import MemoryStore
 from core.stores.mirror import MirroredSessionStore
-from core.stores.pull import pull_sessions
 from tests.core.stores.test_mirror import mirror_url, open_mirror
+from tests.support.storage import pull_into, storage_of
 
 
 def user(text):
@@ -57,25 +56,25 @@ def test_b_gets_everything_a_did_and_a_gets_b_back(shared, tmp_path):
     fork = ma.fork(chat.key, 0)
     a.append(SessionKey(chat.key.project_key, chat.key.session_id, "subagents/call_1"),
              [message_entry(user("look at the schema"))])
-    memories_a = MemoryStore.for_store(a)
+    memories_a = storage_of(a).memories
     memories_a.add("Migrations run with alembic", project_key=chat.key.project_key)
     assert a.flush(15), a.status()
     assert memories_a.log.flush(15)  # the mirrored memory log's own outbox
 
-    report = pull_sessions(mirror, b)
+    report = pull_into(mirror, b)
     assert report.ok, report.to_dict()
     mb = SessionManager(b)
     got = mb.get(chat.key)
     assert got.title == "Database migration" and [m["content"] for m in got.messages] == ["plan the migration", "step one: back up"]
     assert b.exists(fork.key)
     assert b.load(SessionKey(chat.key.project_key, chat.key.session_id, "subagents/call_1"))
-    assert [m.text for m in MemoryStore.for_store(b).list(chat.key.project_key)] == ["Migrations run with alembic"]
-    assert pull_sessions(mirror, b).copied == []  # a second pull copies nothing
+    assert [m.text for m in storage_of(b).memories.list(chat.key.project_key)] == ["Migrations run with alembic"]
+    assert pull_into(mirror, b).copied == []  # a second pull copies nothing
 
     # B carries on; A pulls B's turn.
     mb.add_messages(chat.key, [user("now step two"), assistant("step two: migrate")])
     assert b.flush(15), b.status()
-    back = pull_sessions(mirror, a)
+    back = pull_into(mirror, a)
     assert str(chat.key) in back.extended, back.to_dict()
     assert [m["content"] for m in ma.get(chat.key).messages][-1] == "step two: migrate"
 
@@ -83,21 +82,19 @@ def test_b_gets_everything_a_did_and_a_gets_b_back(shared, tmp_path):
 def test_a_pulled_chats_tags_are_searched(shared, tmp_path):
     """Issue 31, item 14: a chat pulled from the mirror must be found by a word of its tags on
     the machine that pulled it, and no longer once the other machine removed the tag."""
-    from core.search import open_search
-
     a, b, mirror = shared
     ma = SessionManager(a)
     chat = ma.create(tmp_path / "proj")
     ma.add_messages(chat.key, [user("q1"), assistant("a1")])
     ma.tag(chat.key, add=["gazebo-build"])
     assert a.flush(15), a.status()
-    assert pull_sessions(mirror, b).ok
-    hits = open_search(b).search("gazebo", project_keys=[chat.key.project_key])
+    assert pull_into(mirror, b).ok
+    hits = storage_of(b).search.search("gazebo", project_keys=[chat.key.project_key])
     assert [(h.session_id, h.role) for h in hits] == [(chat.key.session_id, "tag")]
     ma.tag(chat.key, remove=["gazebo-build"])
     assert a.flush(15), a.status()
-    assert str(chat.key) in pull_sessions(mirror, b).extended
-    assert open_search(b).search("gazebo", project_keys=[chat.key.project_key]) == []
+    assert str(chat.key) in pull_into(mirror, b).extended
+    assert storage_of(b).search.search("gazebo", project_keys=[chat.key.project_key]) == []
 
 
 def test_both_machines_wrote_the_mirror_history_becomes_a_version(shared, tmp_path):
@@ -106,11 +103,11 @@ def test_both_machines_wrote_the_mirror_history_becomes_a_version(shared, tmp_pa
     chat = ma.create(tmp_path / "proj")
     ma.add_messages(chat.key, [user("q1"), assistant("a1")])
     assert a.flush(15)
-    pull_sessions(mirror, b)
+    pull_into(mirror, b)
     mb.add_messages(chat.key, [user("from B"), assistant("B's answer")])
     assert b.flush(15)
     ma.add_messages(chat.key, [user("from A"), assistant("A's answer")])  # A wrote too, offline from B
-    report = pull_sessions(mirror, a)
+    report = pull_into(mirror, a)
     assert len(report.versions) == 1, report.to_dict()
     mine = [m["content"] for m in ma.get(chat.key).messages]
     assert mine == ["q1", "a1", "from A", "A's answer"]  # never overwritten
@@ -130,7 +127,7 @@ class TestCheckpointBlobsTravel:
         from core.agent import checkpoints
         from core.agent.runner import run_session
         from core.agent.tools import Workspace
-        from core.stores.blobs import blobs_for, carrier_for, sha256_hex
+        from core.stores.blobs import BlobCarrier, sha256_hex
 
         monkeypatch.setenv("ANYCODE_APPROVAL", "auto")
         monkeypatch.setenv("ANYCODE_MEMORY", "off")
@@ -144,19 +141,20 @@ class TestCheckpointBlobsTravel:
                          {"tool_calls": [{"name": "write_file", "arguments": {"path": "app.py", "content": "new\n"}}]},
                          {"text": "Done."})
         run_session(chat.key, a, "change the files", client=fake_openai.client(), model="gpt-4o-mini",
-                    wait_for_title=10)
+                    wait_for_title=10, storage=storage_of(a))
         assert a.flush(15), a.status()
-        assert carrier_for(mirror).has(sha256_hex(old)), "the mirror holds the old bytes A's checkpoint names"
+        assert BlobCarrier.of(mirror).has(sha256_hex(old)), "the mirror holds the old bytes A's checkpoint names"
 
         on_b = tmp_path / "on-b" / "shop"  # B's copy of the folder, as A left it
         shutil.copytree(on_a, on_b)
-        report = pull_sessions(mirror, b)
+        report = pull_into(mirror, b)
         assert report.ok and report.blobs >= 1, report.to_dict()
-        assert blobs_for(b).get(sha256_hex(old)) == old
-        result = checkpoints.rewind(SessionManager(b), chat.key, 0, Workspace(on_b), mode="files")
+        assert storage_of(b).blobs.get(sha256_hex(old)) == old
+        result = checkpoints.rewind(SessionManager(b), chat.key, 0, Workspace(on_b), mode="files",
+                                    blobs=storage_of(b).blobs)
         assert not result.left, result
         assert (on_b / "app.py").read_bytes() == old and not (on_b / "notes.md").exists()
-        assert pull_sessions(mirror, b).blobs == 0  # nothing twice
+        assert pull_into(mirror, b).blobs == 0  # nothing twice
 
 
 def histories(manager, key):
@@ -181,7 +179,7 @@ class TestBothMachinesWroteInOneChat:
         chat = ma.create(tmp_path / "proj")
         ma.add_messages(chat.key, [user("q1"), assistant("a1")])
         assert a.flush(15), a.status()
-        assert pull_sessions(mirror, b).ok
+        assert pull_into(mirror, b).ok
         mb.add_messages(chat.key, [user("from B"), assistant("B's answer")])
         assert b.flush(15), b.status()
         ma.add_messages(chat.key, [user("from A"), assistant("A's answer")])
@@ -193,7 +191,7 @@ class TestBothMachinesWroteInOneChat:
         a, b, mirror = shared
         ma, mb, key = self.diverge(shared, tmp_path)
 
-        report = pull_sessions(mirror, a)
+        report = pull_into(mirror, a)
         assert report.ok, report.to_dict()
         got = histories(ma, key)
         assert sorted(got.values()) == sorted([self.A_SIDE, self.B_SIDE]), got  # no third copy of A's
@@ -204,29 +202,29 @@ class TestBothMachinesWroteInOneChat:
         assert report.already_here, report.to_dict()  # the mirror's copy of A's own history
 
         assert a.flush(15), a.status()  # the kept version reaches the mirror too
-        again = pull_sessions(mirror, a)
+        again = pull_into(mirror, a)
         assert again.ok and not (again.copied or again.extended or again.versions), again.to_dict()
         assert again.summary().startswith("Nothing new to pull;") and "of 0" not in again.summary(), again.summary()
         assert histories(ma, key) == got and ma.current_version(key) == key
 
         # B sees both too: its own and A's, once each — not A's copy of B's history.
-        on_b = pull_sessions(mirror, b)
+        on_b = pull_into(mirror, b)
         assert on_b.ok, on_b.to_dict()
         seen = histories(mb, key)
         assert sorted(seen.values()) == sorted([self.A_SIDE, self.B_SIDE]), seen
         assert seen[key.session_id] == self.B_SIDE and mb.current_version(key) == key
         assert b.flush(15), b.status()
-        assert not pull_sessions(mirror, b).copied and histories(mb, key) == seen
-        assert not pull_sessions(mirror, a).copied and histories(ma, key) == got
+        assert not pull_into(mirror, b).copied and histories(mb, key) == seen
+        assert not pull_into(mirror, a).copied and histories(ma, key) == got
 
     def test_b_carries_on_and_a_pull_extends_the_kept_version(self, shared, tmp_path):
         a, b, mirror = shared
         ma, mb, key = self.diverge(shared, tmp_path)
-        kept = pull_sessions(mirror, a).versions[0][1]
+        kept = pull_into(mirror, a).versions[0][1]
         mb.add_messages(key, [user("B goes on"), assistant("B's second answer")])
         assert b.flush(15), b.status()
 
-        report = pull_sessions(mirror, a)
+        report = pull_into(mirror, a)
         assert report.ok and not report.versions, report.to_dict()
         assert str(SessionKey(key.project_key, kept)) in report.extended
         assert histories(ma, key) == {key.session_id: self.A_SIDE,
@@ -242,7 +240,7 @@ class TestBothMachinesWroteInOneChat:
         ma.add_messages(chat.key, [user("q1"), assistant("a1"), user("q2"), assistant("a2")])
         rewound = ma.fork(chat.key, 1, version=True)
         assert a.flush(15), a.status()
-        report = pull_sessions(mirror, b)
+        report = pull_into(mirror, b)
         assert report.ok and not report.already_here, report.to_dict()
         mb = SessionManager(b)
         assert histories(mb, chat.key) == {chat.id: ["q1", "a1", "q2", "a2"], rewound.id: ["q1", "a1"]}

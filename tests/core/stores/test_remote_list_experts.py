@@ -5,6 +5,7 @@ from core import LocalSessionStore, SessionManager
 from core.agent.definitions import AgentDefinition
 from core.agent.experts import Consultation
 from core.stores.remote_list import RemoteListing
+from tests.support.storage import storage_of
 
 
 class TestRemoteListingLeavesExpertsOut:
@@ -18,7 +19,7 @@ class TestRemoteListingLeavesExpertsOut:
         chat = SessionManager(mirror).create(project, title="Checkout bug")
         SessionManager(mirror).add_messages(chat.key, [{"role": "user", "content": "why?"}])
         arch = AgentDefinition("architect", "d", "You are the architect.", mode="expert")
-        with Consultation.open(mirror, chat.project_key, arch, str(project), "sys") as c:
+        with Consultation.open(storage_of(mirror), chat.project_key, arch, str(project), "sys") as c:
             c.ask("where?")
         view = RemoteListing(lambda: mirror, local).refresh([chat.project_key])
         assert view.state == "ok" and [m.id for m in view.rows] == [chat.id]

@@ -19,7 +19,8 @@ import sqlalchemy as sa
 
 from core import LocalSessionStore, SessionConflict, SessionKey, StoreUnavailable, header_entry, message_entry
 from core.stores.sql_store import SqlSessionStore
-from core.stores.factory import open_store, store_from_spec
+from core.storage import open_store
+from core.stores.factory import store_from_spec
 from tests.support.pg_server import fresh_database_url
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -357,16 +358,16 @@ class TestOpenStore:
     def test_default_is_jsonl_in_the_data_dir(self, anycode_home, monkeypatch):
         monkeypatch.delenv("ANYCODE_STORE", raising=False)
         monkeypatch.delenv("ANYCODE_MIRROR", raising=False)
-        store = open_store()
-        assert isinstance(store, LocalSessionStore) and store.base_dir == anycode_home
+        storage = open_store()
+        assert isinstance(storage.sessions, LocalSessionStore) and storage.sessions.base_dir == anycode_home
+        assert storage.local is storage.sessions and storage.mirror is None and storage.data_dir == anycode_home
 
     def test_env_and_argument(self, tmp_path, monkeypatch):
         monkeypatch.delenv("ANYCODE_MIRROR", raising=False)
         monkeypatch.setenv("ANYCODE_STORE", sqlite_url(tmp_path))
-        store = open_store()
-        assert isinstance(store, SqlSessionStore) and store.dialect == "sqlite"
-        store.close()
-        assert isinstance(open_store("jsonl", tmp_path / "b"), LocalSessionStore)  # argument beats env
+        with open_store() as storage:
+            assert isinstance(storage.sessions, SqlSessionStore) and storage.sessions.dialect == "sqlite"
+        assert isinstance(open_store("jsonl", tmp_path / "b").sessions, LocalSessionStore)  # argument beats env
         other = store_from_spec(f"jsonl:{tmp_path / 'elsewhere'}")
         assert other.base_dir == tmp_path / "elsewhere"
 
@@ -390,22 +391,19 @@ class TestOpenStore:
         from core.stores.mirror import MirroredSessionStore
 
         monkeypatch.setenv("ANYCODE_MIRROR", sqlite_url(tmp_path))
-        store = open_store("jsonl", tmp_path / "home")
-        try:
-            assert isinstance(store, MirroredSessionStore)
-            assert isinstance(store.primary, LocalSessionStore)
-            assert store.outbox.path == tmp_path / "home" / "mirror" / "outbox.sqlite3"
-        finally:
-            store.close()
+        with open_store("jsonl", tmp_path / "home") as storage:
+            assert isinstance(storage.sessions, MirroredSessionStore) and storage.mirror is storage.sessions
+            assert isinstance(storage.local, LocalSessionStore) and storage.mirror.mirrors_from(storage.local)
+            assert storage.mirror.outbox.path == tmp_path / "home" / "mirror" / "outbox.sqlite3"
 
     def test_unreachable_mirror_does_not_stop_the_app(self, tmp_path):
-        store = open_store("jsonl", tmp_path / "home", mirror="postgresql+psycopg://x@127.0.0.1:1/none")
+        storage = open_store("jsonl", tmp_path / "home", mirror="postgresql+psycopg://x@127.0.0.1:1/none")
         try:
             key = SessionKey(PK, "s")
-            store.append(key, [header_entry("s", PK, "/x")])
-            assert store.load(key) is not None
+            storage.sessions.append(key, [header_entry("s", PK, "/x")])
+            assert storage.sessions.load(key) is not None
         finally:
-            store.close(timeout=0.1)
+            storage.close(timeout=0.1)
 
 
 # pg_server fixture used by TestOpenStore

@@ -124,6 +124,27 @@ class TestRoundTrip:
     def test_store_is_a_session_store(self, store):
         assert isinstance(store, SessionStore)
 
+    def test_its_optional_abilities_are_the_ones_the_guards_name(self, store):
+        """The table of core/session/store.py: what a caller may ask of each kind (an ability its
+        guard denies is never called; one it grants must work)."""
+        from core.session.store import appends_at, carries_blobs, has_list_token, indexes_projects, is_mirrored, \
+            knows_write_times
+        from core.stores.redis_store import RedisSessionStore
+        from core.stores.s3_store import S3SessionStore
+
+        mirror_first = isinstance(store, (S3SessionStore, RedisSessionStore))
+        jsonl = isinstance(store, LocalSessionStore)
+        assert has_list_token(store) is not mirror_first
+        assert appends_at(store) is not jsonl and indexes_projects(store) is not jsonl
+        assert knows_write_times(store) is jsonl and carries_blobs(store) and not is_mirrored(store)
+        key = new_key()
+        store.create_whole(key, [header_entry(key.session_id, key.project_key, "/w", created_at=T0)])
+        assert store.list_subpaths(key) == [] and store.list_subpaths(new_key()) == []
+        if appends_at(store):
+            assert store.entry_count(key) == 1
+        if knows_write_times(store):
+            assert store.written_at(key) is not None
+
     def test_append_then_load_returns_entries_exactly(self, store):
         key = new_key()
         entries = [

@@ -17,6 +17,7 @@ from core.stores.sql_store import SqlSessionStore
 from tests.support.pg_server import own_server
 from webui.chat import handlers
 from webui.chat.context import WebContext
+from tests.support.storage import storage_of
 
 REPLY = "Here is a long answer, streamed piece by piece so the database can die under it. " * 3
 
@@ -48,7 +49,7 @@ def ctx(store, tmp_path, fake_openai, monkeypatch):
     monkeypatch.setattr(persist, "RETRY_SECONDS", 1.0)  # give up on a dead database quickly
     project = tmp_path / "proj"
     project.mkdir()
-    return WebContext(manager=SessionManager(store), store=store, project_path=str(project),
+    return WebContext(storage=storage_of(store), manager=SessionManager(store), project_path=str(project),
                       model_overrides={"api_key": "sk-test", "base_url": fake_openai.base_url,
                                        "max_retries": 0}, export_dir=tmp_path / "exports")
 

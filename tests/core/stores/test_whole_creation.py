@@ -167,6 +167,7 @@ class TestRestoreKilledMidway:
 
     @pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
     def test_every_session_whole_or_absent(self, tmp_path, kind):
+        from core.storage import Storage
         from core.stores.backup import backup_store, restore_backup
 
         source = LocalSessionStore(tmp_path / "source")
@@ -176,7 +177,7 @@ class TestRestoreKilledMidway:
             expected[key.session_id] = big_entries(key, 1500)
             source.create_whole(key, expected[key.session_id])
         zip_path = tmp_path / "backup.zip"
-        backup_store(source, zip_path)
+        backup_store(source, zip_path, memory_log=Storage(source).memory_log, blobs=Storage(source).blobs)
         rng = random.Random(f"restore-{kind}")
         for run in range(KILLS // 2):
             spec = spec_for(kind, tmp_path / f"run{run}")
@@ -188,10 +189,12 @@ class TestRestoreKilledMidway:
                     loaded = target.load(meta.key)
                     loaded[0].pop("restored_from", None)  # a database's record of the arrival
                     assert loaded == expected[meta.id], f"run {run}: {meta.id} is partial"
-                assert restore_backup(zip_path, target).ok  # again: the rest is restored
+                with_target = Storage(target)
+                assert restore_backup(zip_path, target, memory_log=with_target.memory_log,
+                                      blobs=with_target.blobs).ok  # again: the rest is restored
                 assert {m.id for m in target.list(PK)} == set(expected)
             finally:
-                getattr(target, "close", lambda: None)()
+                target.close()
 
 
 class TestMirroredCreation:

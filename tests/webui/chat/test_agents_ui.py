@@ -13,6 +13,7 @@ from webui.chat import handlers, versions
 from webui.chat.context import WebContext
 from webui.render import rows as render
 from webui.text import chat_text
+from tests.support.storage import storage_of
 
 REVIEWER = ("---\nname: reviewer\ndescription: Reviews a change for bugs.\nmodel: fake-review\n---\n"
             "You are a strict code reviewer.\n")
@@ -24,7 +25,7 @@ def ctx(tmp_path, fake_openai):
     (project / ".anycode" / "agents").mkdir(parents=True)
     (project / ".anycode" / "agents" / "reviewer.md").write_text(REVIEWER)
     store = LocalSessionStore(tmp_path / "data")
-    return WebContext(manager=SessionManager(store), store=store, project_path=str(project),
+    return WebContext(storage=storage_of(store), manager=SessionManager(store), project_path=str(project),
                       model_overrides=dict(api_key="sk-test", base_url=fake_openai.base_url, max_retries=0),
                       export_dir=tmp_path / "exports")
 
@@ -55,7 +56,7 @@ class TestAgentInTheChat:
         (req,) = fake_openai.chat_requests("chat")
         assert req["model"] == "fake-review" and "strict code reviewer" in req["messages"][0]["content"]
         key = SessionKey(final.state["project"], final.state["session"])
-        entries = ctx.store.load(key)
+        entries = ctx.storage.sessions.load(key)
         assert [e.get("agent") for e in entries if e.get("type") == "message"
                 and e["message"]["role"] == "assistant"] == ["reviewer"]
         reopened = handlers.open_session(ctx, ctx.project_key, key.session_id)
@@ -94,7 +95,7 @@ class TestAgentsSection:
                                         "You are the architect.\n")
         (folder / "bad.md").write_text("no frontmatter")
         arch = AgentDefinition("architect", "Knows <the> design", "You are the architect.", mode="expert")
-        with Consultation.open(ctx.store, ctx.project_key, arch, ctx.project_path, "You are the architect.") as c:
+        with Consultation.open(ctx.storage, ctx.project_key, arch, ctx.project_path, "You are the architect.") as c:
             c.ask("Where does the app start?")
             c.store_round([{"role": "assistant", "content": "In src/app.py."}])
 
@@ -128,7 +129,7 @@ class TestAnExpertSessionIsNoChatToWriteIn:
         from webui.chat import views
 
         arch = AgentDefinition("architect", "d", "You are the architect.", mode="expert")
-        with Consultation.open(ctx.store, ctx.project_key, arch, ctx.project_path, "sys") as c:
+        with Consultation.open(ctx.storage, ctx.project_key, arch, ctx.project_path, "sys") as c:
             c.ask("Where does the app start?")
             c.store_round([{"role": "assistant", "content": "In src/app.py."}])
         key = expert_key(ctx.project_key, "architect")
@@ -151,7 +152,7 @@ class TestSearchLeavesExpertsOut:
         from webui.chat import search
 
         arch = AgentDefinition("architect", "d", "You are the architect.", mode="expert")
-        with Consultation.open(ctx.store, ctx.project_key, arch, ctx.project_path, "sys") as c:
+        with Consultation.open(ctx.storage, ctx.project_key, arch, ctx.project_path, "sys") as c:
             c.ask("where do the zebrafish live?")
         fake_openai.push({"text": "The okapi module has no bug."})
         send_all(ctx, handlers.tab_state(ctx.project_key), "@reviewer check the okapi module")

@@ -100,7 +100,7 @@ class TestWorkspaceNotice:
 
     def test_crafted_root_session_needs_a_choice(self, ctx, fake_openai, tmp_path):
         key = SessionKey(project_key("/"), new_session_id())
-        ctx.store.append(key, [header_entry(key.session_id, key.project_key, "/")])
+        ctx.storage.sessions.append(key, [header_entry(key.session_id, key.project_key, "/")])
         state = handlers.tab_state(key.project_key, key.session_id, 0)
         shown = approvals.view(ctx, state)
         assert "root of the file system" in shown.workspace_problem and shown.choosable
@@ -118,7 +118,7 @@ class TestOneReadPerView:
     def test_a_view_loads_the_session_once(self, ctx, fake_openai, project, monkeypatch):
         state = paused(ctx, fake_openai)
         loads = []
-        load = ctx.store.load
+        load = ctx.storage.sessions.load
         viewer = threading.get_ident()
 
         def counted(key):
@@ -127,7 +127,7 @@ class TestOneReadPerView:
                 loads.append(key)
             return load(key)
 
-        monkeypatch.setattr(ctx.store, "load", counted)  # the manager shares this store object
+        monkeypatch.setattr(ctx.storage.sessions, "load", counted)  # the manager shares this store object
         shown = approvals.view(ctx, state)
         assert shown.pending.call_id == "call_w" and shown.cwd == str(project)
         assert len(loads) == 1

@@ -209,7 +209,7 @@ class TestChatGoneOrMovedElsewhere:
         session = ctx.manager.create(str(tmp_path / "gone"), title="Moved away")
         ctx.manager.add_messages(session.key, [{"role": "user", "content": "q"}])
         tab = handlers.open_session(ctx, session.project_key, session.id).state
-        move_conversation(ctx.store, session.key, ctx.project_path)  # `anycode sessions move`
+        move_conversation(ctx.storage.sessions, session.key, ctx.project_path)  # `anycode sessions move`
         view = handlers.reload(ctx, tab)
         assert view.session_id == session.id and view.state["project"] == ctx.project_key
         assert view.notice.startswith("Moved this chat to proj") and view.notice_level == "info"

@@ -18,6 +18,7 @@ from webui.render import rows as render
 from webui.cli import sessions as sessions_cli
 from webui.chat.context import WebContext
 from tests.core.agent.test_compaction import fresh_accounting  # noqa: F401  (autouse: fresh window caches per test)
+from tests.support.storage import storage_of
 
 
 @pytest.fixture
@@ -30,7 +31,7 @@ def project(tmp_path):
 @pytest.fixture
 def ctx(tmp_path, project, fake_openai):
     store = LocalSessionStore(tmp_path / "data")
-    return WebContext(manager=SessionManager(store), store=store, project_path=str(project),
+    return WebContext(storage=storage_of(store), manager=SessionManager(store), project_path=str(project),
                       model_overrides={"api_key": "sk-test", "base_url": fake_openai.base_url, "max_retries": 0},
                       export_dir=tmp_path / "exports")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core import LocalSessionStore, SessionManager
+from core.storage import Storage
 from core.session.keys import project_key
 from tests.core.importers.test_import import chatgpt_conversation, write_chatgpt, write_claude_code, write_codex
 from webui.chat.imports import UNKNOWN_FORMAT, detect_format, import_upload
@@ -14,7 +15,7 @@ pytest.importorskip("gradio")
 
 class _Ctx:
     def __init__(self, store):
-        self.store = store
+        self.storage = Storage(store)
         self.manager = SessionManager(store)
 
 

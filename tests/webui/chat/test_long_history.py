@@ -13,6 +13,7 @@ from core.session.keys import SessionKey, new_session_id, project_key
 from webui.chat import handlers
 from webui.render import rows as render
 from webui.chat.context import WebContext
+from tests.support.storage import storage_of
 
 
 def _long_session(store, proj, n_rounds: int) -> SessionKey:
@@ -37,7 +38,7 @@ def ctx(tmp_path):
     proj = tmp_path / "proj"
     proj.mkdir()
     store = LocalSessionStore(tmp_path / "home", fsync=False)
-    return WebContext(manager=SessionManager(store), store=store, project_path=str(proj))
+    return WebContext(storage=storage_of(store), manager=SessionManager(store), project_path=str(proj))
 
 
 class TestLongConversation:
@@ -46,7 +47,7 @@ class TestLongConversation:
     call, or Branch/search rows point at the wrong message once only a window is shown."""
 
     def test_opens_on_the_latest_messages_then_earlier_on_request(self, ctx):
-        key = _long_session(ctx.store, ctx.project_path, 1000)
+        key = _long_session(ctx.storage.sessions, ctx.project_path, 1000)
         view = handlers.open_session(ctx, key.project_key, key.session_id)
         total = len(ctx.manager.get(key).messages)
         assert view.rows[-1] == {"role": "assistant", "content": "answer 999"}
@@ -67,7 +68,7 @@ class TestLongConversation:
         assert total > 2000
 
     def test_branch_from_a_windowed_row_forks_at_that_message(self, ctx):
-        key = _long_session(ctx.store, ctx.project_path, 600)
+        key = _long_session(ctx.storage.sessions, ctx.project_path, 600)
         view = handlers.open_session(ctx, key.project_key, key.session_id)
         row = next(i for i, r in enumerate(view.rows) if r.get("content") == "question 550")
         fork = handlers.branch(ctx, view.state, row)
@@ -77,7 +78,7 @@ class TestLongConversation:
     def test_a_search_hit_far_back_is_shown(self, ctx):
         from webui.chat.search import hit_row
 
-        key = _long_session(ctx.store, ctx.project_path, 800)
+        key = _long_session(ctx.storage.sessions, ctx.project_path, 800)
         messages = ctx.manager.get(key).messages
         idx = next(i for i, m in enumerate(messages) if m.get("content") == "question 5")
         view = handlers.open_session(ctx, key.project_key, key.session_id, include=idx)
@@ -88,7 +89,7 @@ class TestLongConversation:
     def test_a_send_keeps_the_window(self, ctx, fake_openai, monkeypatch):
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
         monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.base_url)
-        key = _long_session(ctx.store, ctx.project_path, 700)
+        key = _long_session(ctx.storage.sessions, ctx.project_path, 700)
         view = handlers.open_session(ctx, key.project_key, key.session_id)
         fake_openai.push({"text": "fresh answer"})
         updates = list(handlers.send(ctx, view.state, "one more", None, "tab-1"))
@@ -111,7 +112,7 @@ class TestHiddenCount:
                 entries.append(message_entry({"role": "system", "content": "imported note"}, ts=t0 + i))
             entries.append(message_entry({"role": "user", "content": f"question {i}"}, ts=t0 + i))
             entries.append(message_entry({"role": "assistant", "content": f"answer {i}"}, ts=t0 + i))
-        ctx.store.append(key, entries)
+        ctx.storage.sessions.append(key, entries)
         view = handlers.open_session(ctx, key.project_key, key.session_id)
         # 602 messages (two system), the last 200 shown: 402 above, of which 400 are rows
         assert (view.state["from"], view.state["earlier"]) == (402, 400)
@@ -133,7 +134,7 @@ class TestLongSessionList:
         ids = []
         for i in range(n):
             key = SessionKey(pk, new_session_id())
-            ctx.store.append(key, [header_entry(key.session_id, pk, ctx.project_path, created_at=now - i * 60),
+            ctx.storage.sessions.append(key, [header_entry(key.session_id, pk, ctx.project_path, created_at=now - i * 60),
                                    message_entry({"role": "user", "content": "x"}, ts=now - i * 60),
                                    title_entry(f"Chat number {i}", "llm", ts=now - i * 60)])
             ids.append(key.session_id)

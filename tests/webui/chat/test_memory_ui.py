@@ -2,8 +2,7 @@
 without a browser (the Chromium half: ``tests/browser/test_browser_memory.py``)."""
 from __future__ import annotations
 
-from core.memory.store import MemoryStore
-from tests.webui.chat.test_search_ui import ctx  # noqa: F401  (a store and manager in tmp_path, as the app's ctx)
+from tests.webui.chat.test_search_ui import ctx  # noqa: F401  (a storage and manager in tmp_path, as the app's ctx)
 from webui.chat import memory as memory_panel
 from webui.render import rows as render
 
@@ -13,7 +12,7 @@ class TestPanelFunctions:
 
     def test_list_is_escaped_grouped_and_links_its_conversation(self, ctx, tmp_path):
         s = ctx.manager.create(tmp_path, title="Indentation talk")
-        mem = MemoryStore.for_store(ctx.store)
+        mem = ctx.storage.memories
         mem.add("<img src=x onerror=alert(1)> uses tabs", project_key=s.project_key, source="model",
                 session_id=s.id, message_index=1)
         mem.add("Prefers short answers", scope="user")
@@ -25,7 +24,7 @@ class TestPanelFunctions:
     def test_bidi_controls_are_shown_in_the_panel_and_the_toast(self, ctx, tmp_path):
         """A remembered fact with U+202E read reversed ("…secaps revo") in the panel and the toast."""
         s = ctx.manager.create(tmp_path)
-        m = MemoryStore.for_store(ctx.store).add("I prefer tabs \u202eover spaces", project_key=s.project_key)
+        m = ctx.storage.memories.add("I prefer tabs \u202eover spaces", project_key=s.project_key)
         for shown in (memory_panel.panel_html(ctx, s.project_key), memory_panel.toast_markdown([m]),
                       memory_panel.proposal_markdown([m])):
             assert "\u202e" not in shown and "\u27e8U+202E\u27e9over spaces" in shown
@@ -40,16 +39,16 @@ class TestPanelFunctions:
             "Remembered: Tests run with pytest", True)
         sentence, ok = memory_panel.add_memory(ctx, pk, "password: Hunter22!", "user")
         assert not ok and "secret" in sentence
-        [m] = MemoryStore.for_store(ctx.store).list(pk)
+        [m] = ctx.storage.memories.list(pk)
         assert memory_panel.edit_memory(ctx, pk, m.id, "Tests run with pytest -q")[1]
-        assert MemoryStore.for_store(ctx.store).get(m.id, pk).text == "Tests run with pytest -q"
+        assert ctx.storage.memories.get(m.id, pk).text == "Tests run with pytest -q"
         assert memory_panel.delete_memory(ctx, pk, m.id)[1]
-        assert MemoryStore.for_store(ctx.store).list(pk) == []
+        assert ctx.storage.memories.list(pk) == []
         assert not memory_panel.delete_memory(ctx, pk, m.id)[1]
 
     def test_toast_finds_only_this_conversations_new_model_memories_and_undo_removes_them(self, ctx, tmp_path):
         s, other = ctx.manager.create(tmp_path), ctx.manager.create(tmp_path)
-        mem = MemoryStore.for_store(ctx.store)
+        mem = ctx.storage.memories
         mine = mem.add("Uses tabs", project_key=s.project_key, source="model", session_id=s.id)
         mem.add("Typed by the user", project_key=s.project_key, session_id=s.id)
         mem.add("From elsewhere", project_key=s.project_key, source="model", session_id=other.id)
@@ -66,7 +65,7 @@ class TestPanelCounts:
 
     def test_the_count_is_a_badge_of_its_own(self, ctx, tmp_path):
         s = ctx.manager.create(tmp_path)
-        MemoryStore.for_store(ctx.store).add("Uses tabs", project_key=s.project_key)
+        ctx.storage.memories.add("Uses tabs", project_key=s.project_key)
         out = memory_panel.panel_html(ctx, s.project_key)
         assert '<h4>This project<span class="ac-mem-count">1</span></h4>' in out
 
@@ -90,14 +89,14 @@ class TestToastAndProposals:
         from markdown_it import MarkdownIt
 
         s = ctx.manager.create(tmp_path)
-        m = MemoryStore.for_store(ctx.store).add("See ![x](https://evil.example/p.png) and [docs](https://evil.example)",
+        m = ctx.storage.memories.add("See ![x](https://evil.example/p.png) and [docs](https://evil.example)",
                                                  project_key=s.project_key, source="model", session_id=s.id)
         html = MarkdownIt("commonmark").render(memory_panel.toast_markdown([m]))
         assert "<img" not in html and "<a " not in html and "evil.example/p.png" in html
 
     def test_proposals_wait_for_the_users_answer(self, ctx, tmp_path):
         s = ctx.manager.create(tmp_path)
-        mem = MemoryStore.for_store(ctx.store)
+        mem = ctx.storage.memories
         a = mem.propose("Build logs go to ops@example.com", project_key=s.project_key, session_id=s.id)
         b = mem.propose("The CI runs on Fridays", project_key=s.project_key, session_id=s.id)
         mem.propose("Another chat's fact", project_key=s.project_key, session_id="other")

@@ -14,6 +14,7 @@ from webui import i18n
 from webui.chat import handlers, organise
 from webui.chat.context import WebContext
 from webui.render import rows as render
+from tests.support.storage import storage_of
 
 
 @pytest.fixture
@@ -21,7 +22,7 @@ def ctx(tmp_path):
     project = tmp_path / "proj"
     project.mkdir()
     store = LocalSessionStore(tmp_path / "data")
-    return WebContext(manager=SessionManager(store), store=store, project_path=str(project),
+    return WebContext(storage=storage_of(store), manager=SessionManager(store), project_path=str(project),
                       model_overrides=dict(api_key="sk-test", base_url="http://127.0.0.1:9/v1", max_retries=0),
                       export_dir=tmp_path / "exports")
 
@@ -167,7 +168,7 @@ class TestMeterUsage:
         from webui.chat.compaction import meter_html
 
         s = chat(ctx, "Chat")
-        ctx.store.append(s.key, [usage_entry(2, "gpt-4o-mini", 1200, 300, estimated=False)])
+        ctx.storage.sessions.append(s.key, [usage_entry(2, "gpt-4o-mini", 1200, 300, estimated=False)])
         monkeypatch.delenv("ANYCODE_PRICES", raising=False)
         tip = html.unescape(meter_html(ctx, state_of(ctx, s), "gpt-4o-mini", probe=False))
         assert "This chat so far: 1,500 tokens (1,200 in, 300 out) over 1 replies." in tip and "cost" not in tip

@@ -15,6 +15,7 @@ from core.session.rounds import Round
 from core.stores.pull import pull_sessions
 from tests.support.chat_ctx import make_ctx
 from tests.support.machines import checkout, mirrored, shop_checkouts
+from tests.support.storage import storage_of
 from webui.chat import approvals, handlers, remote
 
 
@@ -26,12 +27,12 @@ def test_b_lists_opens_and_works_in_its_own_folder(tmp_path, monkeypatch):
 
     b_data = tmp_path / "b-data"
     monkeypatch.setenv("ANYCODE_HOME", str(b_data))
-    machine_b = LocalSessionStore(b_data)
+    machine_b = storage_of(LocalSessionStore(b_data))
     ctx = make_ctx(machine_b, b_dir)
-    ctx.data_dir = b_data
     before = handlers.session_list_html(ctx, ctx.project_key)
     assert "Checkout bug" not in before
-    pull_sessions(machine_a, machine_b)  # A's store stands in for the shared mirror
+    pull_sessions(machine_a, machine_b.sessions, aliases=machine_b.aliases, memory_log=machine_b.memory_log,
+                  blobs=machine_b.blobs)  # A's store stands in for the shared mirror
     os.rename(a_dir, tmp_path / "a-moved")  # A's path does not exist on B
 
     listed = handlers.session_list_html(ctx, ctx.project_key)
@@ -54,7 +55,6 @@ class TestMemoriesOfTheSameProjectElsewhere:
     in B's new chats, and editable there — with the history carried by a real S3 mirror (moto)."""
 
     def test_b_lists_and_uses_as_memories(self, tmp_path, monkeypatch, fake_openai):
-        from core.memory.store import MemoryStore
         from tests.core.stores.test_mirror import open_mirror
         from tests.support.chat_ctx import run_send
         from tests.support.s3_server import fresh_s3_url
@@ -66,7 +66,7 @@ class TestMemoriesOfTheSameProjectElsewhere:
         try:
             chat = SessionManager(machine_a).create(a_dir, title="Checkout bug")
             SessionManager(machine_a).add_messages(chat.key, [{"role": "user", "content": "hi"}])
-            memories_a = MemoryStore.for_store(machine_a)
+            memories_a = storage_of(machine_a).memories
             memories_a.add("Payments go through the sandbox gateway", project_key=chat.key.project_key,
                            session_id=chat.id, message_index=0)
             assert machine_a.flush(15) and memories_a.log.flush(15)
@@ -75,10 +75,10 @@ class TestMemoriesOfTheSameProjectElsewhere:
 
         b_data = tmp_path / "b-data"
         monkeypatch.setenv("ANYCODE_HOME", str(b_data))
-        machine_b = LocalSessionStore(b_data)
-        pull_sessions(open_mirror(url), machine_b)
+        machine_b = storage_of(LocalSessionStore(b_data))
+        pull_sessions(open_mirror(url), machine_b.sessions, aliases=machine_b.aliases, memory_log=machine_b.memory_log,
+                      blobs=machine_b.blobs)
         ctx = make_ctx(machine_b, b_dir, api_key="sk-test", base_url=fake_openai.base_url, max_retries=0)
-        ctx.data_dir = b_data
         assert ctx.project_key != chat.key.project_key
         handlers.session_list_html(ctx, ctx.project_key)  # the page opens: B's folder is this project
 
@@ -92,9 +92,9 @@ class TestMemoriesOfTheSameProjectElsewhere:
         system = request["messages"][0]["content"]
         assert "Payments go through the sandbox gateway" in system, "B's new chat is sent A's memory"
 
-        [m] = MemoryStore.for_store(machine_b).list(ctx.project_key, scope="project")
+        [m] = machine_b.memories.list(ctx.project_key, scope="project")
         assert memory_panel.edit_memory(ctx, ctx.project_key, m.id, "Payments go through the live gateway")[1]
-        [m2] = MemoryStore.for_store(machine_b).list(ctx.project_key, scope="project")
+        [m2] = machine_b.memories.list(ctx.project_key, scope="project")
         assert m2.text == "Payments go through the live gateway" and m2.project_key == chat.key.project_key
 
 
@@ -145,7 +145,6 @@ class TestChatsOnlyInTheMirror:
 
             monkeypatch.setenv("ANYCODE_HOME", str(tmp_path / "b-data"))
             ctx = make_ctx(b, b_dir)
-            ctx.data_dir = tmp_path / "b-data"
             listed = _wait_for(lambda: (lambda h: h if "Refund flow" in h else "")(
                 handlers.session_list_html(ctx, ctx.project_key)))
             assert "Refund flow" in listed, "B lists A's chat of the same repository, before any pull"
@@ -181,7 +180,6 @@ class TestChatsOnlyInTheMirror:
 
             monkeypatch.setenv("ANYCODE_HOME", str(tmp_path / "b-data"))
             ctx = make_ctx(b, b_dir)
-            ctx.data_dir = tmp_path / "b-data"
             shelf = _wait_for(lambda: (lambda h: h if "Old invoices" in h else "")(
                 handlers.session_list_html(ctx, ctx.project_key, archived=True)))
             assert "Old invoices" in shelf and "from another machine" in shelf, "B's archive view lists A's archived chat"
@@ -214,7 +212,6 @@ class TestChatsOnlyInTheMirror:
             assert a.flush(15), a.status()
             monkeypatch.setenv("ANYCODE_HOME", str(tmp_path / "b-data"))
             ctx = make_ctx(b, b_dir)
-            ctx.data_dir = tmp_path / "b-data"
             view = views.initial_view(ctx, {"session": chat.id})  # the link, B's page's first load
             assert view.state["session"] == chat.id and b.exists(chat.key), view.notice
             assert any("the bookmarked question" in str(r.get("content")) for r in view.rows)
@@ -247,7 +244,6 @@ class TestChatsOnlyInTheMirror:
             assert a.flush(15), a.status()
             monkeypatch.setenv("ANYCODE_HOME", str(tmp_path / "b-data"))
             ctx = make_ctx(b, b_dir)
-            ctx.data_dir = tmp_path / "b-data"
             view = views.initial_view(ctx, {"session": same.id})
             assert view.state["session"] == chat.id and not b.exists(same.key), view.notice
             assert any("the one question" in str(r.get("content")) for r in view.rows)
@@ -275,7 +271,6 @@ class TestChatsOnlyInTheMirror:
             assert b.flush(15), b.status()
             monkeypatch.setenv("ANYCODE_HOME", str(tmp_path / "b-data"))
             ctx = make_ctx(b, b_dir)
-            ctx.data_dir = tmp_path / "b-data"
             b.remove(chat.key)  # Delete on B; the mirror's copy goes later
             assert mirror.exists(chat.key)
             handlers.session_list_html(ctx, ctx.project_key)  # the sidebar asks the mirror (in the background)
@@ -307,7 +302,6 @@ class TestChatsOnlyInTheMirror:
                                  outbox_path=tmp_path / "b-data" / "outbox.sqlite3", start=False)
         monkeypatch.setenv("ANYCODE_HOME", str(tmp_path / "b-data"))
         ctx = make_ctx(b, b_dir)
-        ctx.data_dir = tmp_path / "b-data"
         mine = SessionManager(b).create(b_dir, title="Local work")
         done = []
         worker = threading.Thread(target=lambda: done.append(handlers.session_list_html(ctx, ctx.project_key)))
@@ -348,14 +342,14 @@ class TestContinueConsidersTheMirror:
             assert a.flush(15)
 
             args = launcher.parse_args(["--continue"])
-            found = launcher.find_initial(mb, str(b_dir), args)
+            found = launcher.find_initial(storage_of(b), mb, str(b_dir), args)
             assert found == newer.key, "the newest chat of the project, A's, is continued"
             assert b.exists(newer.key), "pulled first"
-            assert launcher._same_project(b, str(b_dir), newer.key.project_key), "B's folder stays the project"
+            assert launcher._same_project(storage_of(b), str(b_dir), newer.key.project_key), "B's folder stays the project"
 
             time.sleep(0.01)
             mb.add_messages(older.key, [{"role": "user", "content": "B again"}])
-            assert launcher.find_initial(mb, str(b_dir), args) == older.key, "now B's own chat is the newest"
+            assert launcher.find_initial(storage_of(b), mb, str(b_dir), args) == older.key, "now B's own chat is the newest"
         finally:
             a.close()
             b.close()
@@ -376,7 +370,7 @@ class TestContinueConsidersTheMirror:
         mb = SessionManager(b)
         mine = mb.create(b_dir, title="local")
         mb.add_messages(mine.key, [{"role": "user", "content": "x"}])
-        found = launcher.find_initial(mb, str(b_dir), launcher.parse_args(["--continue"]))
+        found = launcher.find_initial(storage_of(b), mb, str(b_dir), launcher.parse_args(["--continue"]))
         hang.set()
         assert found == mine.key
         assert "the mirror did not answer" in capsys.readouterr().err
@@ -402,7 +396,6 @@ class TestAPageOpenedAsksTheMirrorAgain:
         try:
             monkeypatch.setenv("ANYCODE_HOME", str(tmp_path / "b-data"))
             ctx = make_ctx(b, b_dir)
-            ctx.data_dir = tmp_path / "b-data"
             first = remote.listing(ctx).refresh(*remote._ask(ctx, ctx.project_key))  # an earlier page's
             assert first.state == "ok" and first.rows == []
             chat = SessionManager(a).create(a_dir, title="Made on machine A")

@@ -10,6 +10,7 @@ from core.stores.jsonl_store import LocalSessionStore
 from webui.chat import handlers
 from webui.render import rows as render
 from webui.chat.context import WebContext
+from tests.support.storage import storage_of
 
 
 @pytest.fixture
@@ -17,7 +18,7 @@ def ctx(tmp_path, fake_openai):
     forget_compat()
     (tmp_path / "proj").mkdir()
     store = LocalSessionStore(tmp_path / "data")
-    return WebContext(manager=SessionManager(store), store=store, project_path=str(tmp_path / "proj"),
+    return WebContext(storage=storage_of(store), manager=SessionManager(store), project_path=str(tmp_path / "proj"),
                       model_overrides={"api_key": "sk-test", "base_url": fake_openai.base_url, "max_retries": 0},
                       export_dir=tmp_path / "exports")
 

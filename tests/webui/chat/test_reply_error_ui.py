@@ -14,6 +14,7 @@ from core.stores.jsonl_store import LocalSessionStore
 from webui import i18n
 from webui.chat import handlers
 from webui.chat.context import WebContext
+from tests.support.storage import storage_of
 
 KEY = "sk-proj-AbCdEfGhIjKlMnOpQrStUvWx12345678"
 
@@ -22,7 +23,7 @@ def make(tmp_path, base_url):
     forget_compat()
     (tmp_path / "proj").mkdir(exist_ok=True)
     store = LocalSessionStore(tmp_path / "data")
-    return WebContext(manager=SessionManager(store), store=store, project_path=str(tmp_path / "proj"),
+    return WebContext(storage=storage_of(store), manager=SessionManager(store), project_path=str(tmp_path / "proj"),
                       model_overrides={"api_key": "sk-test", "base_url": base_url, "max_retries": 0},
                       export_dir=tmp_path / "exports")
 
@@ -49,7 +50,7 @@ def send(ctx, state, text, tab="t1"):
 
 
 def raw(ctx, state) -> str:
-    return json.dumps(ctx.store.load(SessionKey(state["project"], state["session"])), ensure_ascii=False)
+    return json.dumps(ctx.storage.sessions.load(SessionKey(state["project"], state["session"])), ensure_ascii=False)
 
 
 def live_reason(final) -> str:

@@ -13,6 +13,7 @@ from webui.chat import handlers
 from webui.chat import rewind
 from webui.chat.context import WebContext
 from webui.render import rows as render
+from tests.support.storage import storage_of
 
 OLD = b"old = True\n"
 
@@ -30,7 +31,7 @@ def ctx(tmp_path, fake_openai):
     (project / "keep.py").write_bytes(OLD)
     os.chmod(project / "keep.py", 0o640)
     store = LocalSessionStore(tmp_path / "data")
-    return WebContext(manager=SessionManager(store), store=store, project_path=str(project),
+    return WebContext(storage=storage_of(store), manager=SessionManager(store), project_path=str(project),
                       model_overrides=dict(api_key="sk-test", base_url=fake_openai.base_url, max_retries=0),
                       export_dir=tmp_path / "exports")
 

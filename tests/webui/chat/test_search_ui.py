@@ -8,6 +8,7 @@ import time
 import pytest
 
 from core import LocalSessionStore, SessionManager
+from core.storage import Storage
 from core.search import SearchHit
 from webui.chat import search as search_panel
 
@@ -16,7 +17,7 @@ class _Ctx:
     """The parts of ``WebContext`` the search uses: a project without aliases elsewhere."""
 
     def __init__(self, store):
-        self.store = store
+        self.storage = Storage(store)
         self.manager = SessionManager(store)
 
     def alias_keys(self, project):
@@ -168,6 +169,6 @@ class TestWarmUp:
             keys.append(s.key)
         thread = search_panel.warm_up(ctx)
         thread.join(timeout=30)
-        index = search_panel.open_search(ctx.store)
+        index = ctx.storage.search
         assert index.update() == 0  # nothing left to do
         assert {h.session_id for h in index.search("warm")} == {k.session_id for k in keys}

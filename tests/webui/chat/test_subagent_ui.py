@@ -80,7 +80,7 @@ class TestLiveAndStored:
         assert jl.read_text().count('"type":"subagent_record"') == 2
         handlers.delete(ctx, state)
         key = SessionKey(state["project"], state["session"])
-        assert ctx.store.list_subpaths(key) == []
+        assert ctx.storage.sessions.list_subpaths(key) == []
 
 
 def test_task_step_link_survives_any_call_id():

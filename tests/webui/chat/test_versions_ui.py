@@ -12,6 +12,7 @@ from webui.chat import handlers
 from webui.render import rows as render
 from webui.chat import versions
 from webui.chat.context import WebContext
+from tests.support.storage import storage_of
 
 
 @pytest.fixture
@@ -19,7 +20,7 @@ def ctx(tmp_path, fake_openai):
     project = tmp_path / "proj"
     project.mkdir()
     store = LocalSessionStore(tmp_path / "data")
-    return WebContext(manager=SessionManager(store), store=store, project_path=str(project),
+    return WebContext(storage=storage_of(store), manager=SessionManager(store), project_path=str(project),
                       model_overrides=dict(api_key="sk-test", base_url=fake_openai.base_url, max_retries=0),
                       export_dir=tmp_path / "exports")
 
@@ -295,9 +296,9 @@ class TestSendingInAVersion:
         after = sent(ctx, tab2, "one more question")  # tab 2 still shows the new version
         assert stored(ctx, after)[-2]["content"] == "one more question"
         assert handlers.initial_view(ctx, {"session": s.id}).session_id == v.session_id
-        before = len(ctx.store.load(s.key))
+        before = len(ctx.storage.sessions.load(s.key))
         sent(ctx, after, "and another")  # already in use: nothing more is written to the root
-        assert len(ctx.store.load(s.key)) == before
+        assert len(ctx.storage.sessions.load(s.key)) == before
 
 
 class TestBranchInsideAToolRound:
@@ -369,7 +370,7 @@ class TestWholeConversationActions:
         back = handlers.set_archived(ctx, archived.state, False)
         assert not back.archived and s.id in handlers.session_list_html(ctx, ctx.project_key)
         handlers.delete(ctx, back.state)
-        assert not ctx.store.exists(s.key) and not ctx.store.exists(SessionKey(s.project_key, view.session_id))
+        assert not ctx.storage.sessions.exists(s.key) and not ctx.storage.sessions.exists(SessionKey(s.project_key, view.session_id))
 
 
 class TestOneTitlePerConversation:

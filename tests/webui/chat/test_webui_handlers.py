@@ -311,7 +311,7 @@ class TestSessionActions:
         after = handlers.delete(ctx, state)
         assert after.session_id is None and "deleted" in after.notice
         assert s.id not in handlers.session_list_html(ctx, ctx.project_key)
-        assert not ctx.store.exists(s.key)
+        assert not ctx.storage.sessions.exists(s.key)
 
     def test_exports(self, ctx):
         s = seeded(ctx, title="Export me")
@@ -320,7 +320,7 @@ class TestSessionActions:
         text = md.read_text()
         assert text.startswith("# Export me") and "second answer" in text
         lines = [json.loads(line) for line in jl.read_text().splitlines()]
-        assert lines == ctx.store.load(s.key)
+        assert lines == ctx.storage.sessions.load(s.key)
         assert handlers.exports(ctx, handlers.new_chat(ctx).state) == (None, None)
 
 

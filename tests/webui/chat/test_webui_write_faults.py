@@ -17,6 +17,7 @@ from core import LocalSessionStore, SessionManager
 from tests.support.tiny_disk import mounted
 from webui.chat import handlers
 from webui.chat.context import WebContext
+from tests.support.storage import storage_of
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,7 @@ def ctx(disk, request, tmp_path, fake_openai):
     project = tmp_path / "proj"
     project.mkdir()
     store = LocalSessionStore(home)
-    yield WebContext(manager=SessionManager(store), store=store, project_path=str(project),
+    yield WebContext(storage=storage_of(store), manager=SessionManager(store), project_path=str(project),
                      model_overrides={"api_key": "sk-test", "base_url": fake_openai.base_url,
                                       "max_retries": 0}, export_dir=tmp_path / "exports")
     disk.read_only(False)
