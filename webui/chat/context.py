@@ -135,7 +135,7 @@ class WebContext:
             if self._mcp is None:
                 from core.agent.mcp.hub import McpHub
 
-                self._mcp = McpHub(self.data_dir)
+                self._mcp = McpHub(self.storage.data_dir)
             return self._mcp
 
     def close(self) -> None:

@@ -54,7 +54,7 @@ def cli() -> None:
 def _hub(args: argparse.Namespace) -> Any:
     from core.agent.mcp.hub import McpHub
 
-    return McpHub(args.data_dir or None)
+    return McpHub(options.data_dir_of(args))
 
 
 def _root(args: argparse.Namespace) -> str:

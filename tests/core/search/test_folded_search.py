@@ -14,7 +14,7 @@ import sqlite3
 import pytest
 
 from core import SessionManager
-from core.search import open_search
+from tests.support.storage import storage_of
 from core.search.jsonl_index import SCHEMA_VERSION, JsonlSearchIndex
 from core.search.sql_index import PREFIX, SqlSearchIndex
 
@@ -38,7 +38,7 @@ def filled(store, tmp_path):
 
 
 def _search(m, s, query):
-    return open_search(m.store).search(query, project_keys=[s.key.project_key])
+    return storage_of(m.store).search.search(query, project_keys=[s.key.project_key])
 
 
 class TestFolded:
@@ -79,7 +79,7 @@ class TestFolded:
 def _as_before_fold(store) -> None:
     """The store's search tables as they were before text was folded: no ``fold`` column, the FTS
     table over the raw text (external content), the JSONL index file at schema 5."""
-    index = open_search(store)
+    index = storage_of(store).search
     index.update()
     if isinstance(index, JsonlSearchIndex):
         index.close()
