@@ -211,7 +211,7 @@ def _prepare(key: SessionKey, manager: SessionManager, client: openai.OpenAI | N
     SessionNotFound, ValueError (a storage whose sessions are not the manager's store)."""
     storage = options.storage
     if storage is None:
-        storage = Storage(manager.store)
+        storage = Storage.over(manager.store)
     elif storage.sessions is not manager.store:
         raise ValueError(f"{manager.store!r} is not the sessions of {storage!r}")
     entries = manager.store.load(key)

@@ -85,6 +85,15 @@ class Storage:
         self._services: dict[str, Any] = {}
         self._lock = threading.RLock()  # re-entered: memories are built from memory_log and aliases
 
+    @classmethod
+    def over(cls, store: SessionStore, *, data_dir: str | os.PathLike[str] | None = None) -> "Storage":
+        """A storage over a store a script holds by itself: ``store`` as the store of record, or,
+        for a :class:`~core.stores.mirror.MirroredSessionStore`, its local store with ``store``
+        as the mirror (so a turn on it still writes through the mirror's outbox)."""
+        if isinstance(store, MirroredSessionStore):
+            return cls(store.local_store(), data_dir=data_dir, mirror=store)
+        return cls(store, data_dir=data_dir)
+
     def __repr__(self) -> str:
         return f"Storage({self.describe()})"
 

@@ -260,6 +260,11 @@ class MirroredSessionStore:
         """Sub-agent record subpaths of the session, from the primary."""
         return self.primary.list_subpaths(key)
 
+    def local_store(self) -> SessionStore:
+        """The store of record this mirrored store writes first (what a :class:`~core.storage.Storage`
+        built over a bare mirrored store takes as its ``local``)."""
+        return self.primary
+
     def mirrors_from(self, store: SessionStore) -> bool:
         """Whether ``store`` is this mirrored store's primary (a storage's check that its mirror
         copies its own local store)."""

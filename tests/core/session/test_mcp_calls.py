@@ -7,6 +7,8 @@ import re
 
 import pytest
 
+from core.session.rounds import Round
+
 from core.session.export import session_to_jsonl, session_to_markdown
 from core.session.manager import SessionManager
 from core.session.mcp_calls import mcp_calls_of, mcp_tool_name, split_mcp_name
@@ -67,7 +69,7 @@ class TestTheRecord:
         assert manager.get(branch.key).mcp_calls == record and manager.get(version.key).mcp_calls == record
         assert manager.fork(key, 0).mcp_calls == {}  # cut before the call: no record of it
 
-        kept = manager.keep_as_version(key, 1, _round("c2"), mcp={"c2": {"server": "tracker", "tool": "t"}})
+        kept = manager.keep_as_version(key, 1, Round(_round("c2"), mcp={"c2": {"server": "tracker", "tool": "t"}}))
         assert manager.get(kept.key).mcp_calls == {"c2": {"server": "tracker", "tool": "t"}}
 
         entries = store.load(key)
